@@ -1,0 +1,241 @@
+#include "common/block_codec.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace gpusearch::codec {
+
+std::string_view to_string(Codec c) { return c == Codec::kBitPacking ? "bp128" : "pfor128"; }
+
+Codec parse_codec(std::string_view s) {
+  if (s == "bp128") return Codec::kBitPacking;
+  if (s == "pfor128") return Codec::kPForDelta;
+  throw InputError("--codec", 0, "unknown codec '" + std::string(s) + "' (bp128, pfor128)");
+}
+
+namespace {
+
+inline unsigned bits_of(std::uint32_t v) { return v == 0 ? 0u : 32u - std::countl_zero(v); }
+inline std::uint32_t low_mask(unsigned b) { return b >= 32 ? 0xffffffffu : (1u << b) - 1u; }
+
+// Packs 128 values (b bits each) in the vertical 4-lane layout.
+void pack_vertical(const std::uint32_t* v, unsigned b, std::uint32_t* packed) {
+  std::fill(packed, packed + 4 * b, 0u);
+  if (b == 0) return;
+  const std::uint32_t mask = low_mask(b);
+  for (unsigned i = 0; i < kBlockSize; ++i) {
+    const unsigned lane = i & 3u, slot = i >> 2;
+    const unsigned bitpos = slot * b, w = bitpos >> 5, off = bitpos & 31u;
+    const std::uint32_t x = v[i] & mask;
+    packed[4 * w + lane] |= x << off;
+    if (off + b > 32) packed[4 * (w + 1) + lane] |= x >> (32 - off);
+  }
+}
+
+}  // namespace
+
+void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
+                  std::vector<std::uint32_t>& out) {
+  std::array<std::uint32_t, kBlockSize> v{};
+  std::copy(values, values + n, v.begin());
+  std::array<unsigned, 33> count_by_bits{};
+  unsigned max_bits = 0;
+  for (auto x : v) {
+    const unsigned nb = bits_of(x);
+    ++count_by_bits[nb];
+    max_bits = std::max(max_bits, nb);
+  }
+  unsigned best_b = max_bits;
+  if (codec == Codec::kPForDelta) {
+    // Cost of each b: the packed words plus the exceptions' positions and high bits.
+    std::size_t best_words = words_for({max_bits, 0, 0});
+    unsigned above = 0;  // values needing more than b bits
+    for (int b = int(max_bits) - 1; b >= 0; --b) {
+      above += count_by_bits[b + 1];
+      const std::size_t w = words_for({unsigned(b), above, max_bits - unsigned(b)});
+      if (w < best_words) best_words = w, best_b = unsigned(b);
+    }
+  }
+  std::array<std::uint8_t, kBlockSize> positions{};
+  std::array<std::uint32_t, kBlockSize> highs{};
+  unsigned exceptions = 0;
+  for (unsigned i = 0; i < kBlockSize; ++i) {
+    if (bits_of(v[i]) > best_b) {
+      positions[exceptions] = std::uint8_t(i);
+      highs[exceptions++] = v[i] >> best_b;
+    }
+  }
+  const unsigned exception_bits = exceptions ? max_bits - best_b : 0;
+  const BlockHeader h{best_b, exceptions, exception_bits};
+  const std::size_t start = out.size();
+  out.resize(start + words_for(h), 0u);
+  std::uint32_t* p = out.data() + start;
+  *p++ = best_b | (exceptions << 8) | (exception_bits << 16);
+  pack_vertical(v.data(), best_b, p);
+  p += 4 * best_b;
+  for (unsigned j = 0; j < exceptions; ++j) p[j / 4] |= std::uint32_t(positions[j]) << (8 * (j % 4));
+  p += (exceptions + 3) / 4;
+  for (unsigned j = 0; j < exceptions; ++j) {
+    const unsigned bitpos = j * exception_bits, w = bitpos >> 5, off = bitpos & 31u;
+    p[w] |= highs[j] << off;
+    if (off + exception_bits > 32) p[w + 1] |= highs[j] >> (32 - off);
+  }
+}
+
+namespace {
+
+// Adds the exceptions' high bits back into the unpacked values.
+inline void patch_exceptions(const BlockHeader& h, const std::uint32_t* after_packed,
+                             std::uint32_t* out) {
+  const std::uint32_t* pos = after_packed;
+  const std::uint32_t* high = after_packed + (h.exceptions + 3) / 4;
+  const unsigned eb = h.exception_bits;
+  for (unsigned j = 0; j < h.exceptions; ++j) {
+    const unsigned p = (pos[j / 4] >> (8 * (j % 4))) & 0xffu;
+    const unsigned bitpos = j * eb, w = bitpos >> 5, off = bitpos & 31u;
+    std::uint32_t x = high[w] >> off;
+    if (off + eb > 32) x |= high[w + 1] << (32 - off);
+    out[p] |= (x & low_mask(eb)) << h.bits;
+  }
+}
+
+#if defined(__SSE2__)
+template <unsigned B, unsigned Slot>
+inline void unpack_slot(const __m128i* in, __m128i* out, __m128i mask) {
+  constexpr unsigned bitpos = Slot * B, w = bitpos / 32, off = bitpos % 32;
+  __m128i v = _mm_srli_epi32(_mm_loadu_si128(in + w), off);
+  if constexpr (off + B > 32) {
+    v = _mm_or_si128(v, _mm_slli_epi32(_mm_loadu_si128(in + w + 1), 32 - off));
+  }
+  _mm_storeu_si128(out + Slot, _mm_and_si128(v, mask));
+}
+
+template <unsigned B, unsigned... Slots>
+inline void unpack_slots(const __m128i* in, __m128i* out, std::integer_sequence<unsigned, Slots...>) {
+  const __m128i mask = _mm_set1_epi32(int(low_mask(B)));
+  (unpack_slot<B, Slots>(in, out, mask), ...);
+}
+
+template <unsigned B>
+void unpack(const std::uint32_t* in, std::uint32_t* out) {
+  if constexpr (B == 0) {
+    std::memset(out, 0, kBlockSize * sizeof(std::uint32_t));
+  } else if constexpr (B == 32) {
+    std::memcpy(out, in, kBlockSize * sizeof(std::uint32_t));
+  } else {
+    unpack_slots<B>(reinterpret_cast<const __m128i*>(in), reinterpret_cast<__m128i*>(out),
+                    std::make_integer_sequence<unsigned, 32>{});
+  }
+}
+#else
+template <unsigned B>
+void unpack(const std::uint32_t* in, std::uint32_t* out) {
+  for (unsigned i = 0; i < kBlockSize; ++i) {
+    const unsigned lane = i & 3u, slot = i >> 2, bitpos = slot * B, w = bitpos >> 5,
+                   off = bitpos & 31u;
+    std::uint64_t x = in[4 * w + lane] >> off;
+    if (off + B > 32) x |= std::uint64_t(in[4 * (w + 1) + lane]) << (32 - off);
+    out[i] = std::uint32_t(x) & low_mask(B);
+  }
+}
+#endif
+
+using UnpackFn = void (*)(const std::uint32_t*, std::uint32_t*);
+template <unsigned... Bs>
+constexpr std::array<UnpackFn, sizeof...(Bs)> make_unpack_table(std::integer_sequence<unsigned, Bs...>) {
+  return {&unpack<Bs>...};
+}
+constexpr auto kUnpack = make_unpack_table(std::make_integer_sequence<unsigned, 33>{});
+
+// out[i] = floor - 1 + sum_{j <= i} (out[j] + 1), in place.
+inline void gaps_to_docids(std::uint32_t* out, DocId floor) {
+#if defined(__SSE2__)
+  __m128i running = _mm_set1_epi32(int(floor - 1));
+  const __m128i one = _mm_set1_epi32(1);
+  __m128i* p = reinterpret_cast<__m128i*>(out);
+  for (unsigned s = 0; s < kBlockSize / 4; ++s) {
+    __m128i x = _mm_add_epi32(_mm_loadu_si128(p + s), one);
+    x = _mm_add_epi32(x, _mm_slli_si128(x, 4));
+    x = _mm_add_epi32(x, _mm_slli_si128(x, 8));
+    x = _mm_add_epi32(x, running);
+    _mm_storeu_si128(p + s, x);
+    running = _mm_shuffle_epi32(x, 0xff);
+  }
+#else
+  DocId d = floor - 1;
+  for (unsigned i = 0; i < kBlockSize; ++i) out[i] = d = d + out[i] + 1;
+#endif
+}
+
+}  // namespace
+
+const std::uint32_t* decode_block(const std::uint32_t* in, std::uint32_t* out) {
+  const BlockHeader h = read_header(in[0]);
+  kUnpack[h.bits](in + 1, out);
+  if (h.exceptions) patch_exceptions(h, in + 1 + 4 * h.bits, out);
+  return in + words_for(h);
+}
+
+const std::uint32_t* decode_block_scalar(const std::uint32_t* in, std::uint32_t* out) {
+  const BlockHeader h = read_header(in[0]);
+  const std::uint32_t* packed = in + 1;
+  for (unsigned i = 0; i < kBlockSize; ++i) {
+    std::uint32_t x = 0;
+    for (unsigned bit = 0; bit < h.bits; ++bit) {  // bit by bit: slow and plainly right
+      const unsigned abs = (i >> 2) * h.bits + bit;
+      const std::uint32_t word = packed[4 * (abs >> 5) + (i & 3u)];
+      x |= ((word >> (abs & 31u)) & 1u) << bit;
+    }
+    out[i] = x;
+  }
+  if (h.exceptions) patch_exceptions(h, packed + 4 * h.bits, out);
+  return in + words_for(h);
+}
+
+bool block_is_well_formed(const std::uint32_t* in, std::size_t available) {
+  if (available < 1) return false;
+  const BlockHeader h = read_header(in[0]);
+  if ((in[0] >> 24) != 0 || h.bits > 32 || h.exceptions > kBlockSize || h.exception_bits > 32)
+    return false;
+  if (h.exceptions > 0 && (h.exception_bits == 0 || h.bits + h.exception_bits > 32)) return false;
+  if (words_for(h) > available) return false;
+  const std::uint32_t* pos = in + 1 + 4 * h.bits;
+  for (unsigned j = 0; j < h.exceptions; ++j)
+    if (((pos[j / 4] >> (8 * (j % 4))) & 0xffu) >= kBlockSize) return false;
+  return true;
+}
+
+void encode_posting_block(const DocId* docs, const std::uint32_t* freqs, unsigned n,
+                          DocId first_docid_floor, Codec codec, std::vector<std::uint32_t>& out) {
+  std::array<std::uint32_t, kBlockSize> tmp{};
+  DocId prev = first_docid_floor - 1;  // wraps for floor 0; differences stay exact mod 2^32
+  for (unsigned i = 0; i < n; ++i) {
+    tmp[i] = docs[i] - prev - 1;
+    prev = docs[i];
+  }
+  encode_block(tmp.data(), n, codec, out);
+  for (unsigned i = 0; i < n; ++i) tmp[i] = freqs[i] - 1;
+  std::fill(tmp.begin() + n, tmp.end(), 0u);
+  encode_block(tmp.data(), n, codec, out);
+}
+
+const std::uint32_t* decode_docids(const std::uint32_t* in, DocId first_docid_floor, DocId* out) {
+  const std::uint32_t* next = decode_block(in, out);
+  gaps_to_docids(out, first_docid_floor);
+  return next;
+}
+
+const std::uint32_t* decode_freqs(const std::uint32_t* freq_part, std::uint32_t* out) {
+  const std::uint32_t* next = decode_block(freq_part, out);
+  for (unsigned i = 0; i < kBlockSize; ++i) out[i] += 1;
+  return next;
+}
+
+}  // namespace gpusearch::codec

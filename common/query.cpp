@@ -1,0 +1,142 @@
+#include "common/query.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/shard_index.hpp"
+#include "common/tokenizer.hpp"
+
+namespace gpusearch {
+
+std::string QueryProblem::message() const {
+  return fmt::format("{}:{}: query{}{}: {}", source, line, qid.empty() ? "" : " ", qid, what);
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto ws = " \t\r\n\f\v";
+  const auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+// TREC topics: <top> <num> Number: 301 <title> text ... </top>. The title is the query.
+void parse_trec_topics(const std::string& all, const std::string& source, QueryFile& out) {
+  std::size_t pos = 0;
+  auto line_of = [&](std::size_t off) {
+    return std::uint64_t(std::count(all.begin(), all.begin() + std::ptrdiff_t(off), '\n')) + 1;
+  };
+  while ((pos = all.find("<top>", pos)) != std::string::npos) {
+    const std::size_t end = all.find("</top>", pos);
+    const std::size_t stop = end == std::string::npos ? all.size() : end;
+    const std::string_view topic(all.data() + pos, stop - pos);
+    const std::uint64_t line = line_of(pos);
+    auto tag_text = [&](std::string_view tag) -> std::string_view {
+      const auto t = topic.find(tag);
+      if (t == std::string_view::npos) return {};
+      auto rest = topic.substr(t + tag.size());
+      const auto next = rest.find('<');
+      return trim(rest.substr(0, next));
+    };
+    std::string_view num = tag_text("<num>");
+    if (num.starts_with("Number:")) num = trim(num.substr(7));
+    const std::string_view title = tag_text("<title>");
+    if (end == std::string::npos) {
+      out.problems.push_back({source, line, std::string(num), "topic has no </top>"});
+      break;
+    }
+    if (num.empty()) out.problems.push_back({source, line, "", "topic has no <num>"});
+    else out.queries.push_back({std::string(num), std::string(title), line});
+    pos = end + 6;
+  }
+}
+
+}  // namespace
+
+bool parse_tsv_query_line(std::string_view line, std::uint64_t line_no, QueryText& out,
+                          QueryProblem& problem, const std::string& source_name) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const auto tab = line.find('\t');
+  if (tab == std::string_view::npos) {
+    problem = {source_name, line_no, "", "malformed line: expected qid<TAB>text"};
+    return false;
+  }
+  const std::string_view qid = trim(line.substr(0, tab));
+  if (qid.empty()) {
+    problem = {source_name, line_no, "", "malformed line: empty query id"};
+    return false;
+  }
+  out = {std::string(qid), std::string(line.substr(tab + 1)), line_no};
+  return true;
+}
+
+QueryFile read_query_stream(std::istream& in, const std::string& source_name) {
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string all = buf.str();
+  QueryFile out;
+  if (all.find("<top>") != std::string::npos) {
+    parse_trec_topics(all, source_name, out);
+    return out;
+  }
+  std::size_t start = 0;
+  std::uint64_t line_no = 0;
+  while (start < all.size()) {
+    std::size_t nl = all.find('\n', start);
+    if (nl == std::string::npos) nl = all.size();
+    const std::string_view line(all.data() + start, nl - start);
+    ++line_no;
+    start = nl + 1;
+    if (trim(line).empty()) continue;  // blank lines are not queries
+    QueryText q;
+    QueryProblem p;
+    if (parse_tsv_query_line(line, line_no, q, p, source_name)) out.queries.push_back(std::move(q));
+    else out.problems.push_back(std::move(p));
+  }
+  return out;
+}
+
+QueryFile read_query_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), 0, "cannot open query file");
+  return read_query_stream(in, path.string());
+}
+
+bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const QueryLimits& limits,
+                   Query& out, QueryProblem& problem, const std::string& source_name) {
+  out = Query{};
+  out.id = text.id;
+  if (text.text.size() > limits.max_text_bytes) {
+    problem = {source_name, text.line, text.id,
+               fmt::format("query text is {} bytes, over the limit of {}", text.text.size(),
+                           limits.max_text_bytes)};
+    return false;
+  }
+  std::size_t tokens = 0;
+  for_each_token(text.text, [&](std::string_view tok) {
+    ++tokens;
+    if (auto t = vocabulary.find_term(tok)) {
+      if (std::find(out.terms.begin(), out.terms.end(), *t) == out.terms.end())
+        out.terms.push_back(*t);
+    } else {
+      ++out.unknown_tokens;
+    }
+  });
+  if (tokens == 0) {
+    problem = {source_name, text.line, text.id, "empty query (no tokens)"};
+    return false;
+  }
+  if (out.terms.size() > limits.max_terms) {
+    problem = {source_name, text.line, text.id,
+               fmt::format("query has {} distinct terms, over the limit of {} (--max-query-terms)",
+                           out.terms.size(), limits.max_terms)};
+    return false;
+  }
+  return true;
+}
+
+}  // namespace gpusearch

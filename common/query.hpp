@@ -1,0 +1,62 @@
+// Queries: reading TSV (qid<TAB>text) and TREC topic files, and turning text into term ids with
+// the index's vocabulary (tokenize, drop unknown terms, de-duplicate in order of appearance).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "common/types.hpp"
+
+namespace gpusearch {
+
+class ShardIndex;
+
+struct QueryText {
+  std::string id;
+  std::string text;
+  std::uint64_t line = 0;  // where it started in its source, for error messages
+};
+
+// A problem with one query line: reported and counted, never silently dropped.
+struct QueryProblem {
+  std::string source;
+  std::uint64_t line = 0;
+  std::string qid;  // empty when the line had none
+  std::string what;
+  std::string message() const;
+};
+
+struct QueryFile {
+  std::vector<QueryText> queries;
+  std::vector<QueryProblem> problems;  // malformed lines
+};
+
+// Reads a query file: TREC topics if it contains "<top>", else TSV. Throws InputError only if
+// the file cannot be read; malformed lines go to `problems`.
+QueryFile read_query_file(const std::filesystem::path& path);
+QueryFile read_query_stream(std::istream& in, const std::string& source_name);
+// Parses one TSV line (for live input); returns false and fills `problem` if malformed.
+bool parse_tsv_query_line(std::string_view line, std::uint64_t line_no, QueryText& out,
+                          QueryProblem& problem, const std::string& source_name);
+
+struct Query {
+  std::string id;
+  std::vector<TermId> terms;  // known terms, de-duplicated, in order of first appearance
+  std::uint32_t unknown_tokens = 0;
+};
+
+struct QueryLimits {
+  std::size_t max_terms = 64;        // after de-duplication; longer queries are rejected
+  std::size_t max_text_bytes = 1 << 16;
+};
+
+// Resolves query text against the vocabulary. Returns false (and fills `problem`) for a query
+// that cannot be run: empty text, too long. A query whose terms are all unknown is valid and has
+// no terms (it matches nothing).
+bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const QueryLimits& limits,
+                   Query& out, QueryProblem& problem, const std::string& source_name);
+
+}  // namespace gpusearch

@@ -1,0 +1,23 @@
+// The interface every engine of an ISN implements (reference, CPU, GPU): a batch of queries on
+// one shard in, one ShardResult per query out. Engines are interchangeable and must agree with
+// the reference engine (ARCHITECTURE.md, "Exactness").
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "common/query.hpp"
+#include "common/search_result.hpp"
+
+namespace gpusearch {
+
+class QueryEngine {
+ public:
+  virtual ~QueryEngine() = default;
+  virtual std::string_view name() const = 0;
+  // out.size() == queries.size(). Throws gpusearch::Error on failure.
+  virtual void search(std::span<const Query> queries, const SearchParams& params,
+                      std::span<ShardResult> out) = 0;
+};
+
+}  // namespace gpusearch

@@ -1,0 +1,91 @@
+// What an engine returns for one query on one shard, and how per-shard results merge into the
+// answer (the same code for in-process search and the aggregator).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/types.hpp"
+
+namespace gpusearch {
+
+struct RankedDoc {
+  double score = 0;
+  GlobalRank rank = 0;  // collection-wide tie-break key
+  std::uint32_t shard = 0;
+  DocId doc = 0;  // shard-local docID
+};
+
+// The answer order (ARCHITECTURE.md, "Exactness"): score descending, then docID ascending, where
+// the docID is the collection-wide GS rank, so that ties break the same for every partitioning.
+inline bool ranks_before(const RankedDoc& a, const RankedDoc& b) {
+  return a.score > b.score || (a.score == b.score && a.rank < b.rank);
+}
+
+struct SearchParams {
+  Mode mode = Mode::kOr;
+  Scoring scoring = Scoring::kBm25;
+  double alpha = 0.3;  // bm25-pr's alpha at query time
+  unsigned k = 10;
+};
+
+// Work counters, so that every speed figure can be explained.
+struct QueryCounters {
+  std::uint64_t postings_decoded = 0;
+  std::uint64_t blocks_decoded = 0;
+  std::uint64_t blocks_skipped = 0;
+  std::uint64_t docs_scored = 0;
+  std::uint64_t early_terminations = 0;  // queries that stopped before the end of their lists
+  void add(const QueryCounters& o) {
+    postings_decoded += o.postings_decoded;
+    blocks_decoded += o.blocks_decoded;
+    blocks_skipped += o.blocks_skipped;
+    docs_scored += o.docs_scored;
+    early_terminations += o.early_terminations;
+  }
+};
+nlohmann::json to_json(const QueryCounters& c);
+
+struct ShardResult {
+  std::vector<RankedDoc> hits;     // best first, at most k; for and-or, the AND top-k
+  std::uint64_t and_matches = 0;   // and-or: AND matches seen; exact whenever it is below k
+  std::vector<RankedDoc> or_hits;  // and-or: the OR top-k, present when and_matches < k
+  QueryCounters counters;
+  bool partial = false;
+};
+
+struct QueryResult {
+  std::vector<RankedDoc> hits;  // best first, at most k
+  bool answered_by_or = false;  // and-or fell back to OR
+  bool partial = false;         // some shard's answer is missing
+  QueryCounters counters;
+};
+
+// Merges per-shard results. For and-or, AND answers if the shards together found at least k AND
+// matches (each shard's count is exact below k, and a shard that stopped early has k), else OR.
+QueryResult merge_shard_results(const SearchParams& params,
+                                std::span<const ShardResult* const> shards);
+
+// Keeps the best k of a stream of documents (min-heap on the answer order).
+class TopKHeap {
+ public:
+  explicit TopKHeap(std::size_t k) : k_(k) { heap_.reserve(k); }
+  bool full() const { return heap_.size() >= k_; }
+  // Score a new document must beat (or tie with a smaller rank) to enter; -inf until full.
+  double threshold() const {
+    return full() && k_ > 0 ? heap_.front().score : -std::numeric_limits<double>::infinity();
+  }
+  void push(const RankedDoc& d);
+  std::vector<RankedDoc> take_sorted();  // best first; empties the heap
+  std::size_t size() const { return heap_.size(); }
+
+ private:
+  std::size_t k_;
+  std::vector<RankedDoc> heap_;
+};
+
+}  // namespace gpusearch

@@ -1,0 +1,22 @@
+// Makes the engine an ISN (or `gpusearch search`) runs on one shard, by name.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/query_engine.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch {
+
+struct EngineOptions {
+  std::string engine = "reference";  // reference (more engines plug in here)
+};
+
+std::vector<std::string> engine_names();
+// Throws InputError for an unknown engine name.
+std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const ShardIndex& shard,
+                                         std::uint32_t shard_id);
+
+}  // namespace gpusearch

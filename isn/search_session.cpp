@@ -1,0 +1,143 @@
+#include "isn/search_session.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "common/progress.hpp"
+#include "common/run_file.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, std::size_t(std::ceil(p / 100.0 * v.size())) - (p > 0));
+  return v[i];
+}
+}  // namespace
+
+nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostream& run) {
+  const auto t_open = Clock::now();
+  OpenOptions oo;
+  oo.verify_checksums = !options.skip_checksums;
+  const Index index = Index::open(options.index_dir, oo);
+  SearchParams params = options.params;
+  params.alpha = std::isnan(options.alpha) ? index.params().gs_alpha : options.alpha;
+  const double open_seconds = std::chrono::duration<double>(Clock::now() - t_open).count();
+
+  // Queries: malformed lines and unusable queries are reported and counted, never dropped
+  // silently.
+  const QueryFile file = read_query_file(options.queries_path);
+  std::vector<QueryProblem> problems = file.problems;
+  std::vector<Query> queries;
+  queries.reserve(file.queries.size());
+  std::uint64_t no_known_terms = 0, unknown_tokens = 0;
+  for (const QueryText& qt : file.queries) {
+    Query q;
+    QueryProblem p;
+    if (!resolve_query(index.shard(0), qt, options.limits, q, p, options.queries_path.string())) {
+      problems.push_back(std::move(p));
+      continue;
+    }
+    unknown_tokens += q.unknown_tokens;
+    if (q.terms.empty()) ++no_known_terms;
+    queries.push_back(std::move(q));
+  }
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i)
+    std::cerr << "gpusearch: skipped " << problems[i].message() << '\n';
+  if (problems.size() > 20) std::cerr << "gpusearch: ... and " << problems.size() - 20 << " more\n";
+
+  std::vector<std::unique_ptr<QueryEngine>> engines;
+  for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+    engines.push_back(make_engine(options.engine, index.shard(s), index.shard_id(s)));
+
+  Progress bar("search", queries.size(), "queries", options.progress);
+  std::vector<std::vector<ShardResult>> shard_results(engines.size());
+  std::vector<double> batch_ms;
+  QueryCounters counters;
+  std::uint64_t empty_results = 0, answered_by_or = 0, hits_written = 0;
+  const auto t_search = Clock::now();
+  for (std::size_t begin = 0; begin < queries.size(); begin += options.batch_size) {
+    const std::size_t end = std::min(queries.size(), begin + options.batch_size);
+    const std::span<const Query> batch(queries.data() + begin, end - begin);
+    const auto t_batch = Clock::now();
+    for (std::size_t s = 0; s < engines.size(); ++s) {
+      shard_results[s].assign(batch.size(), ShardResult{});
+      engines[s]->search(batch, params, shard_results[s]);
+    }
+    batch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t_batch).count());
+    std::vector<const ShardResult*> per_query(engines.size());
+    for (std::size_t q = 0; q < batch.size(); ++q) {
+      for (std::size_t s = 0; s < engines.size(); ++s) per_query[s] = &shard_results[s][q];
+      const QueryResult r = merge_shard_results(params, per_query);
+      counters.add(r.counters);
+      if (r.hits.empty()) ++empty_results;
+      if (r.answered_by_or) ++answered_by_or;
+      for (std::size_t i = 0; i < r.hits.size(); ++i) {
+        const RankedDoc& h = r.hits[i];
+        write_run_line(run, batch[q].id, index.shard(h.shard).external_id(h.doc), int(i + 1),
+                       h.score, options.run_tag);
+      }
+      hits_written += r.hits.size();
+    }
+    bar.add(batch.size());
+  }
+  bar.finish();
+  const double search_seconds = std::chrono::duration<double>(Clock::now() - t_search).count();
+
+  nlohmann::json problem_lines = nlohmann::json::array();
+  for (std::size_t i = 0; i < problems.size() && i < 100; ++i) problem_lines.push_back(problems[i].message());
+  return {
+      {"index", options.index_dir.string()},
+      {"shards", index.num_open_shards()},
+      {"engine", options.engine.engine},
+      {"mode", std::string(to_string(params.mode))},
+      {"scoring", std::string(to_string(params.scoring))},
+      {"alpha", params.alpha},
+      {"k", params.k},
+      {"queries", {{"read", file.queries.size() + file.problems.size()},
+                   {"run", queries.size()},
+                   {"skipped", problems.size()},
+                   {"skipped_messages", problem_lines},
+                   {"no_known_terms", no_known_terms},
+                   {"unknown_tokens", unknown_tokens},
+                   {"empty_results", empty_results},
+                   {"answered_by_or", answered_by_or},
+                   {"hits_written", hits_written}}},
+      {"open_seconds", open_seconds},
+      {"search_seconds", search_seconds},
+      {"queries_per_second", search_seconds > 0 ? queries.size() / search_seconds : 0.0},
+      {"batch_size", options.batch_size},
+      {"batch_ms", {{"count", batch_ms.size()},
+                    {"p50", percentile(batch_ms, 50)},
+                    {"p99", percentile(batch_ms, 99)},
+                    {"max", percentile(batch_ms, 100)}}},
+      {"counters", to_json(counters)},
+      {"peak_rss_bytes", peak_rss_bytes()}};
+}
+
+void print_search_summary(const nlohmann::json& m, const std::string& run_path, std::ostream& out) {
+  const auto& q = m.at("queries");
+  out << fmt::format(
+      "searched {} queries ({} skipped, {} with no known terms, {} with no results) on {} "
+      "shard(s) with the {} engine, mode {}, k {}, {}\n"
+      "  {:.3f} s: {:.0f} queries/s; {} postings decoded, {} documents scored\n"
+      "  run written to {}\n",
+      q.at("run").get<std::uint64_t>(), q.at("skipped").get<std::uint64_t>(),
+      q.at("no_known_terms").get<std::uint64_t>(), q.at("empty_results").get<std::uint64_t>(),
+      m.at("shards").get<std::size_t>(), m.at("engine").get<std::string>(),
+      m.at("mode").get<std::string>(), m.at("k").get<unsigned>(),
+      m.at("scoring").get<std::string>(), m.at("search_seconds").get<double>(),
+      m.at("queries_per_second").get<double>(),
+      m.at("counters").at("postings_decoded").get<std::uint64_t>(),
+      m.at("counters").at("docs_scored").get<std::uint64_t>(), run_path);
+}
+
+}  // namespace gpusearch

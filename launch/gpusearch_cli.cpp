@@ -1,0 +1,227 @@
+// gpusearch: one command with subcommands. Thin mains over the libraries: flags in, a library
+// call, a summary out. Errors print one clear line and exit 1.
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include "common/error.hpp"
+#include "common/progress.hpp"
+#include "isn/search_session.hpp"
+#include "common/shard_index.hpp"
+#include "isn/engine_factory.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/repartition.hpp"
+#include "partition/synthetic_collection.hpp"
+
+using namespace gpusearch;
+namespace fs = std::filesystem;
+
+namespace {
+
+void print_build_report(const nlohmann::json& r, const fs::path& out) {
+  const auto& w = r.at("write");
+  fmt::print(
+      "indexed {} documents, {} terms, {} postings into {} ({} shard{})\n"
+      "  index {:.1f} MiB, postings {:.1f} MiB: {:.2f} bits/posting for docIDs, {:.2f} for "
+      "frequencies\n"
+      "  {:.1f} s: {:.0f} docs/s, {:.3g} postings/s; peak memory {:.0f} MiB\n",
+      r.at("docs").get<std::uint64_t>(), r.at("terms").get<std::uint64_t>(),
+      r.at("postings").get<std::uint64_t>(), out.string(), w.at("shards").size(),
+      w.at("shards").size() == 1 ? "" : "s", w.at("index_bytes").get<double>() / (1 << 20),
+      w.at("postings_bytes").get<double>() / (1 << 20),
+      w.at("bits_per_posting_docids").get<double>(), w.at("bits_per_posting_freqs").get<double>(),
+      r.at("seconds").get<double>(), r.at("docs_per_second").get<double>(),
+      r.at("postings_per_second").get<double>(),
+      r.at("peak_rss_bytes").get<double>() / (1 << 20));
+  if (r.value("skipped_documents", 0) > 0)
+    fmt::print("  skipped {} malformed documents (first: {})\n",
+               r.at("skipped_documents").get<std::uint64_t>(),
+               r.at("skipped_messages").at(0).get<std::string>());
+}
+
+void write_json(const fs::path& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << '\n';
+  if (!out) throw Error("cannot write " + path.string());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpusearch: GPU-accelerated distributed query processing (index, search, serve)"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags (--threads, -q) may follow the subcommand
+  app.set_version_flag("--version", "gpusearch 0.1.0");
+  int threads = 0;
+  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  bool quiet = false;
+  app.add_flag("-q,--quiet", quiet, "no progress bars");
+
+  // generate
+  auto* gen = app.add_subcommand("generate", "write a synthetic GOV2-like collection (JSONL corpus, train/test query logs)");
+  std::uint64_t gen_docs = 20000, gen_seed = 7;
+  std::string gen_spec;
+  fs::path gen_out;
+  bool gen_gzip = false;
+  gen->add_option("--docs", gen_docs, "documents")->capture_default_str();
+  gen->add_option("--seed", gen_seed, "random seed (same seed, same collection)")->capture_default_str();
+  gen->add_option("--params", gen_spec, "more generator parameters: key=value,... (see README)");
+  gen->add_option("--out", gen_out, "output directory")->required();
+  gen->add_flag("--gzip", gen_gzip, "compress the corpus (corpus.jsonl.gz)");
+
+  // index
+  auto* idx = app.add_subcommand("index", "build an index from a corpus or the synthetic generator");
+  std::vector<fs::path> corpus;
+  std::string synthetic, format = "auto", split = "input-ranges", codec_name = "pfor128";
+  BuildOptions bo;
+  bool skip_bad = false;
+  fs::path report_path;
+  auto* corpus_opt = idx->add_option("--corpus", corpus, "corpus files: JSONL or TREC, plain or .gz")
+                         ->check(CLI::ExistingFile);
+  auto* synth_opt = idx->add_option("--synthetic", synthetic,
+                                    "index a synthetic collection straight from the generator: "
+                                    "docs=N,seed=S[,key=value...]");
+  corpus_opt->excludes(synth_opt);
+  idx->add_option("--out", bo.out_dir, "index directory")->required();
+  idx->add_option("--shards", bo.num_shards, "docID-range shards, one per ISN")->capture_default_str();
+  idx->add_option("--split", split, "input-ranges (default) or gs-tiers")->capture_default_str();
+  idx->add_option("--codec", codec_name, "pfor128 (default) or bp128")->capture_default_str();
+  idx->add_option("--alpha", bo.gs_alpha, "alpha of GS(d) and the docID order (paper 000, eq. 4)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  idx->add_option("--k1", bo.bm25.k1, "BM25 k1")->capture_default_str();
+  idx->add_option("--b", bo.bm25.b, "BM25 b")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  idx->add_option("--format", format, "corpus format: auto, jsonl, trec")->capture_default_str();
+  idx->add_flag("--skip-bad", skip_bad, "skip and count malformed documents instead of stopping");
+  idx->add_flag("--force", bo.force, "replace an existing index in --out");
+  idx->add_option("--report", report_path, "also write the build report as JSON here");
+
+  // partition
+  auto* part = app.add_subcommand("partition", "re-shard an existing index (no corpus needed)");
+  fs::path part_in, part_out;
+  std::uint32_t part_shards = 2;
+  std::string part_split = "input-ranges", part_codec;
+  bool part_force = false;
+  part->add_option("--index", part_in, "input index")->required()->check(CLI::ExistingDirectory);
+  part->add_option("--out", part_out, "output index directory")->required();
+  part->add_option("--shards", part_shards, "shards")->capture_default_str();
+  part->add_option("--split", part_split, "input-ranges or gs-tiers")->capture_default_str();
+  part->add_option("--codec", part_codec, "re-encode with this codec (default: keep)");
+  part->add_flag("--force", part_force, "replace an existing index in --out");
+
+  // search
+  auto* srch = app.add_subcommand("search", "answer a query file on an index, write a TREC run");
+  SearchSessionOptions so;
+  std::string mode = "or", scoring = "bm25";
+  double alpha = NAN;
+  fs::path run_path, metrics_path;
+  srch->add_option("--index", so.index_dir, "index directory")->required()->check(CLI::ExistingDirectory);
+  srch->add_option("--queries", so.queries_path, "queries: TSV (qid<TAB>text) or TREC topics")
+      ->required()->check(CLI::ExistingFile);
+  srch->add_option("--mode", mode, "and, or, and-or")->capture_default_str();
+  srch->add_option("--k", so.params.k, "results per query")->capture_default_str()->check(CLI::Range(1u, 100000u));
+  srch->add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
+  srch->add_option("--alpha", alpha, "bm25-pr alpha (default: the index's)")->check(CLI::Range(0.0, 1.0));
+  srch->add_option("--engine", so.engine.engine, "engine: reference")->capture_default_str();
+  srch->add_option("--run", run_path, "TREC run output")->required();
+  srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();
+  srch->add_option("--metrics", metrics_path, "metrics JSON output");
+  srch->add_option("--batch-size", so.batch_size, "queries per engine batch")->capture_default_str();
+  srch->add_option("--max-query-terms", so.limits.max_terms, "reject longer queries")->capture_default_str();
+  srch->add_flag("--no-verify", so.skip_checksums, "skip checksum verification when opening the index");
+
+  // info
+  auto* info = app.add_subcommand("info", "describe an index; --verify checks every file");
+  fs::path info_index;
+  bool info_verify = false;
+  info->add_option("--index", info_index, "index directory")->required()->check(CLI::ExistingDirectory);
+  info->add_flag("--verify", info_verify, "open every shard and verify checksums and structure");
+
+  CLI11_PARSE(app, argc, argv);
+  std::unique_ptr<tbb::global_control> thread_limit;
+  if (threads > 0)
+    thread_limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, threads);
+  const bool progress = !quiet;
+
+  try {
+    if (*gen) {
+      SyntheticParams p = SyntheticParams::parse(gen_spec);
+      if (gen_spec.find("docs=") == std::string::npos) p.num_docs = gen_docs;
+      if (gen_spec.find("seed=") == std::string::npos) p.seed = gen_seed;
+      SyntheticCollection c(p);
+      c.write(gen_out, gen_gzip, progress);
+      fmt::print("generated {} documents ({} sites, vocabulary of {} ranks), {} train and {} test "
+                 "queries in {}\n",
+                 p.num_docs, c.num_sites(), c.vocabulary_size(), p.train_queries, p.test_queries,
+                 gen_out.string());
+    } else if (*idx) {
+      if (corpus.empty() && synthetic.empty())
+        throw InputError("index", 0, "give --corpus FILE... or --synthetic docs=N,seed=S");
+      bo.split = parse_split_mode(split);
+      bo.codec = codec::parse_codec(codec_name);
+      bo.progress = progress;
+      if (bo.num_shards == 0) throw InputError("--shards", 0, "must be at least 1");
+      nlohmann::json r;
+      if (!synthetic.empty()) {
+        r = build_index_synthetic(SyntheticParams::parse(synthetic), bo);
+      } else {
+        CorpusReadOptions ro;
+        ro.format = parse_corpus_format(format);
+        ro.skip_bad = skip_bad;
+        r = build_index_from_corpus(corpus, ro, bo);
+      }
+      print_build_report(r, bo.out_dir);
+      if (!report_path.empty()) write_json(report_path, r);
+    } else if (*part) {
+      std::optional<codec::Codec> c;
+      if (!part_codec.empty()) c = codec::parse_codec(part_codec);
+      const auto r = repartition_index(part_in, part_out, part_shards, parse_split_mode(part_split),
+                                       c, progress, part_force);
+      fmt::print("wrote {} shards ({}) to {}: {:.1f} MiB in {:.1f} s\n", part_shards, part_split,
+                 part_out.string(), r.at("index_bytes").get<double>() / (1 << 20),
+                 r.at("seconds").get<double>());
+    } else if (*srch) {
+      so.params.mode = parse_mode(mode);
+      so.params.scoring = parse_scoring(scoring);
+      so.alpha = alpha;
+      so.progress = progress;
+      std::ofstream run(run_path);
+      if (!run) throw InputError(run_path.string(), 0, "cannot write run file");
+      const nlohmann::json m = run_search_session(so, run);
+      run.close();
+      if (!run) throw Error("write failed: " + run_path.string());
+      if (!metrics_path.empty()) write_json(metrics_path, m);
+      print_search_summary(m, run_path.string(), std::cout);
+    } else if (*info) {
+      const RootManifest m = read_root_manifest(info_index / kRootManifestName);
+      const IndexParams& p = m.params;
+      fmt::print("index {}: format {}, codec {}, {} shard(s) ({})\n", info_index.string(),
+                 p.format_version, codec::to_string(p.codec), p.num_shards, to_string(p.split));
+      fmt::print("  {} documents, {} terms, {} postings, avgdl {:.2f}, gs alpha {}, pagerank {}\n",
+                 p.collection.num_docs, p.num_terms, p.num_postings_total,
+                 p.collection.avg_doc_length, p.gs_alpha,
+                 p.has_links ? fmt::format("{} iterations", p.pagerank_iterations) : "uniform (no links)");
+      for (const auto& s : m.shards)
+        fmt::print("  {}: {} documents, {} postings\n", s.dir, s.num_docs, s.num_postings);
+      if (info_verify) {
+        OpenOptions oo;
+        oo.verify_checksums = true;
+        const Index index = Index::open(info_index, oo);
+        fmt::print("  verified: every file of {} shard(s) matches its checksum and structure\n",
+                   index.num_open_shards());
+      }
+    }
+  } catch (const Error& e) {
+    std::cerr << "gpusearch: error: " << e.what() << '\n';
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "gpusearch: unexpected error: " << e.what() << '\n';
+    return 2;
+  }
+  return 0;
+}
