@@ -117,8 +117,12 @@ bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const Qu
     return false;
   }
   std::size_t tokens = 0;
+  std::vector<std::string> distinct;  // all distinct tokens, known or not: what "huge" counts
   for_each_token(text.text, [&](std::string_view tok) {
     ++tokens;
+    if (distinct.size() <= limits.max_terms &&
+        std::find(distinct.begin(), distinct.end(), tok) == distinct.end())
+      distinct.emplace_back(tok);
     if (auto t = vocabulary.find_term(tok)) {
       if (std::find(out.terms.begin(), out.terms.end(), *t) == out.terms.end())
         out.terms.push_back(*t);
@@ -130,10 +134,10 @@ bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const Qu
     problem = {source_name, text.line, text.id, "empty query (no tokens)"};
     return false;
   }
-  if (out.terms.size() > limits.max_terms) {
+  if (distinct.size() > limits.max_terms) {
     problem = {source_name, text.line, text.id,
-               fmt::format("query has {} distinct terms, over the limit of {} (--max-query-terms)",
-                           out.terms.size(), limits.max_terms)};
+               fmt::format("query has more than {} distinct terms (--max-query-terms)",
+                           limits.max_terms)};
     return false;
   }
   return true;

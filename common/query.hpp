@@ -49,7 +49,7 @@ struct Query {
 };
 
 struct QueryLimits {
-  std::size_t max_terms = 64;        // after de-duplication; longer queries are rejected
+  std::size_t max_terms = 64;  // distinct tokens, known or not; longer queries are rejected
   std::size_t max_text_bytes = 1 << 16;
 };
 

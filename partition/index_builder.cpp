@@ -287,7 +287,7 @@ nlohmann::json finish(Collected& c, const BuildOptions& options, nlohmann::json 
   wo.split = options.split;
   wo.codec = options.codec;
   wo.progress = options.progress;
-  wo.force = true;  // prepare_output_directory already ran at the start
+  wo.directory_prepared = true;  // prepare_output_directory ran at the start
   AccumulatorSource source(c, std::move(order));
   const nlohmann::json write = write_index(options.out_dir, docs, source, params, wo, info);
   nlohmann::json report = info;

@@ -112,7 +112,9 @@ void prepare_output_directory(const fs::path& dir, bool force) {
                                   : "output directory is not empty and holds no index");
       for (const auto& e : fs::directory_iterator(dir)) {
         const auto name = e.path().filename().string();
-        if (name == kRootManifestName || name.rfind("shard-", 0) == 0) fs::remove_all(e.path());
+        if (name == kRootManifestName || name.rfind("shard-", 0) == 0 ||
+            name == "queries.train.tsv" || name == "queries.test.tsv")
+          fs::remove_all(e.path());
       }
     }
   }
@@ -151,7 +153,7 @@ nlohmann::json write_index(const fs::path& dir, const DocTable& docs, const Post
   }
   by_rank = {};
 
-  prepare_output_directory(dir, options.force);
+  if (!options.directory_prepared) prepare_output_directory(dir, options.force);
   for (std::uint32_t s = 0; s < S; ++s) {
     shards[s].dir = dir / shard_dir_name(s);
     fs::create_directories(shards[s].dir);

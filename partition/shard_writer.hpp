@@ -45,6 +45,7 @@ struct WriteOptions {
   codec::Codec codec = codec::Codec::kPForDelta;
   bool progress = true;
   bool force = false;  // replace an existing index in the output directory
+  bool directory_prepared = false;  // the caller already ran prepare_output_directory
 };
 
 // params: the collection statistics and scoring parameters (codec, shards, split are set from
@@ -54,7 +55,8 @@ nlohmann::json write_index(const std::filesystem::path& dir, const DocTable& doc
                            const PostingSource& source, IndexParams params,
                            const WriteOptions& options, const nlohmann::json& build_info);
 
-// Checks that `dir` can receive an index (absent, empty, or an index and force is set).
+// Checks that `dir` can receive an index (absent, empty, or an index and force is set) and
+// clears a replaced index (its manifest, shards and query logs).
 void prepare_output_directory(const std::filesystem::path& dir, bool force);
 
 }  // namespace gpusearch

@@ -88,6 +88,16 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     if (eq == std::string::npos)
       throw InputError("--synthetic", 0, "expected key=value, got '" + item + "'");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    static const char* kKeys[] = {"docs", "seed", "mean_length", "length_sigma", "zipf",
+                                  "heaps_k", "heaps_beta", "topic_share", "topic_vocabulary",
+                                  "site_size", "links", "link_locality", "train_queries",
+                                  "test_queries"};
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
+      throw InputError("--synthetic", 0,
+                       "unknown key '" + key +
+                           "' (docs, seed, mean_length, length_sigma, zipf, heaps_k, heaps_beta, "
+                           "topic_share, topic_vocabulary, site_size, links, link_locality, "
+                           "train_queries, test_queries)");
     double v = 0;
     try {
       std::size_t used = 0;
@@ -111,12 +121,6 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     else if (key == "link_locality") p.link_locality = v;
     else if (key == "train_queries") p.train_queries = std::uint64_t(v);
     else if (key == "test_queries") p.test_queries = std::uint64_t(v);
-    else
-      throw InputError("--synthetic", 0,
-                       "unknown key '" + key +
-                           "' (docs, seed, mean_length, length_sigma, zipf, heaps_k, heaps_beta, "
-                           "topic_share, topic_vocabulary, site_size, links, link_locality, "
-                           "train_queries, test_queries)");
   }
   if (p.num_docs == 0) throw InputError("--synthetic", 0, "docs must be at least 1");
   if (p.num_docs > 0xfffffff0ull) throw InputError("--synthetic", 0, "docs must be below 2^32");
@@ -228,7 +232,8 @@ std::vector<std::pair<std::string, std::string>> SyntheticCollection::queries(bo
   static constexpr double kLengthShare[8] = {0.12, 0.30, 0.28, 0.16, 0.08, 0.035, 0.015, 0.01};
   const std::uint64_t count = train ? p_.train_queries : p_.test_queries;
   const std::uint64_t pool = std::max<std::uint64_t>(1, (p_.train_queries + p_.test_queries));
-  const ZipfSampler topic_terms(p_.topic_vocabulary, 1.0);
+  // Users ask for a topic's characteristic terms: a steeper Zipf than the documents use.
+  const ZipfSampler topic_terms(p_.topic_vocabulary, 1.3);
   const ZipfSampler global_terms(vocabulary_, p_.zipf_exponent);
   const ZipfSampler query_popularity(pool, 0.8);
   const ZipfSampler site_popularity(site_start_.size(), 0.6);

@@ -1,0 +1,96 @@
+// Scores and answers do not depend on the partitioning: the reference engine writes the same
+// run file from 1, 2 and 5 shards, from both split modes, built directly or re-partitioned.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "common/shard_index.hpp"
+#include "isn/search_session.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/repartition.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+
+namespace {
+
+class ShardingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    BuildOptions o;
+    o.out_dir = *dir_ / "one";
+    o.progress = false;
+    build_index_synthetic(
+        SyntheticParams::parse("docs=4000,seed=3,train_queries=10,test_queries=300"), o);
+    o.out_dir = *dir_ / "two-built";
+    o.num_shards = 2;
+    build_index_synthetic(
+        SyntheticParams::parse("docs=4000,seed=3,train_queries=10,test_queries=300"), o);
+    for (std::uint32_t shards : {2u, 5u})
+      for (SplitMode m : {SplitMode::kInputRanges, SplitMode::kGsTiers})
+        repartition_index(*dir_ / "one", *dir_ / name(shards, m), shards, m, std::nullopt, false, false);
+    // A different codec must not change answers either.
+    repartition_index(*dir_ / "one", *dir_ / "bp128", 3, SplitMode::kInputRanges,
+                      codec::Codec::kBitPacking, false, false);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string name(std::uint32_t shards, SplitMode m) {
+    return std::to_string(shards) + "-" + std::string(to_string(m));
+  }
+  static std::string run(const std::string& index, Mode mode, Scoring scoring, unsigned k) {
+    SearchSessionOptions so;
+    so.index_dir = *dir_ / index;
+    so.queries_path = *dir_ / "one" / "queries.test.tsv";
+    so.params.mode = mode;
+    so.params.scoring = scoring;
+    so.params.k = k;
+    so.progress = false;
+    so.batch_size = 97;
+    std::ostringstream out;
+    run_search_session(so, out);
+    return out.str();
+  }
+  static TempDir* dir_;
+};
+TempDir* ShardingTest::dir_ = nullptr;
+
+TEST_F(ShardingTest, ShardsCoverTheCollectionOnce) {
+  for (const std::string idx : {"2-input-ranges", "5-gs-tiers", "two-built"}) {
+    const Index index = Index::open(*dir_ / idx);
+    std::uint64_t docs = 0, postings = 0;
+    for (std::size_t s = 0; s < index.num_open_shards(); ++s) {
+      docs += index.shard(s).num_docs();
+      postings += index.shard(s).manifest().num_postings;
+      EXPECT_EQ(index.shard(s).params().collection.num_docs, 4000u);  // collection-wide N
+    }
+    EXPECT_EQ(docs, 4000u) << idx;
+    EXPECT_EQ(postings, index.params().num_postings_total) << idx;
+  }
+}
+
+TEST_F(ShardingTest, GsTiersHoldContiguousRangesOfTheGlobalOrder) {
+  const Index index = Index::open(*dir_ / "5-gs-tiers");
+  GlobalRank expected = 0;
+  for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+    for (GlobalRank r : index.shard(s).global_ranks()) EXPECT_EQ(r, expected++);
+}
+
+TEST_F(ShardingTest, SameRunFileForEveryPartitioning) {
+  for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+    for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+      for (unsigned k : {10u, 100u}) {
+        const std::string base = run("one", mode, scoring, k);
+        ASSERT_GT(base.size(), 1000u);
+        for (const std::string idx : {"2-input-ranges", "2-gs-tiers", "5-input-ranges",
+                                      "5-gs-tiers", "two-built", "bp128"}) {
+          EXPECT_EQ(run(idx, mode, scoring, k), base)
+              << idx << " " << to_string(mode) << " " << to_string(scoring) << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace

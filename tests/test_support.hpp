@@ -1,0 +1,72 @@
+// Helpers shared by the tests: temporary directories, small corpora, running the CLI.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gpusearch::testing {
+
+// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::mt19937_64 rng(std::random_device{}());
+    path_ = std::filesystem::temp_directory_path() /
+            ("gpusearch-test-" + std::to_string(::getpid()) + "-" + std::to_string(rng()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+}
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the gpusearch binary of this build with the given arguments.
+inline CommandResult run_gpusearch(const std::string& args) {
+  const std::string cmd =
+      std::string(GPUSEARCH_BINARY_DIR) + "/bin/gpusearch -q " + args + " 2>&1";
+  CommandResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::filesystem::path shared_data(const std::string& rel) {
+  return std::filesystem::path(GPUSEARCH_SHARED_DATA_DIR) / rel;
+}
+
+}  // namespace gpusearch::testing
