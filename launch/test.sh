@@ -5,4 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install-deps.sh
 launch/build.sh "$@"
+# A real collection for the real-data tests: Debian's package descriptions (needs apt; skipped
+# with a message when it cannot be made).
+make_debian=../shared/data/make-debian-descriptions.sh
+if [ ! -s build/data/debian-descriptions.jsonl ] && [ -x "$make_debian" ]; then
+  mkdir -p build/data
+  "$make_debian" build/data/debian-descriptions.jsonl.tmp 2>/dev/null &&
+    mv build/data/debian-descriptions.jsonl.tmp build/data/debian-descriptions.jsonl ||
+    echo "test.sh: could not build the Debian descriptions corpus; its test will be skipped"
+fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/search_result.hpp"
+
 namespace gpusearch::testing {
 
 struct BruteHit {
@@ -61,14 +63,19 @@ class BruteForceCollection {
     return out;
   }
 
-  // All documents matching the query (AND or OR), best first by score (ties: any order).
-  std::vector<BruteHit> search(const std::string& text, bool conjunctive, bool pagerank_scoring,
-                               double alpha) const {
+  // Every document matching the query, for AND and OR, under both scorings, from one scan.
+  struct Answers {
+    std::vector<BruteHit> and_bm25, or_bm25, and_pr, or_pr;  // best first (ties: any order)
+    const std::vector<BruteHit>& get(bool conjunctive, bool pagerank_scoring) const {
+      return conjunctive ? (pagerank_scoring ? and_pr : and_bm25) : (pagerank_scoring ? or_pr : or_bm25);
+    }
+  };
+  Answers search(const std::string& text, double alpha) const {
     std::vector<std::string> terms;
     for (const auto& t : tokenize(text))
       if (df_.count(t) && std::find(terms.begin(), terms.end(), t) == terms.end()) terms.push_back(t);
-    std::vector<BruteHit> hits;
-    if (terms.empty()) return hits;
+    Answers a;
+    if (terms.empty()) return a;
     const double n = double(docs_.size()), avgdl = double(total_tokens_) / n, k1 = 1.2, b = 0.75;
     std::vector<double> idf;
     double sum_idf = 0;
@@ -90,14 +97,18 @@ class BruteForceCollection {
         bm25 += idf[i] * tf * (k1 + 1) / denom;
         normalized += idf[i] / sum_idf * tf / denom;  // IR / (k1 + 1)
       }
-      if (matched == 0 || (conjunctive && matched < terms.size())) continue;
-      const double score = pagerank_scoring
-                               ? alpha * pagerank_[d] / max_pagerank_ + (1 - alpha) * normalized
-                               : bm25;
-      hits.push_back({score, doc.id});
+      if (matched == 0) continue;
+      const double pr = alpha * pagerank_[d] / max_pagerank_ + (1 - alpha) * normalized;
+      a.or_bm25.push_back({bm25, doc.id});
+      a.or_pr.push_back({pr, doc.id});
+      if (matched == terms.size()) {
+        a.and_bm25.push_back({bm25, doc.id});
+        a.and_pr.push_back({pr, doc.id});
+      }
     }
-    std::sort(hits.begin(), hits.end(), [](const BruteHit& a, const BruteHit& b) { return a.score > b.score; });
-    return hits;
+    for (auto* v : {&a.and_bm25, &a.or_bm25, &a.and_pr, &a.or_pr})
+      std::sort(v->begin(), v->end(), [](const BruteHit& x, const BruteHit& y) { return x.score > y.score; });
+    return a;
   }
   std::size_t size() const { return docs_.size(); }
 
@@ -143,5 +154,19 @@ class BruteForceCollection {
   std::vector<double> pagerank_;
   double max_pagerank_ = 1;
 };
+
+// Brute-force hits as RankedDocs in the answer order, ranks looked up by external id.
+template <typename ById>
+std::vector<RankedDoc> to_ranked(const std::vector<BruteHit>& hits, const ById& by_id) {
+  std::vector<RankedDoc> out;
+  out.reserve(hits.size());
+  for (const BruteHit& h : hits) {
+    RankedDoc r = by_id.at(h.docid);
+    r.score = h.score;
+    out.push_back(r);
+  }
+  std::sort(out.begin(), out.end(), ranks_before);
+  return out;
+}
 
 }  // namespace gpusearch::testing

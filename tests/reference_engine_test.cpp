@@ -33,21 +33,17 @@ std::size_t check_against_brute_force(const Index& index, const BruteForceCollec
     Query q;
     QueryProblem problem;
     if (!resolve_query(index.shard(0), qt, QueryLimits{}, q, problem, "queries")) continue;
+    const auto answers = brute.search(qt.text, 0.3);
     for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
       const bool pr = scoring == Scoring::kBm25Pr;
-      const auto brute_and = brute.search(qt.text, true, pr, 0.3);
-      const auto brute_or = brute.search(qt.text, false, pr, 0.3);
+      const auto& brute_and = answers.get(true, pr);
+      const auto& brute_or = answers.get(false, pr);
+      const auto deep_and = to_ranked(brute_and, by_id), deep_or = to_ranked(brute_or, by_id);
       for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
         for (unsigned k : ks) {
           const bool use_or = mode == Mode::kOr || (mode == Mode::kAndOr && brute_and.size() < k);
           const auto& expected = use_or ? brute_or : brute_and;
-          std::vector<RankedDoc> deep;
-          for (const BruteHit& h : expected) {
-            RankedDoc r = by_id.at(h.docid);
-            r.score = h.score;
-            deep.push_back(r);
-          }
-          std::stable_sort(deep.begin(), deep.end(), ranks_before);
+          const auto& deep = use_or ? deep_or : deep_and;
           SearchParams params{mode, scoring, 0.3, k};
           const ReferenceAnswer got = reference_answer(index, q, params, k);
           EXPECT_EQ(got.total_matches, expected.size()) << qt.id;
