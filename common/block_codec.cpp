@@ -39,6 +39,17 @@ void pack_vertical(const std::uint32_t* v, unsigned b, std::uint32_t* packed) {
   }
 }
 
+// Packs n < 128 values (b bits each) one after the other: value i at bit i * b.
+void pack_horizontal(const std::uint32_t* v, unsigned n, unsigned b, std::uint32_t* packed) {
+  const std::uint32_t mask = low_mask(b);
+  for (unsigned i = 0; i < n && b > 0; ++i) {
+    const unsigned bitpos = i * b, w = bitpos >> 5, off = bitpos & 31u;
+    const std::uint32_t x = v[i] & mask;
+    packed[w] |= x << off;
+    if (off + b > 32) packed[w + 1] |= x >> (32 - off);
+  }
+}
+
 }  // namespace
 
 void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
@@ -47,7 +58,8 @@ void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
   std::copy(values, values + n, v.begin());
   std::array<unsigned, 33> count_by_bits{};
   unsigned max_bits = 0;
-  for (auto x : v) {
+  for (unsigned i = 0; i < n; ++i) {
+    const std::uint32_t x = v[i];
     const unsigned nb = bits_of(x);
     ++count_by_bits[nb];
     max_bits = std::max(max_bits, nb);
@@ -55,31 +67,32 @@ void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
   unsigned best_b = max_bits;
   if (codec == Codec::kPForDelta) {
     // Cost of each b: the packed words plus the exceptions' positions and high bits.
-    std::size_t best_words = words_for({max_bits, 0, 0});
+    std::size_t best_words = words_for({max_bits, 0, 0, n});
     unsigned above = 0;  // values needing more than b bits
     for (int b = int(max_bits) - 1; b >= 0; --b) {
       above += count_by_bits[b + 1];
-      const std::size_t w = words_for({unsigned(b), above, max_bits - unsigned(b)});
+      const std::size_t w = words_for({unsigned(b), above, max_bits - unsigned(b), n});
       if (w < best_words) best_words = w, best_b = unsigned(b);
     }
   }
   std::array<std::uint8_t, kBlockSize> positions{};
   std::array<std::uint32_t, kBlockSize> highs{};
   unsigned exceptions = 0;
-  for (unsigned i = 0; i < kBlockSize; ++i) {
+  for (unsigned i = 0; i < n; ++i) {
     if (bits_of(v[i]) > best_b) {
       positions[exceptions] = std::uint8_t(i);
       highs[exceptions++] = v[i] >> best_b;
     }
   }
   const unsigned exception_bits = exceptions ? max_bits - best_b : 0;
-  const BlockHeader h{best_b, exceptions, exception_bits};
+  const BlockHeader h{best_b, exceptions, exception_bits, n};
   const std::size_t start = out.size();
   out.resize(start + words_for(h), 0u);
   std::uint32_t* p = out.data() + start;
-  *p++ = best_b | (exceptions << 8) | (exception_bits << 16);
-  pack_vertical(v.data(), best_b, p);
-  p += 4 * best_b;
+  *p++ = best_b | (exceptions << 8) | (exception_bits << 16) | ((n & 0x7fu) << 24);
+  if (n == kBlockSize) pack_vertical(v.data(), best_b, p);
+  else pack_horizontal(v.data(), n, best_b, p);
+  p += packed_words(h);
   for (unsigned j = 0; j < exceptions; ++j) p[j / 4] |= std::uint32_t(positions[j]) << (8 * (j % 4));
   p += (exceptions + 3) / 4;
   for (unsigned j = 0; j < exceptions; ++j) {
@@ -176,10 +189,24 @@ inline void gaps_to_docids(std::uint32_t* out, DocId floor) {
 
 }  // namespace
 
+// Partial blocks: horizontal layout, one value at a time (they are one block per list).
+void unpack_horizontal(const std::uint32_t* in, unsigned n, unsigned b, std::uint32_t* out) {
+  const std::uint32_t mask = low_mask(b);
+  for (unsigned i = 0; i < n; ++i) {
+    if (b == 0) { out[i] = 0; continue; }
+    const unsigned bitpos = i * b, w = bitpos >> 5, off = bitpos & 31u;
+    std::uint64_t x = in[w] >> off;
+    if (off + b > 32) x |= std::uint64_t(in[w + 1]) << (32 - off);
+    out[i] = std::uint32_t(x) & mask;
+  }
+  std::fill(out + n, out + kBlockSize, 0u);
+}
+
 const std::uint32_t* decode_block(const std::uint32_t* in, std::uint32_t* out) {
   const BlockHeader h = read_header(in[0]);
-  kUnpack[h.bits](in + 1, out);
-  if (h.exceptions) patch_exceptions(h, in + 1 + 4 * h.bits, out);
+  if (h.count == kBlockSize) kUnpack[h.bits](in + 1, out);
+  else unpack_horizontal(in + 1, h.count, h.bits, out);
+  if (h.exceptions) patch_exceptions(h, in + 1 + packed_words(h), out);
   return in + words_for(h);
 }
 
@@ -188,27 +215,34 @@ const std::uint32_t* decode_block_scalar(const std::uint32_t* in, std::uint32_t*
   const std::uint32_t* packed = in + 1;
   for (unsigned i = 0; i < kBlockSize; ++i) {
     std::uint32_t x = 0;
-    for (unsigned bit = 0; bit < h.bits; ++bit) {  // bit by bit: slow and plainly right
-      const unsigned abs = (i >> 2) * h.bits + bit;
-      const std::uint32_t word = packed[4 * (abs >> 5) + (i & 3u)];
-      x |= ((word >> (abs & 31u)) & 1u) << bit;
+    for (unsigned bit = 0; bit < h.bits && i < h.count; ++bit) {  // bit by bit: plainly right
+      std::uint32_t word;
+      unsigned pos;
+      if (h.count == kBlockSize) {
+        pos = (i >> 2) * h.bits + bit;
+        word = packed[4 * (pos >> 5) + (i & 3u)];
+      } else {
+        pos = i * h.bits + bit;
+        word = packed[pos >> 5];
+      }
+      x |= ((word >> (pos & 31u)) & 1u) << bit;
     }
     out[i] = x;
   }
-  if (h.exceptions) patch_exceptions(h, packed + 4 * h.bits, out);
+  if (h.exceptions) patch_exceptions(h, packed + packed_words(h), out);
   return in + words_for(h);
 }
 
 bool block_is_well_formed(const std::uint32_t* in, std::size_t available) {
   if (available < 1) return false;
   const BlockHeader h = read_header(in[0]);
-  if ((in[0] >> 24) != 0 || h.bits > 32 || h.exceptions > kBlockSize || h.exception_bits > 32)
+  if ((in[0] >> 31) != 0 || h.bits > 32 || h.exceptions > h.count || h.exception_bits > 32)
     return false;
   if (h.exceptions > 0 && (h.exception_bits == 0 || h.bits + h.exception_bits > 32)) return false;
   if (words_for(h) > available) return false;
-  const std::uint32_t* pos = in + 1 + 4 * h.bits;
+  const std::uint32_t* pos = in + 1 + packed_words(h);
   for (unsigned j = 0; j < h.exceptions; ++j)
-    if (((pos[j / 4] >> (8 * (j % 4))) & 0xffu) >= kBlockSize) return false;
+    if (((pos[j / 4] >> (8 * (j % 4))) & 0xffu) >= h.count) return false;
   return true;
 }
 

@@ -6,9 +6,11 @@
 // PForDelta codec picks b per block to minimize the block's size; the bit-packing codec uses no
 // exceptions (b = bits of the largest value).
 //
-// Layout of one block, in 32-bit words:
-//   header        b | exceptions << 8 | exception_bits << 16
-//   packed        4 * b words; lane word j of lane l at index 4 * j + l
+// Layout of one block of n values (1 <= n <= 128), in 32-bit words:
+//   header        b | exceptions << 8 | exception_bits << 16 | n << 24 (n = 128 stored as 0)
+//   packed        full blocks (n = 128): 4 * b words, vertical: lane word j of lane l at 4 * j + l
+//                 partial blocks (the last of a list): ceil(n * b / 32) words, value i at bit i * b
+//                 (no padding to 128 values, which would cost short lists dearly)
 //   positions     ceil(exceptions / 4) words, one byte per exception
 //   high bits     ceil(exceptions * exception_bits / 32) words, value j at bit j * exception_bits
 //
@@ -35,25 +37,33 @@ struct BlockHeader {
   unsigned bits;
   unsigned exceptions;
   unsigned exception_bits;
+  unsigned count;  // values in the block, 1..128
 };
 
 inline BlockHeader read_header(std::uint32_t word) {
-  return {word & 0xffu, (word >> 8) & 0xffu, (word >> 16) & 0xffu};
+  const unsigned n = word >> 24;
+  return {word & 0xffu, (word >> 8) & 0xffu, (word >> 16) & 0xffu, n == 0 ? kBlockSize : n};
+}
+
+inline std::size_t packed_words(const BlockHeader& h) {
+  return h.count == kBlockSize ? 4 * std::size_t(h.bits)
+                               : (std::size_t(h.count) * h.bits + 31) / 32;
 }
 
 inline std::size_t words_for(const BlockHeader& h) {
-  return 1 + 4 * std::size_t(h.bits) + (h.exceptions + 3) / 4 +
+  return 1 + packed_words(h) + (h.exceptions + 3) / 4 +
          (std::size_t(h.exceptions) * h.exception_bits + 31) / 32;
 }
 
 // Words the block starting at `in` occupies, read from its header.
 inline std::size_t block_words(const std::uint32_t* in) { return words_for(read_header(in[0])); }
 
-// Appends one block encoding values[0..n) (1 <= n <= 128; missing values are encoded as 0).
+// Appends one block encoding values[0..n), 1 <= n <= 128.
 void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
                   std::vector<std::uint32_t>& out);
 
-// Decodes all 128 values of the block at `in` into out[0..128). Returns in + block_words(in).
+// Decodes the block at `in` into out[0..n); out[n..128) are set to 0 (so that a block-wide
+// prefix sum stays defined). Returns in + block_words(in).
 const std::uint32_t* decode_block(const std::uint32_t* in, std::uint32_t* out);
 // The same, one value at a time: the obviously correct version every fast decoder is tested
 // against.
