@@ -89,14 +89,14 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
       throw InputError("--synthetic", 0, "expected key=value, got '" + item + "'");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     static const char* kKeys[] = {"docs", "seed", "mean_length", "length_sigma", "zipf",
-                                  "heaps_k", "heaps_beta", "topic_share", "topic_vocabulary",
+                                  "heaps_k", "heaps_beta", "topic_share", "burstiness", "topic_vocabulary",
                                   "site_size", "links", "link_locality", "train_queries",
                                   "test_queries"};
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       throw InputError("--synthetic", 0,
                        "unknown key '" + key +
                            "' (docs, seed, mean_length, length_sigma, zipf, heaps_k, heaps_beta, "
-                           "topic_share, topic_vocabulary, site_size, links, link_locality, "
+                           "topic_share, burstiness, topic_vocabulary, site_size, links, link_locality, "
                            "train_queries, test_queries)");
     double v = 0;
     try {
@@ -115,6 +115,7 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     else if (key == "heaps_k") p.heaps_k = v;
     else if (key == "heaps_beta") p.heaps_beta = v;
     else if (key == "topic_share") p.topic_share = v;
+    else if (key == "burstiness") p.burstiness = v;
     else if (key == "topic_vocabulary") p.topic_vocabulary = std::uint32_t(v);
     else if (key == "site_size") p.mean_site_size = v;
     else if (key == "links") p.mean_out_links = v;
@@ -125,8 +126,9 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
   if (p.num_docs == 0) throw InputError("--synthetic", 0, "docs must be at least 1");
   if (p.num_docs > 0xfffffff0ull) throw InputError("--synthetic", 0, "docs must be below 2^32");
   if (p.mean_doc_length < 1) throw InputError("--synthetic", 0, "mean_length must be at least 1");
-  if (p.topic_share > 1 || p.link_locality > 1)
-    throw InputError("--synthetic", 0, "topic_share and link_locality are fractions in [0, 1]");
+  if (p.topic_share > 1 || p.link_locality > 1 || p.burstiness >= 1)
+    throw InputError("--synthetic", 0,
+                     "topic_share, link_locality (in [0, 1]) and burstiness (in [0, 1)) are fractions");
   if (p.zipf_exponent <= 0) throw InputError("--synthetic", 0, "zipf must be positive");
   return p;
 }
@@ -135,7 +137,7 @@ nlohmann::json SyntheticParams::to_json() const {
   return {{"docs", num_docs},          {"seed", seed},
           {"mean_length", mean_doc_length}, {"length_sigma", doc_length_sigma},
           {"zipf", zipf_exponent},     {"heaps_k", heaps_k},
-          {"heaps_beta", heaps_beta},  {"topic_share", topic_share},
+          {"heaps_beta", heaps_beta},  {"topic_share", topic_share}, {"burstiness", burstiness},
           {"topic_vocabulary", topic_vocabulary}, {"site_size", mean_site_size},
           {"links", mean_out_links},   {"link_locality", link_locality},
           {"train_queries", train_queries}, {"test_queries", test_queries}};
@@ -185,11 +187,20 @@ void SyntheticCollection::document(std::uint64_t i, SyntheticDocument& out) cons
   const auto length =
       std::uint32_t(std::clamp(std::llround(std::exp(mu + sigma * rng.normal())), 1ll, 200000ll));
   out.tokens.reserve(length);
+  // A repeat copies one of the document's fresh draws, chosen uniformly (copying any earlier
+  // token instead would make term frequencies far more skewed than on the web).
+  thread_local std::vector<std::uint32_t> fresh;
+  fresh.clear();
   for (std::uint32_t t = 0; t < length; ++t) {
+    if (!fresh.empty() && rng.uniform() < p_.burstiness) {
+      out.tokens.push_back(fresh[rng.below(fresh.size())]);
+      continue;
+    }
     if (rng.uniform() < p_.topic_share)
       out.tokens.push_back(topic_term(topic, std::uint32_t(topic_terms(rng))));
     else
       out.tokens.push_back(std::uint32_t(global_terms(rng) - 1));
+    fresh.push_back(out.tokens.back());
   }
   if (p_.mean_out_links > 0 && p_.num_docs > 1) {
     const double lmu = std::log(p_.mean_out_links) - 0.5;

@@ -2,7 +2,8 @@
 // time (document i depends only on the seed and i, so any thread may make any document):
 //  - vocabulary: Zipfian term ranks over a vocabulary whose size grows with the collection by
 //    Heaps' law (V = heaps_k * tokens^heaps_beta);
-//  - document lengths: log-normal;
+//  - document lengths: log-normal; burstiness (a token repeats an earlier token of the same
+//    document with some probability) gives web pages' heavy-tailed term frequencies;
 //  - topical locality: documents come in "sites" (contiguous runs of the input order, sizes
 //    Pareto-distributed, as URL order groups a site's pages); each site has a topic, and a share
 //    of each document's tokens comes from its topic's own Zipfian vocabulary, so that postings
@@ -27,12 +28,13 @@ namespace gpusearch {
 struct SyntheticParams {
   std::uint64_t num_docs = 100000;
   std::uint64_t seed = 7;
-  double mean_doc_length = 600;   // tokens (log-normal mean)
+  double mean_doc_length = 900;   // tokens (log-normal mean); GOV2 has about 900
   double doc_length_sigma = 1.0;  // of log length
   double zipf_exponent = 1.0;     // global term ranks
   double heaps_k = 40;
   double heaps_beta = 0.55;
   double topic_share = 0.2;  // fraction of tokens drawn from the document's topic
+  double burstiness = 0.65;  // chance that a token repeats one of the document's earlier draws
   std::uint32_t topic_vocabulary = 4000;
   double mean_site_size = 40;
   double mean_out_links = 10;

@@ -60,7 +60,7 @@ TEST(Synthetic, QueryLogsLookLikeTrecEfficiencyLogs) {
   BuildOptions o;
   o.out_dir = tmp / "idx";
   o.progress = false;
-  build_index_synthetic(SyntheticParams::parse("docs=20000,seed=7,train_queries=2000,test_queries=2000,mean_length=300"), o);
+  build_index_synthetic(SyntheticParams::parse("docs=20000,seed=7,train_queries=2000,test_queries=2000"), o);
   const Index index = Index::open(tmp / "idx");
   const QueryFile f = read_query_file(tmp / "idx" / "queries.test.tsv");
   ASSERT_EQ(f.queries.size(), 2000u);
