@@ -167,13 +167,13 @@ constexpr std::array<UnpackFn, sizeof...(Bs)> make_unpack_table(std::integer_seq
 }
 constexpr auto kUnpack = make_unpack_table(std::make_integer_sequence<unsigned, 33>{});
 
-// out[i] = floor - 1 + sum_{j <= i} (out[j] + 1), in place.
-inline void gaps_to_docids(std::uint32_t* out, DocId floor) {
+// out[i] = floor - 1 + sum_{j <= i} (out[j] + 1), in place, for i < n rounded up to 4.
+inline void gaps_to_docids(std::uint32_t* out, unsigned n, DocId floor) {
 #if defined(__SSE2__)
   __m128i running = _mm_set1_epi32(int(floor - 1));
   const __m128i one = _mm_set1_epi32(1);
   __m128i* p = reinterpret_cast<__m128i*>(out);
-  for (unsigned s = 0; s < kBlockSize / 4; ++s) {
+  for (unsigned s = 0; s < (n + 3) / 4; ++s) {
     __m128i x = _mm_add_epi32(_mm_loadu_si128(p + s), one);
     x = _mm_add_epi32(x, _mm_slli_si128(x, 4));
     x = _mm_add_epi32(x, _mm_slli_si128(x, 8));
@@ -183,31 +183,43 @@ inline void gaps_to_docids(std::uint32_t* out, DocId floor) {
   }
 #else
   DocId d = floor - 1;
-  for (unsigned i = 0; i < kBlockSize; ++i) out[i] = d = d + out[i] + 1;
+  for (unsigned i = 0; i < n; ++i) out[i] = d = d + out[i] + 1;
 #endif
 }
 
 }  // namespace
 
-// Partial blocks: horizontal layout, one value at a time (they are one block per list).
+// Partial blocks: horizontal layout, one value at a time (they are one block per list). Values
+// up to the next multiple of 4 are written (as 0) so that 4-wide prefix sums read defined data.
 void unpack_horizontal(const std::uint32_t* in, unsigned n, unsigned b, std::uint32_t* out) {
+  const unsigned padded = (n + 3) & ~3u;
+  if (b == 0) {
+    std::fill(out, out + padded, 0u);
+    return;
+  }
   const std::uint32_t mask = low_mask(b);
   for (unsigned i = 0; i < n; ++i) {
-    if (b == 0) { out[i] = 0; continue; }
     const unsigned bitpos = i * b, w = bitpos >> 5, off = bitpos & 31u;
     std::uint64_t x = in[w] >> off;
     if (off + b > 32) x |= std::uint64_t(in[w + 1]) << (32 - off);
     out[i] = std::uint32_t(x) & mask;
   }
-  std::fill(out + n, out + kBlockSize, 0u);
+  std::fill(out + n, out + padded, 0u);
 }
 
-const std::uint32_t* decode_block(const std::uint32_t* in, std::uint32_t* out) {
+// Unpacks and patches; returns the block's value count.
+inline unsigned unpack_block(const std::uint32_t* in, std::uint32_t* out) {
   const BlockHeader h = read_header(in[0]);
   if (h.count == kBlockSize) kUnpack[h.bits](in + 1, out);
   else unpack_horizontal(in + 1, h.count, h.bits, out);
   if (h.exceptions) patch_exceptions(h, in + 1 + packed_words(h), out);
-  return in + words_for(h);
+  return h.count;
+}
+
+const std::uint32_t* decode_block(const std::uint32_t* in, std::uint32_t* out) {
+  const unsigned n = unpack_block(in, out);
+  std::fill(out + n, out + kBlockSize, 0u);
+  return in + block_words(in);
 }
 
 const std::uint32_t* decode_block_scalar(const std::uint32_t* in, std::uint32_t* out) {
@@ -261,15 +273,15 @@ void encode_posting_block(const DocId* docs, const std::uint32_t* freqs, unsigne
 }
 
 const std::uint32_t* decode_docids(const std::uint32_t* in, DocId first_docid_floor, DocId* out) {
-  const std::uint32_t* next = decode_block(in, out);
-  gaps_to_docids(out, first_docid_floor);
-  return next;
+  const unsigned n = unpack_block(in, out);
+  gaps_to_docids(out, n, first_docid_floor);
+  return in + block_words(in);
 }
 
 const std::uint32_t* decode_freqs(const std::uint32_t* freq_part, std::uint32_t* out) {
-  const std::uint32_t* next = decode_block(freq_part, out);
-  for (unsigned i = 0; i < kBlockSize; ++i) out[i] += 1;
-  return next;
+  const unsigned n = unpack_block(freq_part, out);
+  for (unsigned i = 0; i < n; ++i) out[i] += 1;
+  return freq_part + block_words(freq_part);
 }
 
 }  // namespace gpusearch::codec

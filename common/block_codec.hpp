@@ -75,10 +75,12 @@ bool block_is_well_formed(const std::uint32_t* in, std::size_t available);
 // Posting blocks: docIDs and frequencies of up to 128 postings.
 void encode_posting_block(const DocId* docs, const std::uint32_t* freqs, unsigned n,
                           DocId first_docid_floor, Codec codec, std::vector<std::uint32_t>& out);
-// Decodes the docIDs of the posting block at `in`: out[i] = floor + sum_{j<=i}(gap_j + 1) - 1.
+// Decodes the docIDs of the posting block at `in`: out[i] = floor + sum_{j<=i}(gap_j + 1) - 1
+// for i below the block's count (out must hold 128 values; past the count it is unspecified).
 // Returns the start of the block's frequency part.
 const std::uint32_t* decode_docids(const std::uint32_t* in, DocId first_docid_floor, DocId* out);
-// Decodes the frequencies of a posting block, given the start of its frequency part.
+// Decodes the frequencies of a posting block, given the start of its frequency part (valid for
+// i below the block's count).
 const std::uint32_t* decode_freqs(const std::uint32_t* freq_part, std::uint32_t* out);
 // Start of the frequency part of the posting block at `in`, without decoding.
 inline const std::uint32_t* skip_docids(const std::uint32_t* in) { return in + block_words(in); }
