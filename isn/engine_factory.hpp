@@ -11,7 +11,10 @@
 namespace gpusearch {
 
 struct EngineOptions {
-  std::string engine = "reference";  // reference (more engines plug in here)
+  std::string engine = "reference";  // reference | cpu | gpu (as built)
+  std::string algorithm;             // engine-specific; empty: the engine's default
+  unsigned intra_query_threads = 1;  // cpu: split one query's docID range over threads
+  int gpu_device = -1;               // gpu: device ordinal; -1: this process's default
 };
 
 std::vector<std::string> engine_names();

@@ -127,7 +127,12 @@ int main(int argc, char** argv) {
   srch->add_option("--k", so.params.k, "results per query")->capture_default_str()->check(CLI::Range(1u, 100000u));
   srch->add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
   srch->add_option("--alpha", alpha, "bm25-pr alpha (default: the index's)")->check(CLI::Range(0.0, 1.0));
-  srch->add_option("--engine", so.engine.engine, "engine: reference")->capture_default_str();
+  srch->add_option("--engine", so.engine.engine, "engine: reference, cpu, gpu")->capture_default_str();
+  srch->add_option("--algorithm", so.engine.algorithm,
+                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; default: the engine's best)");
+  srch->add_option("--intra-query", so.engine.intra_query_threads,
+                   "cpu: threads that split one query's docID range (latency)")->capture_default_str();
+  srch->add_option("--gpu", so.engine.gpu_device, "gpu: device ordinal (default: the process's)");
   srch->add_option("--run", run_path, "TREC run output")->required();
   srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();
   srch->add_option("--metrics", metrics_path, "metrics JSON output");
