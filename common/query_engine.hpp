@@ -6,6 +6,8 @@
 #include <span>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "common/query.hpp"
 #include "common/search_result.hpp"
 
@@ -18,6 +20,8 @@ class QueryEngine {
   // out.size() == queries.size(). Throws gpusearch::Error on failure.
   virtual void search(std::span<const Query> queries, const SearchParams& params,
                       std::span<ShardResult> out) = 0;
+  // Engine-specific figures for the metrics JSON (per-batch times, bytes moved, memory).
+  virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };
 
 }  // namespace gpusearch

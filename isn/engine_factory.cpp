@@ -4,14 +4,35 @@
 #include <fmt/ranges.h>
 
 #include "common/reference_engine.hpp"
+#if defined(GPUSEARCH_HAVE_CUDA)
+#include "gpu/gpu_engine.hpp"
+#endif
 
 namespace gpusearch {
 
-std::vector<std::string> engine_names() { return {"reference"}; }
+std::vector<std::string> engine_names() {
+  std::vector<std::string> names{"reference"};
+#if defined(GPUSEARCH_HAVE_CUDA)
+  names.push_back("gpu");
+#endif
+  return names;
+}
 
 std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const ShardIndex& shard,
                                          std::uint32_t shard_id) {
   if (options.engine == "reference") return std::make_unique<ReferenceEngine>(shard, shard_id);
+  if (options.engine == "gpu") {
+#if defined(GPUSEARCH_HAVE_CUDA)
+    gpu::GpuEngineOptions g;
+    g.device = options.gpu_device;
+    g.algorithm = options.algorithm;
+    g.batch_size = options.gpu_batch_size;
+    g.or_window = options.gpu_or_window;
+    return std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
+#else
+    throw InputError("--engine", 0, "this build has no GPU engine (configured without CUDA)");
+#endif
+  }
   throw InputError("--engine", 0, fmt::format("unknown engine '{}' ({})", options.engine,
                                               fmt::join(engine_names(), ", ")));
 }

@@ -92,6 +92,8 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
   bar.finish();
   const double search_seconds = std::chrono::duration<double>(Clock::now() - t_search).count();
 
+  nlohmann::json engine_stats = nlohmann::json::array();
+  for (const auto& e : engines) engine_stats.push_back(e->stats());
   nlohmann::json problem_lines = nlohmann::json::array();
   for (std::size_t i = 0; i < problems.size() && i < 100; ++i) problem_lines.push_back(problems[i].message());
   return {
@@ -121,6 +123,7 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
                     {"p99", percentile(batch_ms, 99)},
                     {"max", percentile(batch_ms, 100)}}},
       {"counters", to_json(counters)},
+      {"engine_stats", engine_stats},
       {"peak_rss_bytes", peak_rss_bytes()}};
 }
 

@@ -1,0 +1,72 @@
+// The structures a batch of queries is packed into for the GPU, and the results come back in.
+// Plain data shared by host code and kernels; one host-to-device copy brings a whole batch in
+// (queries, then terms) and one device-to-host copy brings all its results back (paper 003).
+#pragma once
+
+#include <cstdint>
+
+namespace gpusearch::gpu {
+
+// The shard's device image, as kernels see it (gpu/device_shard.hpp owns the memory).
+struct ShardView {
+  const std::uint32_t* postings;       // every list's blocks: docID block then frequency block
+  const std::uint64_t* block_offsets;  // word offset of each block in postings
+  const std::uint32_t* block_last_docid;
+  const float* block_max_impact;
+  const double* length_norm;  // k1 * (1 - b + b * |d| / avgdl), computed on the host exactly
+                              // as the reference engine does, so that scores agree bit for bit
+  const float* pagerank;      // PR'(d) in [0, 1]
+  const float* global_score;  // GS(d), non-increasing in docID
+  std::uint32_t num_docs;
+};
+
+struct TermDesc {
+  std::uint64_t first_block;
+  std::uint32_t num_blocks;  // 0: absent from this shard
+  std::uint32_t df_shard;
+  double weight;             // term_weight of the score formula
+  float max_impact;          // largest impact in this shard's list
+  std::uint32_t pad;
+};
+
+// Kernel algorithm flags.
+enum : std::uint32_t {
+  kRunAnd = 1u << 0,        // intersect (and, and-or)
+  kRunOr = 1u << 1,         // union (or; and-or when the AND answer has fewer than k)
+  kOrOnlyIfAndShort = 1u << 2,
+  kPruneBlockMax = 1u << 3,  // OR: skip windows whose block-max bound cannot enter the top-k
+  kEarlyTerminate = 1u << 4, // stop once the k-th score reaches the GS bound (paper 000)
+};
+
+struct QueryDesc {
+  std::uint32_t term_begin;  // index of the first TermDesc (query term order)
+  std::uint32_t num_terms;
+  std::uint32_t shortest;    // AND: position (0-based, query order) of the shortest list
+  std::uint32_t flags;
+  double static_weight;
+  double gs_bound_factor;    // score(d) <= factor * GS(d); < 0: no early termination
+  std::uint32_t and_order_begin;  // AND: term positions by increasing list length (u8 each)
+  std::uint32_t slot;             // result slot of this query in the batch
+};
+
+// Per query results and counters (counters as QueryCounters).
+struct QueryOut {
+  std::uint32_t num_hits;     // AND hits (and, and-or) or OR hits (or)
+  std::uint32_t num_or_hits;  // and-or: OR hits when the AND answer was short
+  std::uint64_t and_matches;
+  std::uint64_t postings_decoded;
+  std::uint64_t blocks_decoded;
+  std::uint64_t blocks_skipped;
+  std::uint64_t docs_scored;
+  std::uint32_t early_terminated;
+  std::uint32_t or_ran;
+  std::uint64_t bytes_read;  // compressed posting bytes the kernels read
+};
+
+struct HitOut {
+  double score;
+  std::uint32_t doc;
+  std::uint32_t pad;
+};
+
+}  // namespace gpusearch::gpu

@@ -1,0 +1,57 @@
+// The GPU engine behind the ISN's QueryEngine interface: the shard lives in device memory
+// (DeviceShard) and every call to search() runs its queries in batches of batch_size, sorted
+// into cost order first (paper 003) so that one long query does not hold up a launch, through
+// two CUDA streams so that one batch's copies overlap another's kernels; each batch goes in with
+// one host-to-device copy and comes back with one device-to-host copy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/query_engine.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch::gpu {
+
+struct GpuEngineOptions {
+  int device = -1;                // -1: the process's current device
+  std::string algorithm = "bmw";  // exhaustive | bmw (block-max pruned OR, early-terminated AND)
+  unsigned batch_size = 4096;     // queries per launch
+  unsigned or_window = 4096;      // OR accumulator window, in documents (shared memory)
+  bool cost_order = true;         // sort queries by shortest-list length before batching
+};
+
+// Timings and traffic of one launch.
+struct GpuBatchStats {
+  std::uint32_t queries = 0;
+  double pack_ms = 0, h2d_ms = 0, kernel_ms = 0, d2h_ms = 0, unpack_ms = 0;
+  std::uint64_t h2d_bytes = 0, d2h_bytes = 0, postings_bytes_read = 0, postings_decoded = 0;
+};
+
+std::vector<std::string> gpu_algorithms();
+// Whether a CUDA device is usable by this process.
+bool gpu_available();
+
+class GpuEngine final : public QueryEngine {
+ public:
+  // Uploads the shard. Throws CudaError when there is no device or it runs out of memory.
+  GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineOptions options = {});
+  ~GpuEngine() override;
+  std::string_view name() const override { return "gpu"; }
+  void search(std::span<const Query> queries, const SearchParams& params,
+              std::span<ShardResult> out) override;
+  nlohmann::json stats() const override;
+  const std::vector<GpuBatchStats>& batch_stats() const { return batches_; }
+  void clear_stats() { batches_.clear(); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<GpuBatchStats> batches_;
+};
+
+}  // namespace gpusearch::gpu

@@ -1,0 +1,639 @@
+// Batched exact query kernels: one thread block per query, thousands of queries per launch.
+//
+// Scores are computed in double with the reference engine's operations in its order (terms in
+// query order, then the static part), with explicitly rounded operations so that the compiler
+// fuses nothing: a GPU score equals the reference's bit for bit, and ties break identically.
+#include "gpu/query_kernels.hpp"
+
+#include <cfloat>
+
+#include <fmt/format.h>
+
+#include "gpu/cuda_util.hpp"
+#include "gpu/device_codec.cuh"
+#include "gpu/device_topk.cuh"
+
+namespace gpusearch::gpu {
+
+namespace {
+
+constexpr unsigned kWarps = kThreadsPerQuery / 32;
+constexpr unsigned kTopKBuffer = 2 * kThreadsPerQuery;
+constexpr std::uint64_t kNoBlock = ~std::uint64_t(0);
+// The GS bound is inflated by this relative slack (common/scoring.hpp, kBoundSlack).
+constexpr double kBoundSlack = 1e-5;
+
+__host__ __device__ constexpr std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
+
+__host__ __device__ constexpr unsigned topk_capacity(unsigned k) {
+  unsigned c = 1;
+  while (c < k + kTopKBuffer) c <<= 1;
+  return c;
+}
+
+// Shared-memory layouts, computed identically on host (sizing) and device (carving).
+struct AndLayout {
+  std::size_t state, counters, cursor, cand_doc, alive, bidx, run_list, tf, warp_docs, warp_freqs,
+      top_score, top_doc, total;
+};
+__host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
+  AndLayout l{};
+  std::size_t o = 0;
+  l.state = o; o = align16(o + sizeof(TopKState) + 16);
+  l.counters = o; o = align16(o + 8 * sizeof(unsigned long long));
+  l.cursor = o; o = align16(o + terms * sizeof(std::uint64_t));
+  l.cand_doc = o; o = align16(o + kAndRoundCandidates * 4);
+  l.alive = o; o = align16(o + kAndRoundCandidates * 4);
+  l.bidx = o; o = align16(o + kAndRoundCandidates * 8);
+  l.run_list = o; o = align16(o + kAndRoundCandidates * 4);
+  l.tf = o; o = align16(o + std::size_t(kAndRoundCandidates) * terms * 4);
+  l.warp_docs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
+  l.warp_freqs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
+  const unsigned cap = topk_capacity(k);
+  l.top_score = o; o = align16(o + cap * 8);
+  l.top_doc = o; o = align16(o + cap * 4);
+  l.total = o;
+  return l;
+}
+
+struct OrLayout {
+  std::size_t state, counters, cursor, end, cached, straddle, cache_slot, block_ub, acc, touched, touched_list,
+      warp_docs, warp_freqs, top_score, top_doc, total;
+};
+__host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, unsigned window) {
+  OrLayout l{};
+  std::size_t o = 0;
+  l.state = o; o = align16(o + sizeof(TopKState) + 16);
+  l.counters = o; o = align16(o + 8 * sizeof(unsigned long long));
+  l.cursor = o; o = align16(o + terms * 8);
+  l.end = o; o = align16(o + terms * 8);
+  l.cached = o; o = align16(o + terms * 8);
+  l.straddle = o; o = align16(o + terms * 8);
+  l.cache_slot = o; o = align16(o + terms * 4);
+  l.block_ub = o; o = align16(o + terms * 8);
+  l.acc = o; o = align16(o + std::size_t(window) * 8);
+  l.touched = o; o = align16(o + window);
+  l.touched_list = o; o = align16(o + std::size_t(window) * 2);
+  l.warp_docs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
+  l.warp_freqs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
+  const unsigned cap = topk_capacity(k);
+  l.top_score = o; o = align16(o + cap * 8);
+  l.top_doc = o; o = align16(o + cap * 4);
+  l.total = o;
+  return l;
+}
+
+// Counter slots in shared memory.
+enum Counter : unsigned {
+  kPostings = 0, kBlocksDecoded, kBlocksSkipped, kDocsScored, kAndMatches, kBytesRead,
+  kMisc0, kMisc1
+};
+
+template <typename T>
+__device__ __forceinline__ T* carve(char* base, std::size_t offset) {
+  return reinterpret_cast<T*>(base + offset);
+}
+
+// impact(d, t) = tf / (tf + norm), and one term's contribution, rounded as on the host.
+__device__ __forceinline__ double contribution(double weight, std::uint32_t tf, double norm) {
+  const double f = static_cast<double>(tf);
+  return __dmul_rn(weight, __ddiv_rn(f, __dadd_rn(f, norm)));
+}
+
+__device__ __forceinline__ std::uint32_t block_floor(const ShardView& s, const TermDesc& t,
+                                                     std::uint64_t b) {
+  return b == t.first_block ? 0u : s.block_last_docid[b - 1] + 1u;
+}
+
+// First block b in [lo, hi) whose last docID is >= doc; hi if none.
+__device__ __forceinline__ std::uint64_t find_block(const std::uint32_t* last, std::uint64_t lo,
+                                                    std::uint64_t hi, std::uint32_t doc) {
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (__ldg(last + mid) < doc) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+__device__ void write_results(const TopKState& st, const double* score, const std::uint32_t* doc,
+                              HitOut* hits) {
+  for (unsigned i = threadIdx.x; i < st.n_top; i += blockDim.x) hits[i] = {score[i], doc[i], 0};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranked AND. Rounds of up to 256 candidates taken from the shortest list; each other list, in
+// order of increasing length, is probed by a binary search per candidate over its blocks' last
+// docIDs; a block is decoded only if some live candidate falls into it; survivors are scored in
+// query term order and offered to the top-k. With GS-ordered docIDs the loop stops as soon as
+// the k-th score reaches the bound factor * GS(first docID of the next round) (paper 000, Alg. 1).
+__global__ void __launch_bounds__(kThreadsPerQuery)
+    and_kernel(ShardView shard, BatchPointers batch) {
+  extern __shared__ __align__(16) char smem[];
+  const QueryDesc q = batch.queries[blockIdx.x];
+  if (!(q.flags & kRunAnd)) return;
+  const AndLayout L = and_layout(batch.k, batch.max_terms);
+  auto& st = *carve<TopKState>(smem, L.state);
+  auto* counters = carve<unsigned long long>(smem, L.counters);
+  auto* cursor = carve<std::uint64_t>(smem, L.cursor);
+  auto* cand_doc = carve<std::uint32_t>(smem, L.cand_doc);
+  auto* alive = carve<std::uint32_t>(smem, L.alive);
+  auto* bidx = carve<std::uint64_t>(smem, L.bidx);
+  auto* run_list = carve<std::uint32_t>(smem, L.run_list);
+  auto* tf = carve<std::uint32_t>(smem, L.tf);
+  auto* top_score = carve<double>(smem, L.top_score);
+  auto* top_doc = carve<std::uint32_t>(smem, L.top_doc);
+  const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+  std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
+  std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
+  const TermDesc* terms = batch.terms + q.term_begin;
+  const std::uint8_t* order = batch.and_order + q.and_order_begin;
+  const unsigned T = q.num_terms;
+  QueryOut& out = batch.out[q.slot];
+
+  bool any_empty = T == 0;
+  for (unsigned t = 0; t < T; ++t) any_empty |= terms[t].num_blocks == 0;
+  if (any_empty) {  // uniform across the block
+    if (tid == 0) {
+      out.num_hits = 0;
+      out.and_matches = 0;
+      out.early_terminated = 0;
+    }
+    return;
+  }
+
+  topk_init(st, batch.k);
+  if (tid < 8) counters[tid] = 0;
+  for (unsigned t = tid; t < T; t += blockDim.x) cursor[t] = terms[t].first_block;
+  const unsigned s = q.shortest;
+  const TermDesc& sterm = terms[s];
+  const std::uint64_t s_end = sterm.first_block + sterm.num_blocks;
+  const bool early = (q.flags & kEarlyTerminate) && q.gs_bound_factor >= 0;
+  unsigned stopped_early = 0;
+  __syncthreads();
+
+  for (std::uint64_t b0 = sterm.first_block; b0 < s_end; b0 += 2) {
+    if (early && st.full) {  // uniform: st changes only inside collective flushes
+      const double bound = q.gs_bound_factor *
+                           static_cast<double>(shard.global_score[block_floor(shard, sterm, b0)]) *
+                           (1.0 + kBoundSlack);
+      if (bound < st.threshold_score) {
+        stopped_early = 1;
+        break;
+      }
+    }
+    // Candidates: up to two blocks of the shortest list, contiguous in cand_doc.
+    unsigned n0 = 0, n1 = 0;
+    {
+      const std::uint64_t b = b0 + warp;
+      if (warp < 2 && b < s_end) {
+        const std::uint32_t* in = shard.postings + shard.block_offsets[b];
+        const std::uint32_t* freq_part;
+        const unsigned n = warp_decode_docids(in, block_floor(shard, sterm, b), my_docs, lane,
+                                              &freq_part);
+        const unsigned fw = warp_decode_freqs(freq_part, my_freqs, lane);
+        // Only the last block of a list is partial, so block b0 + 1 exists only if b0 is full.
+        const unsigned base = warp * kValuesPerBlock;
+        for (unsigned i = lane; i < n; i += 32) {
+          cand_doc[base + i] = my_docs[i];
+          tf[(base + i) * T + s] = my_freqs[i];
+        }
+        if (lane == 0) {
+          atomicAdd(&counters[kPostings], n);
+          atomicAdd(&counters[kBlocksDecoded], 1ull);
+          atomicAdd(&counters[kBytesRead],
+                    4ull * (static_cast<unsigned long long>(freq_part - in) + fw));
+        }
+      }
+    }
+    // Counts of the two blocks, from their headers (same on every thread).
+    {
+      const unsigned h0 = shard.postings[shard.block_offsets[b0]] >> 24;
+      n0 = h0 == 0 ? kValuesPerBlock : h0;
+      if (b0 + 1 < s_end) {
+        const unsigned h1 = shard.postings[shard.block_offsets[b0 + 1]] >> 24;
+        n1 = h1 == 0 ? kValuesPerBlock : h1;
+      }
+    }
+    const unsigned nc = n0 + n1;
+    for (unsigned i = tid; i < kAndRoundCandidates; i += blockDim.x) alive[i] = i < nc;
+    __syncthreads();
+
+    for (unsigned oi = 0; oi < T; ++oi) {
+      const unsigned j = order[oi];
+      if (j == s) continue;
+      const TermDesc& tj = terms[j];
+      const std::uint64_t j_end = tj.first_block + tj.num_blocks;
+      const std::uint64_t j_begin = cursor[j];
+      // Per-candidate binary search for the block that could hold it (monotone in i).
+      for (unsigned i = tid; i < nc; i += blockDim.x) {
+        const std::uint64_t b = find_block(shard.block_last_docid, j_begin, j_end, cand_doc[i]);
+        bidx[i] = b;
+        if (b == j_end) alive[i] = 0;
+      }
+      if (tid == 0) counters[kMisc0] = 0;  // runs
+      __syncthreads();
+      // A run: candidates sharing one block of list j. Its first candidate is its leader.
+      for (unsigned i = tid; i < nc; i += blockDim.x) {
+        if (bidx[i] != j_end && (i == 0 || bidx[i] != bidx[i - 1]))
+          run_list[atomicAdd(&counters[kMisc0], 1ull)] = i;
+      }
+      __syncthreads();
+      const unsigned runs = static_cast<unsigned>(counters[kMisc0]);
+      for (unsigned r = warp; r < runs; r += kWarps) {
+        const unsigned start = run_list[r];
+        const std::uint64_t b = bidx[start];
+        unsigned stop = start + 1;
+        while (stop < nc && bidx[stop] == b) ++stop;  // same on every lane
+        bool any_alive = false;
+        for (unsigned i = start + lane; i < stop; i += 32) any_alive |= alive[i] != 0;
+        any_alive = __any_sync(kFullMask, any_alive);
+        if (!any_alive) continue;  // every candidate of this block already died: skip it
+        const std::uint32_t* in = shard.postings + shard.block_offsets[b];
+        const std::uint32_t* freq_part;
+        const unsigned n =
+            warp_decode_docids(in, block_floor(shard, tj, b), my_docs, lane, &freq_part);
+        const unsigned fw = warp_decode_freqs(freq_part, my_freqs, lane);
+        if (lane == 0) {
+          atomicAdd(&counters[kPostings], n);
+          atomicAdd(&counters[kBlocksDecoded], 1ull);
+          atomicAdd(&counters[kBytesRead],
+                    4ull * (static_cast<unsigned long long>(freq_part - in) + fw));
+        }
+        for (unsigned i = start + lane; i < stop; i += 32) {
+          if (!alive[i]) continue;
+          const std::uint32_t d = cand_doc[i];
+          unsigned lo = 0, hi = n;
+          while (lo < hi) {
+            const unsigned mid = (lo + hi) / 2;
+            if (my_docs[mid] < d) lo = mid + 1;
+            else hi = mid;
+          }
+          if (lo < n && my_docs[lo] == d) tf[i * T + j] = my_freqs[lo];
+          else alive[i] = 0;
+        }
+        __syncwarp();
+      }
+      __syncthreads();
+      if (tid == 0) {
+        // Blocks of list j passed over without decoding.
+        const std::uint64_t new_cursor = nc > 0 ? bidx[nc - 1] : j_begin;
+        const std::uint64_t passed = new_cursor > j_begin ? new_cursor - j_begin : 0;
+        counters[kBlocksSkipped] += passed > runs ? passed - runs : 0;
+        cursor[j] = new_cursor < j_end ? new_cursor : j_end;
+        unsigned live = 0;
+        for (unsigned i = 0; i < nc; ++i) live += alive[i];
+        counters[kMisc1] = live;
+      }
+      __syncthreads();
+      if (counters[kMisc1] == 0) break;
+    }
+    // Survivors: score in query term order, count, offer.
+    if (tid < nc && alive[tid]) {
+      const std::uint32_t d = cand_doc[tid];
+      const double norm = shard.length_norm[d];
+      double score = 0.0;
+      for (unsigned t = 0; t < T; ++t)
+        score = __dadd_rn(score, contribution(terms[t].weight, tf[tid * T + t], norm));
+      score = __dadd_rn(score, __dmul_rn(q.static_weight, static_cast<double>(shard.pagerank[d])));
+      atomicAdd(&counters[kAndMatches], 1ull);
+      atomicAdd(&counters[kDocsScored], 1ull);
+      topk_offer(st, top_score, top_doc, score, d);
+    }
+    topk_maybe_flush(st, top_score, top_doc, kTopKBuffer);
+  }
+  topk_flush(st, top_score, top_doc);
+  write_results(st, top_score, top_doc, batch.hits + std::size_t(q.slot) * 2 * batch.k);
+  if (tid == 0) {
+    out.num_hits = st.n_top;
+    out.and_matches = counters[kAndMatches];
+    out.postings_decoded += counters[kPostings];
+    out.blocks_decoded += counters[kBlocksDecoded];
+    out.blocks_skipped += counters[kBlocksSkipped];
+    out.docs_scored += counters[kDocsScored];
+    out.bytes_read += counters[kBytesRead];
+    out.early_terminated |= stopped_early;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OR by windows of the docID space: for each window [lo, hi), each list's blocks that overlap it
+// are decoded (one warp per block) and their contributions added to shared-memory accumulators,
+// one list at a time in query term order (so each document's sum has the reference's order);
+// touched documents are then scored and offered to the top-k. A block that straddles the
+// window's end is decoded once and kept in a per-term cache for the next windows. Empty
+// stretches of the docID space are jumped over. Pruning (exact): a window whose block-max bound
+// cannot beat the k-th score is skipped without decoding, and with GS-ordered docIDs the whole
+// query stops once the k-th score reaches factor * GS(lo).
+__global__ void __launch_bounds__(kThreadsPerQuery)
+    or_kernel(ShardView shard, BatchPointers batch, unsigned window) {
+  extern __shared__ __align__(16) char smem[];
+  const QueryDesc q = batch.queries[blockIdx.x];
+  if (!(q.flags & kRunOr)) return;
+  QueryOut& out = batch.out[q.slot];
+  const bool second_answer = (q.flags & kOrOnlyIfAndShort) != 0;
+  if (second_answer && out.and_matches >= batch.k) return;  // the AND answer stands
+  const OrLayout L = or_layout(batch.k, batch.max_terms, window);
+  auto& st = *carve<TopKState>(smem, L.state);
+  auto* counters = carve<unsigned long long>(smem, L.counters);
+  auto* cursor = carve<std::uint64_t>(smem, L.cursor);
+  auto* end = carve<std::uint64_t>(smem, L.end);
+  auto* cached = carve<std::uint64_t>(smem, L.cached);      // block held in the term's cache
+  auto* straddle = carve<std::uint64_t>(smem, L.straddle);  // straddler decoded this window
+  auto* cache_slot = carve<std::uint32_t>(smem, L.cache_slot);
+  auto* block_ub = carve<double>(smem, L.block_ub);
+  auto* acc = carve<double>(smem, L.acc);
+  auto* touched = carve<std::uint8_t>(smem, L.touched);
+  auto* touched_list = carve<std::uint16_t>(smem, L.touched_list);
+  auto* top_score = carve<double>(smem, L.top_score);
+  auto* top_doc = carve<std::uint32_t>(smem, L.top_doc);
+  const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+  std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
+  std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
+  const TermDesc* terms = batch.terms + q.term_begin;
+  // Per term, two cache slots: the block cached from an earlier window is read from one while
+  // this window's straddler is written to the other.
+  constexpr unsigned kSlotWords = 2 * kValuesPerBlock + 1;
+  std::uint32_t* term_cache = batch.term_cache + std::size_t(q.term_begin) * 2 * kSlotWords;
+  const unsigned T = q.num_terms;
+  const bool prune = (q.flags & kPruneBlockMax) != 0;
+  const bool early = (q.flags & kEarlyTerminate) && q.gs_bound_factor >= 0;
+
+  __shared__ std::uint32_t window_lo, next_lo, touched_count, control;
+  topk_init(st, batch.k);
+  if (tid < 8) counters[tid] = 0;
+  for (unsigned t = tid; t < T; t += blockDim.x) {
+    cursor[t] = terms[t].first_block;
+    cached[t] = kNoBlock;
+    cache_slot[t] = 0;
+  }
+  for (unsigned i = tid; i < window; i += blockDim.x) {
+    acc[i] = 0.0;
+    touched[i] = 0;
+  }
+  if (tid == 0) {
+    window_lo = 0;
+    touched_count = 0;
+  }
+  unsigned stopped_early = 0;
+  __syncthreads();
+
+  while (window_lo < shard.num_docs) {
+    const std::uint32_t lo = window_lo;
+    const std::uint32_t hi = (shard.num_docs - lo > window) ? lo + window : shard.num_docs;
+    // Each list's blocks overlapping [lo, hi): [cursor, end). Blocks before cursor end below lo.
+    for (unsigned t = tid; t < T; t += blockDim.x) {
+      const TermDesc& term = terms[t];
+      const std::uint64_t list_end = term.first_block + term.num_blocks;
+      const std::uint64_t c = cursor[t];
+      std::uint64_t e = c;
+      double ub = 0.0;
+      if (c < list_end) {
+        const std::uint64_t f = find_block(shard.block_last_docid, c, list_end, hi);
+        e = (f < list_end && block_floor(shard, term, f) < hi) ? f + 1 : f;
+        for (std::uint64_t b = c; b < e; ++b)
+          ub = fmax(ub, static_cast<double>(shard.block_max_impact[b]));
+      }
+      end[t] = e;
+      straddle[t] = kNoBlock;
+      block_ub[t] = __dmul_rn(term.weight, ub);
+    }
+    if (tid == 0) {
+      next_lo = 0xffffffffu;
+      control = 0;  // 1: skip this window, 2: stop
+    }
+    __syncthreads();
+    if (tid == 0 && st.full) {
+      if (early && q.gs_bound_factor * static_cast<double>(shard.global_score[lo]) *
+                           (1.0 + kBoundSlack) < st.threshold_score) {
+        control = 2;
+      } else if (prune) {
+        double bound = q.static_weight;  // PR' <= 1
+        for (unsigned t = 0; t < T; ++t) bound += block_ub[t];
+        if (bound * (1.0 + kBoundSlack) < st.threshold_score) control = 1;
+      }
+    }
+    __syncthreads();
+    if (control == 2) {
+      stopped_early = 1;
+      break;
+    }
+    if (control == 0) {
+      for (unsigned t = 0; t < T; ++t) {
+        const TermDesc& term = terms[t];
+        const std::uint64_t c = cursor[t], e = end[t];
+        const std::uint64_t cached_block = cached[t];
+        std::uint32_t* cache_in = term_cache + (std::size_t(t) * 2 + cache_slot[t]) * kSlotWords;
+        std::uint32_t* cache_out =
+            term_cache + (std::size_t(t) * 2 + (cache_slot[t] ^ 1u)) * kSlotWords;
+        for (std::uint64_t b = c + warp; b < e; b += kWarps) {
+          const std::uint32_t* docs;
+          const std::uint32_t* freqs;
+          unsigned n;
+          if (b == cached_block) {  // the straddling block, decoded in an earlier window
+            n = cache_in[2 * kValuesPerBlock];
+            docs = cache_in;
+            freqs = cache_in + kValuesPerBlock;
+          } else {
+            const std::uint32_t* in = shard.postings + shard.block_offsets[b];
+            const std::uint32_t* freq_part;
+            n = warp_decode_docids(in, block_floor(shard, term, b), my_docs, lane, &freq_part);
+            const unsigned fw = warp_decode_freqs(freq_part, my_freqs, lane);
+            docs = my_docs;
+            freqs = my_freqs;
+            if (lane == 0) {
+              atomicAdd(&counters[kPostings], n);
+              atomicAdd(&counters[kBlocksDecoded], 1ull);
+              atomicAdd(&counters[kBytesRead],
+                        4ull * (static_cast<unsigned long long>(freq_part - in) + fw));
+            }
+            if (shard.block_last_docid[b] >= hi) {  // straddles: keep it for the next windows
+              for (unsigned i = lane; i < kValuesPerBlock; i += 32) {
+                cache_out[i] = my_docs[i];
+                cache_out[kValuesPerBlock + i] = my_freqs[i];
+              }
+              if (lane == 0) {
+                cache_out[2 * kValuesPerBlock] = n;
+                straddle[t] = b;  // at most one block of a list straddles hi
+              }
+            }
+          }
+          std::uint32_t next_here = 0xffffffffu;
+          for (unsigned i = lane; i < n; i += 32) {
+            const std::uint32_t d = docs[i];
+            if (d < lo) continue;
+            if (d >= hi) {
+              next_here = min(next_here, d);
+              continue;
+            }
+            const unsigned slot = d - lo;
+            if (!touched[slot]) {  // one posting per document per list: no race within a list
+              touched[slot] = 1;
+              touched_list[atomicAdd(&touched_count, 1u)] = static_cast<std::uint16_t>(slot);
+            }
+            acc[slot] = __dadd_rn(acc[slot], contribution(term.weight, freqs[i],
+                                                          shard.length_norm[d]));
+          }
+          for (unsigned d = 16; d > 0; d >>= 1)
+            next_here = min(next_here, __shfl_xor_sync(kFullMask, next_here, d));
+          if (lane == 0 && next_here != 0xffffffffu) atomicMin(&next_lo, next_here);
+          __syncwarp();
+        }
+        __syncthreads();  // list t complete before list t + 1 adds to the same accumulators
+      }
+      // Score the touched documents and offer them to the top-k.
+      const unsigned n_touched = touched_count;
+      for (unsigned base = 0; base < n_touched; base += blockDim.x) {
+        const unsigned i = base + tid;
+        if (i < n_touched) {
+          const unsigned slot = touched_list[i];
+          const std::uint32_t d = lo + slot;
+          const double score = __dadd_rn(
+              acc[slot], __dmul_rn(q.static_weight, static_cast<double>(shard.pagerank[d])));
+          acc[slot] = 0.0;
+          touched[slot] = 0;
+          topk_offer(st, top_score, top_doc, score, d);
+        }
+        topk_maybe_flush(st, top_score, top_doc, kTopKBuffer);
+      }
+      if (tid == 0) {
+        counters[kDocsScored] += n_touched;
+        touched_count = 0;
+      }
+    } else if (tid == 0) {
+      for (unsigned t = 0; t < T; ++t) {
+        const std::uint64_t n = end[t] - cursor[t];
+        counters[kBlocksSkipped] += n - ((cached[t] >= cursor[t] && cached[t] < end[t]) ? 1 : 0);
+      }
+    }
+    __syncthreads();
+    // Advance: a list's cursor keeps its straddling block; the next window starts at the
+    // smallest docID any list can still hold at or past hi.
+    if (tid == 0) {
+      std::uint32_t nl = control == 0 ? next_lo : 0xffffffffu;
+      for (unsigned t = 0; t < T; ++t) {
+        const TermDesc& term = terms[t];
+        const std::uint64_t list_end = term.first_block + term.num_blocks;
+        const std::uint64_t e = end[t];
+        if (straddle[t] != kNoBlock) {
+          cached[t] = straddle[t];
+          cache_slot[t] ^= 1u;
+        }
+        std::uint64_t c = e;
+        if (e > cursor[t] && shard.block_last_docid[e - 1] >= hi) c = e - 1;
+        const bool processed = control == 0 && c < e;
+        cursor[t] = c;
+        if (c < list_end) {
+          if (processed) continue;  // its postings at or past hi went into next_lo
+          const std::uint32_t f = block_floor(shard, term, c);
+          nl = min(nl, f > hi ? f : hi);
+        }
+      }
+      window_lo = nl < hi ? hi : nl;
+    }
+    __syncthreads();
+  }
+  topk_flush(st, top_score, top_doc);
+  HitOut* hits = batch.hits + std::size_t(q.slot) * 2 * batch.k + (second_answer ? batch.k : 0);
+  write_results(st, top_score, top_doc, hits);
+  if (tid == 0) {
+    if (second_answer) out.num_or_hits = st.n_top;
+    else out.num_hits = st.n_top;
+    out.or_ran = 1;
+    out.postings_decoded += counters[kPostings];
+    out.blocks_decoded += counters[kBlocksDecoded];
+    out.blocks_skipped += counters[kBlocksSkipped];
+    out.docs_scored += counters[kDocsScored];
+    out.bytes_read += counters[kBytesRead];
+    out.early_terminated |= stopped_early;
+  }
+}
+
+// One warp per block; the checksum mixes every decoded docID and frequency.
+__global__ void decode_blocks_kernel(ShardView shard, std::uint64_t first, std::uint64_t count,
+                                     std::uint32_t* checksums) {
+  __shared__ __align__(16) std::uint32_t docs[kWarps][kValuesPerBlock];
+  __shared__ __align__(16) std::uint32_t freqs[kWarps][kValuesPerBlock];
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * kWarps;
+  for (std::uint64_t i = std::uint64_t(blockIdx.x) * kWarps + warp; i < count; i += stride) {
+    const std::uint64_t b = first + i;
+    const std::uint32_t* in = shard.postings + shard.block_offsets[b];
+    const std::uint32_t* freq_part;
+    // Floor 0: the checksum covers gaps' prefix sums relative to the block start.
+    const unsigned n = warp_decode_docids(in, 0, docs[warp], lane, &freq_part);
+    warp_decode_freqs(freq_part, freqs[warp], lane);
+    std::uint32_t x = 0;
+    for (unsigned j = lane; j < n; j += 32) x ^= docs[warp][j] * 2654435761u + freqs[warp][j];
+    for (unsigned d = 16; d > 0; d >>= 1) x ^= __shfl_xor_sync(kFullMask, x, d);
+    if (lane == 0) checksums[i] = x;
+  }
+}
+
+}  // namespace
+
+std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms) {
+  return and_layout(k, max_terms).total;
+}
+std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, unsigned window) {
+  return or_layout(k, max_terms, window).total;
+}
+
+namespace {
+int max_dynamic_shared(const void* kernel) {
+  int device = 0, max_optin = 0;
+  GPUSEARCH_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSEARCH_CUDA_CHECK(
+      cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes attr{};
+  GPUSEARCH_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return max_optin - static_cast<int>(attr.sharedSizeBytes);
+}
+
+void check_shared(std::size_t bytes, const void* kernel, const char* name) {
+  const int limit = max_dynamic_shared(kernel);
+  if (bytes > static_cast<std::size_t>(limit))
+    throw Error(fmt::format("{} needs {} bytes of shared memory for this batch (k, terms, "
+                            "window); the device allows {}: lower k or --or-window",
+                            name, bytes, limit));
+}
+}  // namespace
+
+void configure_query_kernels() {
+  for (const void* kernel : {reinterpret_cast<const void*>(and_kernel),
+                             reinterpret_cast<const void*>(or_kernel)})
+    GPUSEARCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              max_dynamic_shared(kernel)));
+}
+
+void launch_and_kernel(const ShardView& shard, const BatchPointers& batch, cudaStream_t stream) {
+  if (batch.num_queries == 0) return;
+  const std::size_t bytes = and_kernel_shared_bytes(batch.k, batch.max_terms);
+  check_shared(bytes, reinterpret_cast<const void*>(and_kernel), "the AND kernel");
+  and_kernel<<<batch.num_queries, kThreadsPerQuery, bytes, stream>>>(shard, batch);
+  GPUSEARCH_CUDA_CHECK_LAUNCH("and_kernel");
+}
+
+void launch_or_kernel(const ShardView& shard, const BatchPointers& batch, unsigned window,
+                      cudaStream_t stream) {
+  if (batch.num_queries == 0) return;
+  const std::size_t bytes = or_kernel_shared_bytes(batch.k, batch.max_terms, window);
+  check_shared(bytes, reinterpret_cast<const void*>(or_kernel), "the OR kernel");
+  or_kernel<<<batch.num_queries, kThreadsPerQuery, bytes, stream>>>(shard, batch, window);
+  GPUSEARCH_CUDA_CHECK_LAUNCH("or_kernel");
+}
+
+void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,
+                          std::uint32_t* checksums, cudaStream_t stream) {
+  if (count == 0) return;
+  int device = 0, sms = 0;
+  GPUSEARCH_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSEARCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::uint64_t blocks_needed = (count + kWarps - 1) / kWarps;
+  const unsigned grid =
+      static_cast<unsigned>(blocks_needed < std::uint64_t(sms) * 16 ? blocks_needed : sms * 16);
+  decode_blocks_kernel<<<grid, kThreadsPerQuery, 0, stream>>>(shard, first_block, count, checksums);
+  GPUSEARCH_CUDA_CHECK_LAUNCH("decode_blocks_kernel");
+}
+
+}  // namespace gpusearch::gpu

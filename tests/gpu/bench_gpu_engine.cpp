@@ -1,0 +1,313 @@
+// GPU engine benchmark (a program writing JSON, not a test): throughput and latency per mode,
+// algorithm and batch size on one index and query log, against a CPU engine measured in the
+// same run on all host cores; achieved posting bandwidth against the device-to-device copy
+// bandwidth measured in the same run; GPU decoding speed; a correctness check of the answers.
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "gpu/cuda_util.hpp"
+#include "gpu/device_shard.hpp"
+#include "gpu/gpu_engine.hpp"
+#include "gpu/query_kernels.hpp"
+#include "isn/engine_factory.hpp"
+
+using namespace gpusearch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, std::size_t(p / 100.0 * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const std::size_t c = s.find(',', start);
+    const std::string item = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    if (!item.empty()) out.push_back(item);
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
+// Device-to-device copy bandwidth (bytes read plus written per second), median of repeats.
+double measure_copy_bandwidth() {
+  const std::size_t bytes = std::size_t(1) << 30;
+  gpu::DeviceBuffer<std::byte> a(bytes), b(bytes);
+  GPUSEARCH_CUDA_CHECK(cudaMemset(a.data(), 1, bytes));
+  gpu::CudaEvent start, stop;
+  std::vector<double> gbps;
+  for (int i = 0; i < 12; ++i) {
+    start.record(nullptr);
+    GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice));
+    stop.record(nullptr);
+    stop.synchronize();
+    if (i >= 2) gbps.push_back(2.0 * double(bytes) / (stop.ms_since(start) * 1e6));
+  }
+  return percentile(gbps, 50);
+}
+
+struct RunResult {
+  double seconds = 0;
+  std::vector<std::vector<ShardResult>> per_shard;
+};
+
+// All queries through the engines (one per shard) in one call each: the throughput run.
+RunResult run_all(std::vector<std::unique_ptr<QueryEngine>>& engines,
+                  const std::vector<Query>& queries, const SearchParams& params) {
+  RunResult r;
+  r.per_shard.resize(engines.size());
+  const auto t0 = Clock::now();
+  for (std::size_t s = 0; s < engines.size(); ++s) {
+    r.per_shard[s].assign(queries.size(), ShardResult{});
+    engines[s]->search(queries, params, r.per_shard[s]);
+  }
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_gpu_engine: GPU engine throughput, latency, bandwidth; JSON out"};
+  std::filesystem::path index_dir, queries_path, out_path;
+  std::string modes = "and,or,and-or", algorithms = "exhaustive,bmw",
+              batch_sizes = "64,256,1024,4096,16384", cpu_engine = "cpu", cpu_algorithm,
+              scoring = "bm25";
+  unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
+  std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
+  unsigned or_window = 4096;
+  app.add_option("--index", index_dir, "index directory")->required();
+  app.add_option("--queries", queries_path, "query log (TSV)")->required();
+  app.add_option("--out", out_path, "JSON output")->required();
+  app.add_option("--modes", modes)->capture_default_str();
+  app.add_option("--algorithms", algorithms, "GPU algorithms")->capture_default_str();
+  app.add_option("--batch-sizes", batch_sizes)->capture_default_str();
+  app.add_option("--k", k)->capture_default_str();
+  app.add_option("--scoring", scoring)->capture_default_str();
+  app.add_option("--or-window", or_window)->capture_default_str();
+  app.add_option("--limit", limit, "queries for the GPU runs")->capture_default_str();
+  app.add_option("--latency-limit", latency_limit, "queries for the per-batch latency runs")
+      ->capture_default_str();
+  app.add_option("--cpu-engine", cpu_engine, "baseline engine (cpu, or reference if absent)")
+      ->capture_default_str();
+  app.add_option("--cpu-algorithm", cpu_algorithm, "baseline algorithms, comma separated "
+                 "(default: exhaustive and the engine's default)");
+  app.add_option("--cpu-threads", cpu_threads)->capture_default_str();
+  app.add_option("--cpu-limit", cpu_limit, "queries for the CPU runs")->capture_default_str();
+  app.add_option("--verify", verify, "queries checked against the reference per mode")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (!gpu::gpu_available()) {
+      std::cerr << "bench_gpu_engine: no CUDA device\n";
+      return 2;
+    }
+    tbb::global_control threads(tbb::global_control::max_allowed_parallelism, cpu_threads);
+    const Index index = Index::open(index_dir);
+    const QueryFile qf = read_query_file(queries_path);
+    std::vector<Query> queries;
+    for (const QueryText& qt : qf.queries) {
+      if (queries.size() >= limit) break;
+      Query q;
+      QueryProblem p;
+      if (resolve_query(index.shard(0), qt, QueryLimits{}, q, p, queries_path.string()) &&
+          !q.terms.empty())
+        queries.push_back(std::move(q));
+    }
+    std::cerr << fmt::format("{} queries, {} shard(s)\n", queries.size(), index.num_open_shards());
+    cudaDeviceProp prop{};
+    GPUSEARCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    nlohmann::json out;
+    out["machine"] = {{"gpu", prop.name},
+                      {"sms", prop.multiProcessorCount},
+                      {"gpu_memory_bytes", prop.totalGlobalMem},
+                      {"host_threads", std::thread::hardware_concurrency()},
+                      {"cpu_threads_used", cpu_threads}};
+    out["index"] = {{"dir", index_dir.string()},
+                    {"docs", index.params().collection.num_docs},
+                    {"postings", index.params().num_postings_total},
+                    {"shards", index.num_open_shards()}};
+    out["queries"] = {{"file", queries_path.string()}, {"count", queries.size()}};
+    out["k"] = k;
+    out["scoring"] = scoring;
+
+    const double copy_gbps = measure_copy_bandwidth();
+    out["copy_bandwidth_gb_per_s"] = copy_gbps;
+    std::cerr << fmt::format("device-to-device copy: {:.0f} GB/s\n", copy_gbps);
+
+    // Decoding: every block of shard 0, docIDs and frequencies.
+    {
+      gpu::DeviceShard image(index.shard(0));
+      const std::uint64_t n = image.num_blocks();
+      gpu::DeviceBuffer<std::uint32_t> sums(n);
+      gpu::CudaEvent a, b;
+      std::vector<double> ms;
+      for (int i = 0; i < 7; ++i) {
+        a.record(nullptr);
+        gpu::launch_decode_blocks(image.view(), 0, n, sums.data(), nullptr);
+        b.record(nullptr);
+        b.synchronize();
+        if (i >= 2) ms.push_back(b.ms_since(a));
+      }
+      const double t = percentile(ms, 50);
+      const double ints = 2.0 * double(index.shard(0).manifest().num_postings);
+      const double bytes = double(index.shard(0).postings().size_bytes());
+      out["decode"] = {{"blocks", n}, {"ms", t}, {"ints_per_s", ints / (t * 1e-3)},
+                       {"compressed_gb_per_s", bytes / (t * 1e6)}};
+      std::cerr << fmt::format("GPU decode: {:.1f} G ints/s, {:.0f} GB/s compressed\n",
+                               ints / (t * 1e-3) / 1e9, bytes / (t * 1e6));
+    }
+
+    SearchParams base;
+    base.k = k;
+    base.scoring = parse_scoring(scoring);
+    base.alpha = index.params().gs_alpha;
+
+    // CPU baseline on all host cores.
+    std::vector<std::string> cpu_algos = split(cpu_algorithm);
+    if (cpu_algos.empty()) cpu_algos = {"exhaustive", ""};
+    const auto names = engine_names();
+    if (std::find(names.begin(), names.end(), cpu_engine) == names.end()) {
+      std::cerr << "no engine '" << cpu_engine << "' in this build; baseline: reference\n";
+      cpu_engine = "reference";
+      cpu_algos = {""};
+    }
+    const std::vector<Query> cpu_queries(queries.begin(),
+                                         queries.begin() + std::min(cpu_limit, queries.size()));
+    nlohmann::json cpu_json = nlohmann::json::array();
+    for (const std::string& mode_name : split(modes)) {
+      for (const std::string& algo : cpu_algos) {
+        SearchParams params = base;
+        params.mode = parse_mode(mode_name);
+        EngineOptions eo;
+        eo.engine = cpu_engine;
+        eo.algorithm = algo;
+        std::vector<std::unique_ptr<QueryEngine>> engines;
+        for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+          engines.push_back(make_engine(eo, index.shard(s), index.shard_id(s)));
+        const RunResult r = run_all(engines, cpu_queries, params);
+        const double qps = double(cpu_queries.size()) / r.seconds;
+        cpu_json.push_back({{"mode", mode_name}, {"engine", cpu_engine},
+                            {"algorithm", algo.empty() ? "default" : algo},
+                            {"queries", cpu_queries.size()}, {"seconds", r.seconds},
+                            {"queries_per_s", qps}});
+        std::cerr << fmt::format("CPU {} {} {}: {:.0f} q/s\n", cpu_engine,
+                                 algo.empty() ? "default" : algo, mode_name, qps);
+      }
+    }
+    out["cpu"] = cpu_json;
+
+    nlohmann::json gpu_json = nlohmann::json::array();
+    for (const std::string& mode_name : split(modes)) {
+      SearchParams params = base;
+      params.mode = parse_mode(mode_name);
+      for (const std::string& algo : split(algorithms)) {
+        for (const std::string& bs : split(batch_sizes)) {
+          gpu::GpuEngineOptions go;
+          go.algorithm = algo;
+          go.batch_size = unsigned(std::stoul(bs));
+          go.or_window = or_window;
+          std::vector<std::unique_ptr<QueryEngine>> engines;
+          std::vector<gpu::GpuEngine*> raw;
+          for (std::size_t s = 0; s < index.num_open_shards(); ++s) {
+            auto e = std::make_unique<gpu::GpuEngine>(index.shard(s), index.shard_id(s), go);
+            raw.push_back(e.get());
+            engines.push_back(std::move(e));
+          }
+          run_all(engines, std::vector<Query>(queries.begin(), queries.begin() +
+                                                  std::min<std::size_t>(queries.size(), 256)),
+                  params);  // warm-up
+          for (auto* e : raw) e->clear_stats();
+          const RunResult r = run_all(engines, queries, params);
+          const double qps = double(queries.size()) / r.seconds;
+          double kernel_ms = 0, h2d_ms = 0, d2h_ms = 0, pack_ms = 0;
+          std::uint64_t bytes_read = 0, h2d_bytes = 0, d2h_bytes = 0;
+          for (auto* e : raw)
+            for (const auto& b : e->batch_stats()) {
+              kernel_ms += b.kernel_ms;
+              h2d_ms += b.h2d_ms;
+              d2h_ms += b.d2h_ms;
+              pack_ms += b.pack_ms;
+              bytes_read += b.postings_bytes_read;
+              h2d_bytes += b.h2d_bytes;
+              d2h_bytes += b.d2h_bytes;
+            }
+          QueryCounters c;
+          for (const auto& shard_results : r.per_shard)
+            for (const auto& x : shard_results) c.add(x.counters);
+          // Latency: batches of this size one at a time; a query's latency is its batch's.
+          std::vector<double> batch_ms;
+          const std::size_t lat_n = std::min(queries.size(), std::max<std::size_t>(latency_limit, go.batch_size));
+          for (std::size_t b0 = 0; b0 < lat_n; b0 += go.batch_size) {
+            const std::vector<Query> batch(queries.begin() + b0,
+                                           queries.begin() + std::min(lat_n, b0 + go.batch_size));
+            const auto t0 = Clock::now();
+            run_all(engines, batch, params);
+            const double ms = seconds_since(t0) * 1e3;
+            for (std::size_t i = 0; i < batch.size(); ++i) batch_ms.push_back(ms);
+          }
+          // Exactness of this run's answers on a sample.
+          std::size_t checked = 0, wrong = 0;
+          for (std::size_t qi = 0; qi < queries.size() && checked < verify; ++qi, ++checked) {
+            std::vector<const ShardResult*> ps;
+            for (const auto& sr : r.per_shard) ps.push_back(&sr[qi]);
+            const QueryResult merged = merge_shard_results(params, ps);
+            const ReferenceAnswer ref = reference_answer(index, queries[qi], params, 2 * k + 20);
+            if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
+          }
+          nlohmann::json row = {
+              {"mode", mode_name}, {"algorithm", algo}, {"batch_size", go.batch_size},
+              {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
+              {"latency_ms_p50", percentile(batch_ms, 50)},
+              {"latency_ms_p99", percentile(batch_ms, 99)},
+              {"kernel_ms", kernel_ms}, {"h2d_ms", h2d_ms}, {"d2h_ms", d2h_ms},
+              {"pack_ms", pack_ms}, {"h2d_bytes", h2d_bytes}, {"d2h_bytes", d2h_bytes},
+              {"postings_bytes_read", bytes_read},
+              {"postings_read_gb_per_s", kernel_ms > 0 ? double(bytes_read) / (kernel_ms * 1e6) : 0.0},
+              {"fraction_of_copy_bandwidth",
+               kernel_ms > 0 ? double(bytes_read) / (kernel_ms * 1e6) / copy_gbps : 0.0},
+              {"counters", to_json(c)},
+              {"verified_queries", checked}, {"verify_failures", wrong}};
+          std::cerr << fmt::format(
+              "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, "
+              "{:.0f} GB/s postings, {} wrong of {}\n",
+              algo, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
+              percentile(batch_ms, 99), kernel_ms, double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6,
+              wrong, checked);
+          gpu_json.push_back(row);
+        }
+      }
+    }
+    out["gpu"] = gpu_json;
+    std::ofstream(out_path) << out.dump(2) << '\n';
+    std::cerr << "wrote " << out_path << '\n';
+  } catch (const std::exception& e) {
+    std::cerr << "bench_gpu_engine: error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,266 @@
+// The GPU engine against the reference engine: every kernel (AND, OR exhaustive and block-max
+// pruned, AND-OR), both scorings, k from 1 to 1000, single- and multi-shard indexes, adversarial
+// lists, synthetic and real collections. Skipped, loudly, on a machine without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "common/block_codec.hpp"
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "gpu/cuda_util.hpp"
+#include "gpu/device_shard.hpp"
+#include "gpu/gpu_engine.hpp"
+#include "gpu/query_kernels.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+using gpusearch::testing::write_text;
+
+namespace {
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu::gpu_available())
+      GTEST_SKIP() << "NO CUDA DEVICE: GPU test skipped (run launch/gpu-host.sh on a GPU host)";
+  }
+};
+
+struct Setting {
+  Mode mode;
+  Scoring scoring;
+  unsigned k;
+};
+
+std::vector<Setting> all_settings(const std::vector<unsigned>& ks) {
+  std::vector<Setting> v;
+  for (Mode m : {Mode::kAnd, Mode::kOr, Mode::kAndOr})
+    for (Scoring s : {Scoring::kBm25, Scoring::kBm25Pr})
+      for (unsigned k : ks) v.push_back({m, s, k});
+  return v;
+}
+
+// Runs `queries` through one GPU engine per shard and checks every merged answer against the
+// reference; for and-or, each shard's AND match count must be exact below k. Returns checks.
+std::size_t check_gpu_against_reference(const Index& index, const std::vector<Query>& queries,
+                                        const std::vector<Setting>& settings,
+                                        const gpu::GpuEngineOptions& options) {
+  std::vector<std::unique_ptr<gpu::GpuEngine>> engines;
+  for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+    engines.push_back(
+        std::make_unique<gpu::GpuEngine>(index.shard(s), index.shard_id(s), options));
+  std::size_t checks = 0;
+  for (const Setting& st : settings) {
+    const SearchParams params{st.mode, st.scoring, 0.3, st.k};
+    std::vector<std::vector<ShardResult>> results(engines.size());
+    for (std::size_t s = 0; s < engines.size(); ++s) {
+      results[s].assign(queries.size(), ShardResult{});
+      engines[s]->search(queries, params, results[s]);
+    }
+    for (std::size_t qi = 0; qi < queries.size(); ++qi) {
+      const Query& q = queries[qi];
+      std::vector<const ShardResult*> per_shard;
+      for (std::size_t s = 0; s < engines.size(); ++s) {
+        per_shard.push_back(&results[s][qi]);
+        if (st.mode == Mode::kAndOr) {
+          const auto ref = reference_search_shard(index.shard(s), index.shard_id(s), q, params, 1);
+          const std::uint64_t got = results[s][qi].and_matches;
+          if (ref.and_matches < st.k) EXPECT_EQ(got, ref.and_matches) << "query " << q.id;
+          else EXPECT_GE(got, st.k) << "query " << q.id;
+        }
+      }
+      const QueryResult merged = merge_shard_results(params, per_shard);
+      const std::size_t depth = 2 * std::size_t(st.k) + 20;
+      const ReferenceAnswer ref = reference_answer(index, q, params, depth);
+      const auto diff = compare_top_k(ref.hits, ref.total_matches, st.k, merged.hits);
+      EXPECT_FALSE(diff.has_value())
+          << "query " << q.id << " (" << q.terms.size() << " terms) mode " << to_string(st.mode)
+          << " " << to_string(st.scoring) << " k=" << st.k << " algorithm " << options.algorithm
+          << " batch " << options.batch_size << ": " << diff.value_or("");
+      ++checks;
+    }
+  }
+  return checks;
+}
+
+std::vector<Query> resolve_all(const Index& index, const std::filesystem::path& file,
+                               std::size_t limit) {
+  const QueryFile qf = read_query_file(file);
+  std::vector<Query> out;
+  for (const QueryText& qt : qf.queries) {
+    if (out.size() >= limit) break;
+    Query q;
+    QueryProblem p;
+    if (resolve_query(index.shard(0), qt, QueryLimits{}, q, p, file.string())) out.push_back(q);
+  }
+  return out;
+}
+
+Index build_synthetic(const TempDir& tmp, const std::string& spec, std::uint32_t shards,
+                      SplitMode split = SplitMode::kInputRanges) {
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  o.num_shards = shards;
+  o.split = split;
+  build_index_synthetic(SyntheticParams::parse(spec), o);
+  return Index::open(tmp / "idx");
+}
+
+}  // namespace
+
+// The warp decoder against the CPU decoder, over every block of a synthetic index, both codecs.
+TEST_F(GpuTest, DecoderMatchesCpuDecoderOnEveryBlock) {
+  for (const char* codec : {"pfor128", "bp128"}) {
+    TempDir tmp;
+    BuildOptions o;
+    o.out_dir = tmp / "idx";
+    o.progress = false;
+    o.codec = codec::parse_codec(codec);
+    build_index_synthetic(SyntheticParams::parse("docs=3000,seed=5,test_queries=10"), o);
+    const Index index = Index::open(tmp / "idx");
+    const ShardIndex& shard = index.shard(0);
+    gpu::DeviceShard image(shard);
+    const std::uint64_t n = shard.block_offsets().size();
+    gpu::DeviceBuffer<std::uint32_t> sums(n);
+    gpu::launch_decode_blocks(image.view(), 0, n, sums.data(), nullptr);
+    std::vector<std::uint32_t> got(n);
+    GPUSEARCH_CUDA_CHECK(cudaMemcpy(got.data(), sums.data(), n * 4, cudaMemcpyDeviceToHost));
+    std::uint32_t docs[128], freqs[128];
+    for (std::uint64_t b = 0; b < n; ++b) {
+      const std::uint32_t* in = shard.block_data(b);
+      const std::uint32_t* fp = codec::decode_docids(in, 0, docs);
+      codec::decode_freqs(fp, freqs);
+      const unsigned count = codec::read_header(in[0]).count;
+      std::uint32_t x = 0;
+      for (unsigned j = 0; j < count; ++j) x ^= docs[j] * 2654435761u + freqs[j];
+      ASSERT_EQ(got[b], x) << codec << " block " << b;
+    }
+  }
+}
+
+TEST_F(GpuTest, SyntheticThreeShardsAllModesScoringsAndK) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=6000,seed=11,test_queries=150,mean_length=200", 3);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
+  ASSERT_GE(queries.size(), 100u);
+  for (const char* algorithm : {"bmw", "exhaustive"}) {
+    gpu::GpuEngineOptions o;
+    o.algorithm = algorithm;
+    o.batch_size = 64;  // several launches, both streams
+    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 100, 1000}), o),
+              3000u);
+  }
+}
+
+TEST_F(GpuTest, SingleShardLongListsGsTiersSmallWindow) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=20000,seed=3,test_queries=200,mean_length=300", 1,
+                                      SplitMode::kGsTiers);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
+  gpu::GpuEngineOptions o;
+  o.or_window = 256;  // many windows and straddling blocks
+  o.batch_size = 4096;
+  EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 2000u);
+  o.algorithm = "exhaustive";
+  o.cost_order = false;
+  o.or_window = 8192;
+  EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10}), o), 1000u);
+}
+
+// Adversarial lists: every term of a small index alone (one-posting lists, the largest docID,
+// terms absent from some shards), long equal-score lists longer than a block, 16-term queries.
+TEST_F(GpuTest, AdversarialQueries) {
+  TempDir tmp;
+  std::ostringstream corpus;
+  int id = 0;
+  for (int i = 0; i < 300; ++i)  // identical documents: all-equal scores, lists of 300
+    corpus << R"({"id":"same)" << id++ << R"(","contents":"alpha beta gamma"})" << '\n';
+  std::mt19937 rng(17);
+  const char* words[] = {"delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda",
+                         "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon",
+                         "phi", "chi", "psi", "omega", "alpha", "beta", "gamma"};
+  for (int i = 0; i < 900; ++i) {
+    std::string text;
+    const int len = 1 + int(rng() % 40);
+    for (int j = 0; j < len; ++j) text += std::string(words[rng() % 24]) + " ";
+    if (i % 97 == 0) text += "unique" + std::to_string(i) + " ";  // one-posting lists
+    corpus << R"({"id":"d)" << id++ << R"(","contents":")" << text << "\"}\n";
+  }
+  corpus << R"({"id":"last","contents":"zzzlonely"})" << '\n';
+  write_text(tmp / "corpus.jsonl", corpus.str());
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  o.num_shards = 3;
+  build_index_from_corpus({tmp / "corpus.jsonl"}, {}, o);
+  const Index index = Index::open(tmp / "idx");
+  std::vector<Query> queries;
+  for (TermId t = 0; t < index.shard(0).num_terms(); ++t)
+    queries.push_back(Query{"t" + std::to_string(t), {t}, 0});
+  std::vector<TermId> all;
+  for (TermId t = 0; t < index.shard(0).num_terms(); ++t) all.push_back(t);
+  for (int i = 0; i < 40; ++i) {
+    std::shuffle(all.begin(), all.end(), rng);
+    const std::size_t n = i < 20 ? 16 : 2 + i % 5;
+    queries.push_back(Query{"m" + std::to_string(i), {all.begin(), all.begin() + n}, 0});
+  }
+  queries.push_back(Query{"empty", {}, 0});
+  for (const char* algorithm : {"bmw", "exhaustive"}) {
+    gpu::GpuEngineOptions g;
+    g.algorithm = algorithm;
+    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), g), 500u);
+  }
+}
+
+TEST_F(GpuTest, RealCollectionCranfieldWithItsAndMsMarcoQueries) {
+  const auto dir = gpusearch::testing::shared_data("cranfield");
+  if (!std::filesystem::exists(dir / "corpus.jsonl"))
+    GTEST_SKIP() << "REAL DATA MISSING: " << dir << " not found; test skipped";
+  TempDir tmp;
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  o.num_shards = 2;
+  build_index_from_corpus({dir / "corpus.jsonl"}, {}, o);
+  const Index index = Index::open(tmp / "idx");
+  auto queries = resolve_all(index, dir / "queries.tsv", 1000);
+  const auto ms = resolve_all(index, gpusearch::testing::shared_data("msmarco-queries-sample/queries.tsv"), 300);
+  queries.insert(queries.end(), ms.begin(), ms.end());
+  ASSERT_GT(queries.size(), 200u);
+  gpu::GpuEngineOptions g;
+  EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 100}), g), 2000u);
+}
+
+TEST_F(GpuTest, BadOptionsAreRejected) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=500,seed=2,test_queries=5", 1);
+  gpu::GpuEngineOptions g;
+  g.algorithm = "nonsense";
+  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
+  g = {};
+  g.or_window = 100;
+  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
+  g = {};
+  g.device = 1000;
+  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
+}
+
+// Without a device the engine refuses clearly (runs only where no device exists).
+TEST(GpuEngineWithoutDevice, RefusesWithAClearError) {
+  if (gpu::gpu_available()) GTEST_SKIP() << "a CUDA device is present";
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=300,seed=2,test_queries=5", 1);
+  try {
+    gpu::GpuEngine engine(index.shard(0), 0);
+    FAIL() << "expected CudaError";
+  } catch (const gpu::CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+}
