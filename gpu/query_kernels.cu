@@ -382,21 +382,35 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
     const std::uint32_t lo = window_lo;
     const std::uint32_t hi = (shard.num_docs - lo > window) ? lo + window : shard.num_docs;
     // Each list's blocks overlapping [lo, hi): [cursor, end). Blocks before cursor end below lo.
-    for (unsigned t = tid; t < T; t += blockDim.x) {
+    // One warp per list, 32 block boundaries per step (a window spans few blocks of a list).
+    for (unsigned t = warp; t < T; t += kWarps) {
       const TermDesc& term = terms[t];
       const std::uint64_t list_end = term.first_block + term.num_blocks;
       const std::uint64_t c = cursor[t];
-      std::uint64_t e = c;
+      std::uint64_t f = list_end;
       double ub = 0.0;
-      if (c < list_end) {
-        const std::uint64_t f = find_block(shard.block_last_docid, c, list_end, hi);
-        e = (f < list_end && block_floor(shard, term, f) < hi) ? f + 1 : f;
-        for (std::uint64_t b = c; b < e; ++b)
-          ub = fmax(ub, static_cast<double>(shard.block_max_impact[b]));
+      for (std::uint64_t base = c; base < list_end; base += 32) {
+        const std::uint64_t b = base + lane;
+        const bool in_list = b < list_end;
+        const std::uint32_t last = in_list ? __ldg(shard.block_last_docid + b) : 0u;
+        const unsigned ge = __ballot_sync(kFullMask, in_list && last >= hi);
+        const std::uint64_t first_ge = ge ? base + __ffs(ge) - 1 : list_end;
+        // Blocks before the first ending at or past hi overlap the window; so does that one
+        // if it starts before hi.
+        bool overlaps = in_list && b < first_ge;
+        if (in_list && b == first_ge) overlaps = block_floor(shard, term, b) < hi;
+        if (overlaps) ub = fmax(ub, static_cast<double>(__ldg(shard.block_max_impact + b)));
+        if (ge) {
+          f = first_ge;
+          break;
+        }
       }
-      end[t] = e;
-      straddle[t] = kNoBlock;
-      block_ub[t] = __dmul_rn(term.weight, ub);
+      for (unsigned d = 16; d > 0; d >>= 1) ub = fmax(ub, __shfl_xor_sync(kFullMask, ub, d));
+      if (lane == 0) {
+        end[t] = (f < list_end && block_floor(shard, term, f) < hi) ? f + 1 : f;
+        straddle[t] = kNoBlock;
+        block_ub[t] = __dmul_rn(term.weight, ub);
+      }
     }
     if (tid == 0) {
       next_lo = 0xffffffffu;
@@ -500,37 +514,36 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
         counters[kDocsScored] += n_touched;
         touched_count = 0;
       }
-    } else if (tid == 0) {
-      for (unsigned t = 0; t < T; ++t) {
-        const std::uint64_t n = end[t] - cursor[t];
-        counters[kBlocksSkipped] += n - ((cached[t] >= cursor[t] && cached[t] < end[t]) ? 1 : 0);
-      }
     }
     __syncthreads();
     // Advance: a list's cursor keeps its straddling block; the next window starts at the
     // smallest docID any list can still hold at or past hi.
-    if (tid == 0) {
-      std::uint32_t nl = control == 0 ? next_lo : 0xffffffffu;
-      for (unsigned t = 0; t < T; ++t) {
-        const TermDesc& term = terms[t];
-        const std::uint64_t list_end = term.first_block + term.num_blocks;
-        const std::uint64_t e = end[t];
-        if (straddle[t] != kNoBlock) {
-          cached[t] = straddle[t];
-          cache_slot[t] ^= 1u;
-        }
-        std::uint64_t c = e;
-        if (e > cursor[t] && shard.block_last_docid[e - 1] >= hi) c = e - 1;
-        const bool processed = control == 0 && c < e;
-        cursor[t] = c;
-        if (c < list_end) {
-          if (processed) continue;  // its postings at or past hi went into next_lo
-          const std::uint32_t f = block_floor(shard, term, c);
-          nl = min(nl, f > hi ? f : hi);
-        }
+    for (unsigned t = tid; t < T; t += blockDim.x) {
+      const TermDesc& term = terms[t];
+      const std::uint64_t list_end = term.first_block + term.num_blocks;
+      const std::uint64_t e = end[t];
+      if (control != 0) {
+        const std::uint64_t n = e - cursor[t];
+        atomicAdd(&counters[kBlocksSkipped],
+                  static_cast<unsigned long long>(
+                      n - ((cached[t] >= cursor[t] && cached[t] < e) ? 1 : 0)));
       }
-      window_lo = nl < hi ? hi : nl;
+      if (straddle[t] != kNoBlock) {
+        cached[t] = straddle[t];
+        cache_slot[t] ^= 1u;
+      }
+      std::uint64_t c = e;
+      if (e > cursor[t] && __ldg(shard.block_last_docid + e - 1) >= hi) c = e - 1;
+      const bool processed = control == 0 && c < e;
+      cursor[t] = c;
+      // A processed straddler's postings at or past hi already went into next_lo.
+      if (c < list_end && !processed) {
+        const std::uint32_t f = block_floor(shard, term, c);
+        atomicMin(&next_lo, f > hi ? f : hi);
+      }
     }
+    __syncthreads();
+    if (tid == 0) window_lo = next_lo < hi ? hi : next_lo;
     __syncthreads();
   }
   topk_flush(st, top_score, top_doc);
