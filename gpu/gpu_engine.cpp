@@ -86,6 +86,17 @@ GpuEngine::~GpuEngine() {
 
 void GpuEngine::search(std::span<const Query> queries, const SearchParams& params,
                        std::span<ShardResult> out) {
+  try {
+    search_batches(queries, params, out);
+  } catch (...) {
+    // A failed call leaves no launch pending: the next call (or a CPU fallback) starts clean.
+    for (Lane& lane : impl_->lanes) lane.pending = false;
+    throw;
+  }
+}
+
+void GpuEngine::search_batches(std::span<const Query> queries, const SearchParams& params,
+                               std::span<ShardResult> out) {
   Impl& m = *impl_;
   ScopedDevice scoped(m.device);
   const ShardIndex& shard = m.shard;

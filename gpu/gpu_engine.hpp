@@ -49,6 +49,8 @@ class GpuEngine final : public QueryEngine {
   void clear_stats() { batches_.clear(); }
 
  private:
+  void search_batches(std::span<const Query> queries, const SearchParams& params,
+                      std::span<ShardResult> out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<GpuBatchStats> batches_;
