@@ -11,6 +11,9 @@ namespace gpusearch::gpu {
 inline constexpr unsigned kFullMask = 0xffffffffu;
 inline constexpr unsigned kValuesPerBlock = 128;
 
+// Blocks are decoded from global memory or from a shared-memory staging copy: plain loads.
+__device__ __forceinline__ std::uint32_t load_word(const std::uint32_t* p) { return *p; }
+
 __device__ __forceinline__ std::uint32_t low_mask(unsigned bits) {
   return bits >= 32 ? 0xffffffffu : ((1u << bits) - 1u);
 }
@@ -35,10 +38,10 @@ __device__ __forceinline__ unsigned block_words(const DeviceBlockHeader& h) {
 // Unpacks the block at `in` (global memory) into out[0..128) (shared memory, 16-byte aligned):
 // out[i] for i below the block's count, 0 past it. Executed by a whole warp. Returns the words
 // the block occupies in *words and its value count.
-__device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* __restrict__ in,
+__device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* in,
                                                       std::uint32_t* out, unsigned lane,
                                                       unsigned* words) {
-  const DeviceBlockHeader h = read_block_header(__ldg(in));
+  const DeviceBlockHeader h = read_block_header(load_word(in));
   const std::uint32_t* packed = in + 1;
   const std::uint32_t mask = low_mask(h.bits);
 #pragma unroll
@@ -51,14 +54,14 @@ __device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* __res
         const unsigned pos = (i >> 2) * h.bits;
         word_index = 4 * (pos >> 5) + (i & 3u);
         off = pos & 31u;
-        x = __ldg(packed + word_index) >> off;
-        if (off + h.bits > 32) x |= __ldg(packed + word_index + 4) << (32 - off);
+        x = load_word(packed + word_index) >> off;
+        if (off + h.bits > 32) x |= load_word(packed + word_index + 4) << (32 - off);
       } else {  // horizontal: value i at bit i * bits
         const unsigned pos = i * h.bits;
         word_index = pos >> 5;
         off = pos & 31u;
-        x = __ldg(packed + word_index) >> off;
-        if (off + h.bits > 32) x |= __ldg(packed + word_index + 1) << (32 - off);
+        x = load_word(packed + word_index) >> off;
+        if (off + h.bits > 32) x |= load_word(packed + word_index + 1) << (32 - off);
       }
       x &= mask;
     }
@@ -70,10 +73,10 @@ __device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* __res
     const std::uint32_t* high = positions + (h.exceptions + 3) / 4;
     const unsigned eb = h.exception_bits;
     for (unsigned j = lane; j < h.exceptions; j += 32) {
-      const unsigned p = (__ldg(positions + j / 4) >> (8 * (j % 4))) & 0xffu;
+      const unsigned p = (load_word(positions + j / 4) >> (8 * (j % 4))) & 0xffu;
       const unsigned bitpos = j * eb, w = bitpos >> 5, off = bitpos & 31u;
-      std::uint32_t x = __ldg(high + w) >> off;
-      if (off + eb > 32) x |= __ldg(high + w + 1) << (32 - off);
+      std::uint32_t x = load_word(high + w) >> off;
+      if (off + eb > 32) x |= load_word(high + w + 1) << (32 - off);
       out[p & 127u] |= (x & low_mask(eb)) << h.bits;  // positions are distinct: no conflicts
     }
   }
@@ -84,7 +87,7 @@ __device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* __res
 
 // Decodes the docIDs of the posting block at `in` into out[0..count): out[i] = floor - 1 +
 // sum_{j <= i} (gap_j + 1). Returns the count; *freq_part points at the frequency block.
-__device__ __forceinline__ unsigned warp_decode_docids(const std::uint32_t* __restrict__ in,
+__device__ __forceinline__ unsigned warp_decode_docids(const std::uint32_t* in,
                                                        std::uint32_t floor, std::uint32_t* out,
                                                        unsigned lane,
                                                        const std::uint32_t** freq_part) {
@@ -115,7 +118,7 @@ __device__ __forceinline__ unsigned warp_decode_docids(const std::uint32_t* __re
 
 // Decodes the frequencies (tf) of a posting block from its frequency part. Returns the words
 // the frequency block occupies.
-__device__ __forceinline__ unsigned warp_decode_freqs(const std::uint32_t* __restrict__ freq_part,
+__device__ __forceinline__ unsigned warp_decode_freqs(const std::uint32_t* freq_part,
                                                       std::uint32_t* out, unsigned lane) {
   unsigned words;
   warp_unpack_block(freq_part, out, lane, &words);

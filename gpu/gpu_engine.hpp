@@ -21,7 +21,7 @@ struct GpuEngineOptions {
   int device = -1;                // -1: the process's current device
   std::string algorithm = "bmw";  // exhaustive | bmw (block-max pruned OR, early-terminated AND)
   unsigned batch_size = 4096;     // queries per launch
-  unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
+  unsigned or_window = 4096;      // OR accumulator window, in documents (shared memory)
   bool cost_order = true;         // sort queries by shortest-list length before batching
 };
 

@@ -19,6 +19,9 @@ namespace {
 
 constexpr unsigned kWarps = kThreadsPerQuery / 32;
 constexpr unsigned kTopKBuffer = 2 * kThreadsPerQuery;
+// A posting block (docID and frequency parts) is at most 2 * (1 + 4 * 32 + 32) words: one
+// round of coalesced loads stages it in shared memory before decoding.
+constexpr unsigned kStageWords = 2 * (1 + 4 * 32 + 32);
 constexpr std::uint64_t kNoBlock = ~std::uint64_t(0);
 // The GS bound is inflated by this relative slack (common/scoring.hpp, kBoundSlack).
 constexpr double kBoundSlack = 1e-5;
@@ -34,7 +37,7 @@ __host__ __device__ constexpr unsigned topk_capacity(unsigned k) {
 // Shared-memory layouts, computed identically on host (sizing) and device (carving).
 struct AndLayout {
   std::size_t state, counters, cursor, cand_doc, alive, bidx, run_list, tf, warp_docs, warp_freqs,
-      top_score, top_doc, total;
+      warp_stage, top_score, top_doc, total;
 };
 __host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
   AndLayout l{};
@@ -49,6 +52,7 @@ __host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
   l.tf = o; o = align16(o + std::size_t(kAndRoundCandidates) * terms * 4);
   l.warp_docs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
   l.warp_freqs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
+  l.warp_stage = o; o = align16(o + kWarps * kStageWords * 4);
   const unsigned cap = topk_capacity(k);
   l.top_score = o; o = align16(o + cap * 8);
   l.top_doc = o; o = align16(o + cap * 4);
@@ -58,7 +62,7 @@ __host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
 
 struct OrLayout {
   std::size_t state, counters, cursor, end, cached, straddle, cache_slot, block_ub, acc, touched, touched_list,
-      warp_docs, warp_freqs, top_score, top_doc, total;
+      warp_docs, warp_freqs, warp_stage, top_score, top_doc, total;
 };
 __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, unsigned window) {
   OrLayout l{};
@@ -76,6 +80,7 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
   l.touched_list = o; o = align16(o + std::size_t(window) * 2);
   l.warp_docs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
   l.warp_freqs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
+  l.warp_stage = o; o = align16(o + kWarps * kStageWords * 4);
   const unsigned cap = topk_capacity(k);
   l.top_score = o; o = align16(o + cap * 8);
   l.top_doc = o; o = align16(o + cap * 4);
@@ -116,6 +121,31 @@ __device__ __forceinline__ std::uint64_t find_block(const std::uint32_t* last, s
   return lo;
 }
 
+// Decodes posting block b (docIDs from `floor`, and frequencies) into docs/freqs. The block's
+// words are first staged in shared memory with one round of independent coalesced loads, so a
+// block costs one trip to memory instead of four dependent ones (header, packed words, then the
+// frequency part's header and words). Returns the count; *words is the block's size in words.
+__device__ __forceinline__ unsigned warp_decode_posting_block(const ShardView& s, std::uint64_t b,
+                                                              std::uint32_t floor,
+                                                              std::uint32_t* stage,
+                                                              std::uint32_t* docs,
+                                                              std::uint32_t* freqs, unsigned lane,
+                                                              unsigned* words) {
+  const std::uint64_t begin = __ldg(s.block_offsets + b), end = __ldg(s.block_offsets + b + 1);
+  const unsigned n_words = static_cast<unsigned>(end - begin);
+  const std::uint32_t* in = s.postings + begin;
+  if (n_words <= kStageWords) {
+    for (unsigned i = lane; i < n_words; i += 32) stage[i] = __ldg(in + i);
+    __syncwarp();
+    in = stage;
+  }
+  const std::uint32_t* freq_part;
+  const unsigned n = warp_decode_docids(in, floor, docs, lane, &freq_part);
+  warp_decode_freqs(freq_part, freqs, lane);
+  *words = n_words;
+  return n;
+}
+
 __device__ void write_results(const TopKState& st, const double* score, const std::uint32_t* doc,
                               HitOut* hits) {
   for (unsigned i = threadIdx.x; i < st.n_top; i += blockDim.x) hits[i] = {score[i], doc[i], 0};
@@ -146,6 +176,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
   std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
   std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
+  std::uint32_t* my_stage = carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords;
   const TermDesc* terms = batch.terms + q.term_begin;
   const std::uint8_t* order = batch.and_order + q.and_order_begin;
   const unsigned T = q.num_terms;
@@ -187,11 +218,9 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
     {
       const std::uint64_t b = b0 + warp;
       if (warp < 2 && b < s_end) {
-        const std::uint32_t* in = shard.postings + shard.block_offsets[b];
-        const std::uint32_t* freq_part;
-        const unsigned n = warp_decode_docids(in, block_floor(shard, sterm, b), my_docs, lane,
-                                              &freq_part);
-        const unsigned fw = warp_decode_freqs(freq_part, my_freqs, lane);
+        unsigned words;
+        const unsigned n = warp_decode_posting_block(shard, b, block_floor(shard, sterm, b),
+                                                     my_stage, my_docs, my_freqs, lane, &words);
         // Only the last block of a list is partial, so block b0 + 1 exists only if b0 is full.
         const unsigned base = warp * kValuesPerBlock;
         for (unsigned i = lane; i < n; i += 32) {
@@ -201,8 +230,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
         if (lane == 0) {
           atomicAdd(&counters[kPostings], n);
           atomicAdd(&counters[kBlocksDecoded], 1ull);
-          atomicAdd(&counters[kBytesRead],
-                    4ull * (static_cast<unsigned long long>(freq_part - in) + fw));
+          atomicAdd(&counters[kBytesRead], 4ull * words);
         }
       }
     }
@@ -249,16 +277,13 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
         for (unsigned i = start + lane; i < stop; i += 32) any_alive |= alive[i] != 0;
         any_alive = __any_sync(kFullMask, any_alive);
         if (!any_alive) continue;  // every candidate of this block already died: skip it
-        const std::uint32_t* in = shard.postings + shard.block_offsets[b];
-        const std::uint32_t* freq_part;
-        const unsigned n =
-            warp_decode_docids(in, block_floor(shard, tj, b), my_docs, lane, &freq_part);
-        const unsigned fw = warp_decode_freqs(freq_part, my_freqs, lane);
+        unsigned words;
+        const unsigned n = warp_decode_posting_block(shard, b, block_floor(shard, tj, b), my_stage,
+                                                     my_docs, my_freqs, lane, &words);
         if (lane == 0) {
           atomicAdd(&counters[kPostings], n);
           atomicAdd(&counters[kBlocksDecoded], 1ull);
-          atomicAdd(&counters[kBytesRead],
-                    4ull * (static_cast<unsigned long long>(freq_part - in) + fw));
+          atomicAdd(&counters[kBytesRead], 4ull * words);
         }
         for (unsigned i = start + lane; i < stop; i += 32) {
           if (!alive[i]) continue;
@@ -350,6 +375,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
   std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
   std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
+  std::uint32_t* my_stage = carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords;
   const TermDesc* terms = batch.terms + q.term_begin;
   // Per term, two cache slots: the block cached from an earlier window is read from one while
   // this window's straddler is written to the other.
@@ -449,17 +475,15 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
             docs = cache_in;
             freqs = cache_in + kValuesPerBlock;
           } else {
-            const std::uint32_t* in = shard.postings + shard.block_offsets[b];
-            const std::uint32_t* freq_part;
-            n = warp_decode_docids(in, block_floor(shard, term, b), my_docs, lane, &freq_part);
-            const unsigned fw = warp_decode_freqs(freq_part, my_freqs, lane);
+            unsigned words;
+            n = warp_decode_posting_block(shard, b, block_floor(shard, term, b), my_stage, my_docs,
+                                          my_freqs, lane, &words);
             docs = my_docs;
             freqs = my_freqs;
             if (lane == 0) {
               atomicAdd(&counters[kPostings], n);
               atomicAdd(&counters[kBlocksDecoded], 1ull);
-              atomicAdd(&counters[kBytesRead],
-                        4ull * (static_cast<unsigned long long>(freq_part - in) + fw));
+              atomicAdd(&counters[kBytesRead], 4ull * words);
             }
             if (shard.block_last_docid[b] >= hi) {  // straddles: keep it for the next windows
               for (unsigned i = lane; i < kValuesPerBlock; i += 32) {
@@ -473,20 +497,39 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
             }
           }
           std::uint32_t next_here = 0xffffffffu;
-          for (unsigned i = lane; i < n; i += 32) {
-            const std::uint32_t d = docs[i];
-            if (d < lo) continue;
-            if (d >= hi) {
-              next_here = min(next_here, d);
-              continue;
-            }
+          // First every lane gathers its (up to) four postings' contributions, so that the
+          // length-norm loads are all in flight together; then the accumulators are updated.
+          std::uint32_t dv[4];
+          double cv[4];
+#pragma unroll
+          for (unsigned r = 0; r < 4; ++r) {
+            const unsigned i = 32 * r + lane;
+            dv[r] = i < n ? docs[i] : 0xffffffffu;
+            cv[r] = 0.0;
+            if (i < n && dv[r] >= lo && dv[r] < hi)
+              cv[r] = contribution(term.weight, freqs[i], __ldg(shard.length_norm + dv[r]));
+          }
+#pragma unroll
+          for (unsigned r = 0; r < 4; ++r) {
+            const std::uint32_t d = dv[r];
+            const bool in_window = d >= lo && d < hi;
+            if (d >= hi && d != 0xffffffffu) next_here = min(next_here, d);
             const unsigned slot = d - lo;
-            if (!touched[slot]) {  // one posting per document per list: no race within a list
-              touched[slot] = 1;
-              touched_list[atomicAdd(&touched_count, 1u)] = static_cast<std::uint16_t>(slot);
+            // One posting per document per list: no race on a slot within a list.
+            const bool first_touch = in_window && !touched[slot];
+            const unsigned fresh = __ballot_sync(kFullMask, first_touch);
+            if (fresh) {  // one shared-memory atomic per warp, not per document
+              const unsigned leader = __ffs(fresh) - 1;
+              unsigned at = 0;
+              if (lane == leader) at = atomicAdd(&touched_count, __popc(fresh));
+              at = __shfl_sync(kFullMask, at, leader);
+              if (first_touch) {
+                touched[slot] = 1;
+                touched_list[at + __popc(fresh & ((1u << lane) - 1u))] =
+                    static_cast<std::uint16_t>(slot);
+              }
             }
-            acc[slot] = __dadd_rn(acc[slot], contribution(term.weight, freqs[i],
-                                                          shard.length_norm[d]));
+            if (in_window) acc[slot] = __dadd_rn(acc[slot], cv[r]);
           }
           for (unsigned d = 16; d > 0; d >>= 1)
             next_here = min(next_here, __shfl_xor_sync(kFullMask, next_here, d));
