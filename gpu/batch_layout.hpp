@@ -36,6 +36,7 @@ enum : std::uint32_t {
   kOrOnlyIfAndShort = 1u << 2,
   kPruneBlockMax = 1u << 3,  // OR: skip windows whose block-max bound cannot enter the top-k
   kEarlyTerminate = 1u << 4, // stop once the k-th score reaches the GS bound (paper 000)
+  kOrByThreads = 1u << 5,    // OR by block-max WAND, docID space split over the block's threads
 };
 
 struct QueryDesc {

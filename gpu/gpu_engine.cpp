@@ -25,7 +25,7 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-std::vector<std::string> gpu_algorithms() { return {"bmw", "exhaustive"}; }
+std::vector<std::string> gpu_algorithms() { return {"bmw", "window", "exhaustive"}; }
 
 bool gpu_available() { return cuda_device_count() > 0; }
 
@@ -59,8 +59,10 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   const auto algos = gpu_algorithms();
   if (std::find(algos.begin(), algos.end(), options.algorithm) == algos.end())
     throw InputError("--algorithm", 0,
-                     fmt::format("unknown GPU algorithm '{}' (bmw, exhaustive)", options.algorithm));
+                     fmt::format("unknown GPU algorithm '{}' (bmw, window, exhaustive)", options.algorithm));
   if (options.batch_size == 0) throw InputError("--gpu-batch", 0, "must be at least 1");
+  if (options.bmw_threads < 32 || options.bmw_threads > 256 || options.bmw_threads % 32 != 0)
+    throw InputError("--bmw-threads", 0, "must be a multiple of 32 in [32, 256]");
   if (options.or_window < 256 || options.or_window > 65536 || options.or_window % 128 != 0)
     throw InputError("--or-window", 0, "must be a multiple of 128 in [256, 65536]");
   if (!gpu_available()) throw CudaError("no CUDA device is available to the GPU engine");
@@ -103,6 +105,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   const IndexParams& ip = shard.params();
   const unsigned k = params.k;
   const bool bmw = m.options.algorithm == "bmw";
+  const bool pruned = m.options.algorithm != "exhaustive";
 
   // Queries the kernels cannot take (more terms than their shared memory plans for) are
   // answered by the reference engine; none exist under the default query limits.
@@ -242,7 +245,11 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
         case Mode::kOr: flags = kRunOr; break;
         case Mode::kAndOr: flags = kRunAnd | kRunOr | kOrOnlyIfAndShort; break;
       }
-      if (bmw) flags |= kEarlyTerminate | kPruneBlockMax;
+      if (pruned) flags |= kEarlyTerminate | kPruneBlockMax;
+      // Block-max WAND over the threads of a block (paper 002) where its per-thread top-k and
+      // cursors fit; other queries take the windowed OR kernel with block-max pruning.
+      if (bmw && params.mode != Mode::kAnd && k <= kBmwMaxK && T <= kBmwMaxTerms)
+        flags |= kOrByThreads;
       d.flags = flags;
       term_pos += T;
     }
@@ -271,7 +278,10 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     bp.max_terms = max_terms;
     const ShardView& view = m.image->view();
     if (params.mode != Mode::kOr) launch_and_kernel(view, bp, s);
-    if (params.mode != Mode::kAnd) launch_or_kernel(view, bp, m.options.or_window, s);
+    if (params.mode != Mode::kAnd) {
+      launch_or_kernel(view, bp, m.options.or_window, s);
+      if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
+    }
     lane.after_kernels.record(s);
     GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.host_out.data(), lane.dev_out.data(),
                                          lane.out_bytes, cudaMemcpyDeviceToHost, s));
@@ -309,6 +319,7 @@ nlohmann::json GpuEngine::stats() const {
       {"algorithm", impl_ ? impl_->options.algorithm : ""},
       {"batch_size", impl_ ? impl_->options.batch_size : 0},
       {"or_window", impl_ ? impl_->options.or_window : 0},
+      {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
       {"shard_image", impl_ ? impl_->image->to_json() : nlohmann::json()},
       {"batches", batches_.size()},
       {"queries", total.queries},

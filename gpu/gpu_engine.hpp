@@ -19,9 +19,13 @@ namespace gpusearch::gpu {
 
 struct GpuEngineOptions {
   int device = -1;                // -1: the process's current device
-  std::string algorithm = "bmw";  // exhaustive | bmw (block-max pruned OR, early-terminated AND)
+  // bmw: OR by block-max WAND over each query's threads (paper 002), AND with GS early
+  // termination; window: OR by accumulator windows skipped on block-max bounds; exhaustive:
+  // no pruning at all.
+  std::string algorithm = "bmw";
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 4096;      // OR accumulator window, in documents (shared memory)
+  unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
 };
 

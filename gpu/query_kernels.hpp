@@ -42,6 +42,14 @@ void launch_and_kernel(const ShardView& shard, const BatchPointers& batch, cudaS
 void launch_or_kernel(const ShardView& shard, const BatchPointers& batch, unsigned window,
                       cudaStream_t stream);
 
+// OR by block-max WAND (paper 002) for the queries flagged kOrByThreads: `threads` (P) threads
+// per query, each over its share of the docID space; k <= kBmwMaxK, terms <= kBmwMaxTerms.
+inline constexpr unsigned kBmwMaxK = 64;
+inline constexpr unsigned kBmwMaxTerms = 16;
+std::size_t bmw_kernel_shared_bytes(unsigned k);
+void launch_bmw_kernel(const ShardView& shard, const BatchPointers& batch, unsigned threads,
+                       cudaStream_t stream);
+
 // Decodes every posting block [first, first + count) (docIDs and frequencies) and writes one
 // checksum word per block: the decoding benchmark and its check against the CPU decoder.
 void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,

@@ -28,6 +28,7 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const Sha
     g.algorithm = options.algorithm;
     g.batch_size = options.gpu_batch_size;
     g.or_window = options.gpu_or_window;
+    g.bmw_threads = options.gpu_bmw_threads;
     return std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
 #else
     throw InputError("--engine", 0, "this build has no GPU engine (configured without CUDA)");

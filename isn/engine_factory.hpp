@@ -17,6 +17,7 @@ struct EngineOptions {
   int gpu_device = -1;               // gpu: device ordinal; -1: this process's default
   unsigned gpu_batch_size = 4096;    // gpu: queries per kernel launch
   unsigned gpu_or_window = 4096;     // gpu: OR accumulator window in documents
+  unsigned gpu_bmw_threads = 128;    // gpu bmw: threads splitting one query's docID space
 };
 
 std::vector<std::string> engine_names();

@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   srch->add_option("--alpha", alpha, "bm25-pr alpha (default: the index's)")->check(CLI::Range(0.0, 1.0));
   srch->add_option("--engine", so.engine.engine, "engine: reference, cpu, gpu")->capture_default_str();
   srch->add_option("--algorithm", so.engine.algorithm,
-                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: bmw, exhaustive; default: the engine's best)");
+                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: bmw, window, exhaustive; default: the engine's best)");
   srch->add_option("--intra-query", so.engine.intra_query_threads,
                    "cpu: threads that split one query's docID range (latency)")->capture_default_str();
   srch->add_option("--gpu", so.engine.gpu_device, "gpu: device ordinal (default: the process's)");
@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   srch->add_option("--or-window", so.engine.gpu_or_window,
                    "gpu: OR accumulator window in documents (multiple of 128, 256..65536)")
+      ->capture_default_str();
+  srch->add_option("--bmw-threads", so.engine.gpu_bmw_threads,
+                   "gpu bmw: threads that split one query's docID space (32..256)")
       ->capture_default_str();
   srch->add_option("--run", run_path, "TREC run output")->required();
   srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();

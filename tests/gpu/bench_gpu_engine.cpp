@@ -93,12 +93,12 @@ RunResult run_all(std::vector<std::unique_ptr<QueryEngine>>& engines,
 int main(int argc, char** argv) {
   CLI::App app{"bench_gpu_engine: GPU engine throughput, latency, bandwidth; JSON out"};
   std::filesystem::path index_dir, queries_path, out_path;
-  std::string modes = "and,or,and-or", algorithms = "exhaustive,bmw",
+  std::string modes = "and,or,and-or", algorithms = "exhaustive,window,bmw",
               batch_sizes = "64,256,1024,4096,16384", cpu_engine = "cpu", cpu_algorithm,
               scoring = "bm25";
   unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
-  unsigned or_window = 4096;
+  unsigned or_window = 4096, bmw_threads = 128;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
   app.add_option("--out", out_path, "JSON output")->required();
@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   app.add_option("--k", k)->capture_default_str();
   app.add_option("--scoring", scoring)->capture_default_str();
   app.add_option("--or-window", or_window)->capture_default_str();
+  app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
   app.add_option("--limit", limit, "queries for the GPU runs")->capture_default_str();
   app.add_option("--latency-limit", latency_limit, "queries for the per-batch latency runs")
       ->capture_default_str();
@@ -231,6 +232,7 @@ int main(int argc, char** argv) {
           go.algorithm = algo;
           go.batch_size = unsigned(std::stoul(bs));
           go.or_window = or_window;
+          go.bmw_threads = bmw_threads;
           std::vector<std::unique_ptr<QueryEngine>> engines;
           std::vector<gpu::GpuEngine*> raw;
           for (std::size_t s = 0; s < index.num_open_shards(); ++s) {

@@ -150,7 +150,7 @@ TEST_F(GpuTest, SyntheticThreeShardsAllModesScoringsAndK) {
   const Index index = build_synthetic(tmp, "docs=6000,seed=11,test_queries=150,mean_length=200", 3);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
   ASSERT_GE(queries.size(), 100u);
-  for (const char* algorithm : {"bmw", "exhaustive"}) {
+  for (const char* algorithm : {"bmw", "window", "exhaustive"}) {
     gpu::GpuEngineOptions o;
     o.algorithm = algorithm;
     o.batch_size = 64;  // several launches, both streams
@@ -168,6 +168,13 @@ TEST_F(GpuTest, SingleShardLongListsGsTiersSmallWindow) {
   o.or_window = 256;  // many windows and straddling blocks
   o.batch_size = 4096;
   EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 2000u);
+  o.algorithm = "window";
+  EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 2000u);
+  for (unsigned p : {32u, 256u}) {  // block-max WAND with few and many threads per query
+    o.algorithm = "bmw";
+    o.bmw_threads = p;
+    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 64}), o), 3000u);
+  }
   o.algorithm = "exhaustive";
   o.cost_order = false;
   o.or_window = 8192;
@@ -212,7 +219,7 @@ TEST_F(GpuTest, AdversarialQueries) {
     queries.push_back(Query{"m" + std::to_string(i), {all.begin(), all.begin() + n}, 0});
   }
   queries.push_back(Query{"empty", {}, 0});
-  for (const char* algorithm : {"bmw", "exhaustive"}) {
+  for (const char* algorithm : {"bmw", "window", "exhaustive"}) {
     gpu::GpuEngineOptions g;
     g.algorithm = algorithm;
     EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), g), 500u);
@@ -246,6 +253,9 @@ TEST_F(GpuTest, BadOptionsAreRejected) {
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
   g = {};
   g.or_window = 100;
+  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
+  g = {};
+  g.bmw_threads = 48;
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
   g = {};
   g.device = 1000;
