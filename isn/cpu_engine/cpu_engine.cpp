@@ -1,6 +1,7 @@
 #include "isn/cpu_engine/cpu_engine.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,13 +38,11 @@ Algorithm parse_algorithm(std::string_view s) {
 CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineOptions options)
     : shard_(shard), shard_id_(shard_id), options_(options) {
   options_.intra_query_threads = std::max(1u, options_.intra_query_threads);
-  const auto lengths = shard.doc_lengths();
-  const IndexParams& ip = shard.params();
-  norms_.resize(lengths.size());
-  // The same expression as the reference, so that every impact is bit-identical.
-  tbb::parallel_for(std::size_t(0), lengths.size(), [&](std::size_t d) {
-    norms_[d] = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
-  });
+  const auto gs = shard.global_scores();
+  gs_coarse_.resize((gs.size() + kGsStride - 1) / kGsStride);
+  for (std::size_t i = 0; i < gs_coarse_.size(); ++i) gs_coarse_[i] = gs[i * kGsStride];
+  // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
+  gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
 }
 
 namespace {
@@ -77,13 +76,15 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   QueryContext ctx;
   ctx.shard = &shard_;
   ctx.shard_id = shard_id_;
-  ctx.norms = norms_.data();
+  ctx.lengths = shard_.doc_lengths().data();
+  ctx.bm25 = ip.bm25;
+  ctx.avg_doc_length = ip.collection.avg_doc_length;
   ctx.pagerank = shard_.pagerank().data();
-  ctx.global_score = shard_.global_scores().data();
+  ctx.gs_coarse = gs_coarse_.data();
   ctx.ranks = shard_.global_ranks().data();
   ctx.static_weight = w.static_weight;
-  ctx.index_alpha = ip.gs_alpha;
-  if (options_.gs_early_termination) ctx.gs_factor = gs_bound_factor(w, ip.gs_alpha);
+  ctx.index_alpha = gs_ordered_ ? ip.gs_alpha : 0.0;  // 0: static part bounded by its weight
+  if (options_.gs_early_termination && gs_ordered_) ctx.gs_factor = gs_bound_factor(w, ip.gs_alpha);
 
   std::vector<PostingCursor> cursors(query.terms.size());
   for (std::size_t i = 0; i < cursors.size(); ++i)

@@ -83,7 +83,8 @@ class CpuEngine final : public QueryEngine {
   const ShardIndex& shard_;
   std::uint32_t shard_id_;
   CpuEngineOptions options_;
-  std::vector<double> norms_;  // length_norm per document, computed once
+  std::vector<float> gs_coarse_;  // GS of every kGsStride-th document (daat_algorithms.hpp)
+  bool gs_ordered_ = false;
 };
 
 }  // namespace gpusearch::cpu

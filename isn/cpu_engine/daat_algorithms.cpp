@@ -10,7 +10,7 @@ namespace {
 
 // Score of document d from every cursor standing on it, in query-term order (as the reference).
 inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCursor> terms, DocId d) {
-  const double norm = ctx.norms[d];
+  const double norm = ctx.norm(d);
   double s = 0;
   for (PostingCursor& c : terms)
     if (c.docid() == d) s += c.weight() * impact(c.freq(), norm);
@@ -43,7 +43,7 @@ RunStats ranked_or(const QueryContext& ctx, std::span<PostingCursor> terms, TopK
     DocId d = kNoDoc;
     for (const PostingCursor& c : terms) d = std::min(d, c.docid());
     if (d == kNoDoc) break;
-    const double norm = ctx.norms[d];
+    const double norm = ctx.norm(d);
     double s = 0;
     for (PostingCursor& c : terms) {
       if (c.docid() != d) continue;
@@ -51,7 +51,7 @@ RunStats ranked_or(const QueryContext& ctx, std::span<PostingCursor> terms, TopK
       c.next();
     }
     ++counters.docs_scored;
-    top.push(ctx.make_doc(d, s));
+    ctx.offer(top, d, s);
   }
   return {};
 }
@@ -104,7 +104,7 @@ RunStats ranked_and(const QueryContext& ctx, std::span<PostingCursor> terms, Top
     }
     ++stats.and_matches;
     ++counters.docs_scored;
-    top.push(ctx.make_doc(d, score_in_term_order(ctx, terms, d)));
+    ctx.offer(top, d, score_in_term_order(ctx, terms, d));
     lead.next();
     d = lead.docid();
   }
@@ -137,7 +137,7 @@ RunStats wand(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top
     const DocId pivot = ord[p]->docid();
     if (first == pivot) {
       ++counters.docs_scored;
-      top.push(ctx.make_doc(pivot, score_in_term_order(ctx, terms, pivot)));
+      ctx.offer(top, pivot, score_in_term_order(ctx, terms, pivot));
       for (PostingCursor* c : ord) {
         if (c->docid() != pivot) break;
         c->next();
@@ -183,7 +183,7 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
     if (!(block_upper < threshold)) {
       if (first == pivot) {
         ++counters.docs_scored;
-        top.push(ctx.make_doc(pivot, score_in_term_order(ctx, terms, pivot)));
+        ctx.offer(top, pivot, score_in_term_order(ctx, terms, pivot));
         for (std::size_t i = 0; i <= p; ++i) ord[i]->next();
         std::sort(ord.begin(), ord.end(), by_docid);
       } else {
@@ -254,8 +254,8 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
       if (essential != before) continue;  // d may not be in an essential list any more
     }
     // Exact part: the essential lists standing on d.
-    const double norm = ctx.norms[d];
-    double s = ctx.static_weight * double(ctx.pagerank[d]);
+    const double norm = ctx.norm(d);
+    double s = ctx.static_score(d);
     for (std::size_t i = essential; i < n; ++i) {
       if (ord[i]->docid() != d) continue;
       const double c = ord[i]->weight() * impact(ord[i]->freq(), norm);
@@ -292,7 +292,7 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
       double sum = 0;  // in query-term order, as the reference adds
       for (std::size_t t = 0; t < terms.size(); ++t)
         if (matched[t]) sum += contrib[t];
-      top.push(ctx.make_doc(d, sum));
+      ctx.offer(top, d, sum);
     }
     std::fill(matched.begin(), matched.end(), 0);
   }

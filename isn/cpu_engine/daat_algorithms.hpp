@@ -27,6 +27,8 @@
 
 namespace gpusearch::cpu {
 
+inline constexpr DocId kGsStride = 128;
+
 // A threshold several top-k heaps raise together (intra-query parallelism, resumed queries):
 // each heap's k-th score is a lower bound of the query's final k-th score.
 class SharedThreshold {
@@ -66,9 +68,14 @@ class TopK {
 struct QueryContext {
   const ShardIndex* shard = nullptr;
   std::uint32_t shard_id = 0;
-  const double* norms = nullptr;  // length_norm of every document, as the reference computes it
+  const std::uint32_t* lengths = nullptr;
+  Bm25Params bm25;
+  double avg_doc_length = 1;
   const float* pagerank = nullptr;
-  const float* global_score = nullptr;
+  // GS of the first document of every run of kGsStride docIDs: since GS is non-increasing in
+  // the docID, gs_coarse[d / kGsStride] bounds GS(d') for every d' >= d, from a table small
+  // enough to stay in cache (a lookup of GS(d) itself is a cache miss per candidate).
+  const float* gs_coarse = nullptr;
   const GlobalRank* ranks = nullptr;
   double static_weight = 0;
   double index_alpha = 0;
@@ -79,14 +86,23 @@ struct QueryContext {
   double static_bound(DocId d) const {
     if (static_weight == 0) return 0;
     if (index_alpha <= 0) return static_weight;
-    return static_weight * std::min(1.0, double(global_score[d]) * (1 + kBoundSlack) / index_alpha);
+    return static_weight *
+           std::min(1.0, double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) / index_alpha);
   }
   // True when no document d' >= d can reach `threshold` (paper 000, eq. 5).
   bool gs_stop(DocId d, double threshold) const {
-    return gs_factor && *gs_factor * double(global_score[d]) * (1 + kBoundSlack) < threshold;
+    return gs_factor && *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
   }
-  RankedDoc make_doc(DocId d, double term_sum) const {
-    return {term_sum + static_weight * double(pagerank[d]), ranks[d], shard_id, d};
+  // The reference's length normalization of document d (bit-identical).
+  double norm(DocId d) const { return length_norm(bm25, lengths[d], avg_doc_length); }
+  // The static part of d's score; zero (and no memory access) for bm25.
+  double static_score(DocId d) const { return static_weight == 0 ? 0.0 : static_weight * double(pagerank[d]); }
+  // Offers d with the given sum of term scores (query-term order) to the top-k; the rank is
+  // looked up only for documents that can enter.
+  void offer(TopK& top, DocId d, double term_sum) const {
+    const double score = term_sum + static_score(d);
+    if (score < top.threshold()) return;
+    top.push({score, ranks[d], shard_id, d});
   }
 };
 
