@@ -135,6 +135,7 @@ RunStats wand(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top
       break;
     }
     const DocId pivot = ord[p]->docid();
+    ctx.prefetch(pivot);
     if (first == pivot) {
       ++counters.docs_scored;
       ctx.offer(top, pivot, score_in_term_order(ctx, terms, pivot));
@@ -176,6 +177,7 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
       break;
     }
     const DocId pivot = ord[p]->docid();
+    ctx.prefetch(pivot);
     while (p + 1 < ord.size() && ord[p + 1]->docid() == pivot) ++p;
     // Second check with the block maxima of the blocks that would hold the pivot.
     double block_upper = ctx.static_bound(pivot);
@@ -230,6 +232,7 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
     const double threshold = top.threshold();
     DocId d = kNoDoc;
     for (std::size_t i = essential; i < n; ++i) d = std::min(d, ord[i]->docid());
+    if (d != kNoDoc) ctx.prefetch(d);
     if (d == kNoDoc) {
       if (essential > 0) {
         // The non-essential lists may still hold documents, none of which can qualify.
