@@ -41,6 +41,14 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
   const auto gs = shard.global_scores();
   gs_coarse_.resize((gs.size() + kGsStride - 1) / kGsStride);
   for (std::size_t i = 0; i < gs_coarse_.size(); ++i) gs_coarse_[i] = gs[i * kGsStride];
+  const auto pr = shard.pagerank();
+  pagerank_suffix_max_.assign(gs_coarse_.size(), 0.0f);
+  for (std::size_t i = pr.size(); i-- > 0;) {
+    float& m = pagerank_suffix_max_[i / kGsStride];
+    m = std::max(m, pr[i]);
+  }
+  for (std::size_t i = pagerank_suffix_max_.size(); i-- > 1;)
+    pagerank_suffix_max_[i - 1] = std::max(pagerank_suffix_max_[i - 1], pagerank_suffix_max_[i]);
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
   gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
 }
@@ -81,6 +89,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   ctx.avg_doc_length = ip.collection.avg_doc_length;
   ctx.pagerank = shard_.pagerank().data();
   ctx.gs_coarse = gs_coarse_.data();
+  ctx.pagerank_suffix_max = pagerank_suffix_max_.data();
   ctx.ranks = shard_.global_ranks().data();
   ctx.static_weight = w.static_weight;
   ctx.index_alpha = gs_ordered_ ? ip.gs_alpha : 0.0;  // 0: static part bounded by its weight

@@ -84,6 +84,7 @@ class CpuEngine final : public QueryEngine {
   std::uint32_t shard_id_;
   CpuEngineOptions options_;
   std::vector<float> gs_coarse_;  // GS of every kGsStride-th document (daat_algorithms.hpp)
+  std::vector<float> pagerank_suffix_max_;  // max PR' from every kGsStride-th document on
   bool gs_ordered_ = false;
 };
 

@@ -81,13 +81,18 @@ struct QueryContext {
   double index_alpha = 0;
   std::optional<double> gs_factor;  // set where GS early termination is exact and enabled
 
-  // static_weight * PR'(d') for every d' >= d: PR'(d') <= GS(d') / index_alpha <= GS(d) /
-  // index_alpha because GS is non-increasing in the docID (inflated for float rounding).
+  // max PR'(d') over d' >= stride * i: a suffix maximum, exact (the same floats the score uses).
+  const float* pagerank_suffix_max = nullptr;
+
+  // An upper bound of static_weight * PR'(d') for every d' >= d: the suffix maximum of PR', and,
+  // on a GS-ordered shard, GS(d) / index_alpha (PR'(d') <= GS(d') / index_alpha <= GS(d) /
+  // index_alpha, inflated for float rounding).
   double static_bound(DocId d) const {
     if (static_weight == 0) return 0;
-    if (index_alpha <= 0) return static_weight;
-    return static_weight *
-           std::min(1.0, double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) / index_alpha);
+    double pr = double(pagerank_suffix_max[d / kGsStride]);
+    if (index_alpha > 0)
+      pr = std::min(pr, double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) / index_alpha);
+    return static_weight * std::min(1.0, pr);
   }
   // True when no document d' >= d can reach `threshold` (paper 000, eq. 5).
   bool gs_stop(DocId d, double threshold) const {
