@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <memory>
 #include <fstream>
 #include <iostream>
 #include <numeric>
@@ -34,6 +35,12 @@ namespace {
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 std::string cpu_model() {
@@ -147,8 +154,8 @@ int main(int argc, char** argv) {
     const Mode exact_mode = params.mode == Mode::kAnd ? Mode::kAnd : Mode::kOr;
 
     nlohmann::json results = nlohmann::json::array();
-    fmt::print("{:<11} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>7}\n", "algorithm", "k",
-               "mean ms", "p50 ms", "p99 ms", "QPS", "postings", "scored", "speedup", "wrong");
+    fmt::print("{:<11} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6}\n", "algorithm", "k",
+               "mean ms", "p50 ms", "p99 ms", "cpu ms", "QPS", "postings", "scored", "speedup", "cpu x", "wrong");
     for (const std::string& kstr : split(ks_arg)) {
       const unsigned k = unsigned(std::stoul(kstr));
       params.k = k;
@@ -160,33 +167,52 @@ int main(int argc, char** argv) {
       deep_params.mode = params.mode == Mode::kAndOr ? Mode::kAndOr : exact_mode;
       std::vector<ShardResult> deep(queries.size());
       exact_engine.search(queries, deep_params, deep);
-      double exhaustive_postings = 0, exhaustive_scored = 0, exhaustive_mean = 0;
-      for (const std::string& name : split(algorithms_arg)) {
-        const cpu::Algorithm a = cpu::parse_algorithm(name);
-        cpu::CpuEngine engine(shard, shard_id, {a, 1, true});
-        std::vector<double> latency_ms(queries.size());
-        std::vector<ShardResult> out(queries.size());
-        QueryCounters total;
-        std::size_t wrong = 0;
-        for (std::size_t i = 0; i < queries.size(); ++i) {
+      double exhaustive_postings = 0, exhaustive_scored = 0, exhaustive_mean = 0, exhaustive_cpu = 0;
+      // Latency: every query runs under every algorithm back to back (interleaved), so that load
+      // from other processes on a shared machine hits all algorithms alike; wall and thread CPU
+      // time are both kept (CPU time leaves out time the thread spent preempted).
+      const std::vector<std::string> names = split(algorithms_arg);
+      const std::size_t A = names.size(), Q = queries.size();
+      std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
+      for (const std::string& name : names)
+        engines.push_back(std::make_unique<cpu::CpuEngine>(
+            shard, shard_id, cpu::CpuEngineOptions{cpu::parse_algorithm(name), 1, true}));
+      std::vector<std::vector<double>> wall_ms(A, std::vector<double>(Q)), cpu_ms(A, std::vector<double>(Q));
+      std::vector<QueryCounters> totals(A);
+      std::vector<std::size_t> wrongs(A, 0);
+      for (std::size_t i = 0; i < Q; ++i) {
+        for (std::size_t j = 0; j < A; ++j) {
+          const double c0 = thread_cpu_seconds();
           const auto t0 = Clock::now();
-          out[i] = engine.search_one(queries[i], params);
-          latency_ms[i] = seconds_since(t0) * 1e3;
-          total.add(out[i].counters);
+          const ShardResult got_result = engines[j]->search_one(queries[i], params);
+          wall_ms[j][i] = seconds_since(t0) * 1e3;
+          cpu_ms[j][i] = (thread_cpu_seconds() - c0) * 1e3;
+          totals[j].add(got_result.counters);
           // Correctness against exhaustive (and-or: the list the shard result would answer with).
           const ShardResult& d = deep[i];
           const bool use_or = params.mode == Mode::kOr || (params.mode == Mode::kAndOr && d.and_matches < k);
           const auto& ref = params.mode == Mode::kAndOr && use_or ? d.or_hits : d.hits;
-          const auto& got = params.mode == Mode::kAndOr && out[i].and_matches < k ? out[i].or_hits : out[i].hits;
+          const auto& got = params.mode == Mode::kAndOr && got_result.and_matches < k ? got_result.or_hits : got_result.hits;
           const std::uint64_t matches = params.mode == Mode::kAndOr ? (use_or ? d.counters.docs_scored - d.and_matches : d.and_matches)
                                                                     : d.counters.docs_scored;
-          if (compare_top_k(ref, matches >= ref.size() ? matches : ref.size(), k, got)) ++wrong;
+          if (compare_top_k(ref, matches >= ref.size() ? matches : ref.size(), k, got)) ++wrongs[j];
         }
-        std::vector<double> sorted = latency_ms;
+      }
+      for (std::size_t j = 0; j < A; ++j) {
+        const std::string& name = names[j];
+        const cpu::Algorithm a = cpu::parse_algorithm(name);
+        cpu::CpuEngine& engine = *engines[j];
+        const QueryCounters& total = totals[j];
+        const std::size_t wrong = wrongs[j];
+        std::vector<double> sorted = wall_ms[j];
         std::sort(sorted.begin(), sorted.end());
         const double mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / double(sorted.size());
         const double p50 = sorted[sorted.size() / 2];
         const double p99 = sorted[std::min(sorted.size() - 1, std::size_t(double(sorted.size()) * 0.99))];
+        std::vector<double> sorted_cpu = cpu_ms[j];
+        std::sort(sorted_cpu.begin(), sorted_cpu.end());
+        const double cpu_mean = std::accumulate(sorted_cpu.begin(), sorted_cpu.end(), 0.0) / double(Q);
+        const double cpu_p99 = sorted_cpu[std::min(Q - 1, std::size_t(double(Q) * 0.99))];
         // Throughput: the whole batch, queries in parallel on `threads` cores.
         double qps = 0;
         {
@@ -204,15 +230,19 @@ int main(int argc, char** argv) {
           exhaustive_postings = double(total.postings_decoded);
           exhaustive_scored = double(total.docs_scored);
           exhaustive_mean = mean;
+          exhaustive_cpu = cpu_mean;
         }
         const double f_postings = exhaustive_postings > 0 ? double(total.postings_decoded) / exhaustive_postings : NAN;
         const double f_scored = exhaustive_scored > 0 ? double(total.docs_scored) / exhaustive_scored : NAN;
         const double speedup = exhaustive_mean > 0 ? exhaustive_mean / mean : NAN;
-        fmt::print("{:<11} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.4f} {:>10.4f} {:>9.2f} {:>7}\n",
-                   name, k, mean, p50, p99, qps, f_postings, f_scored, speedup, wrong);
+        const double cpu_speedup = exhaustive_cpu > 0 ? exhaustive_cpu / cpu_mean : NAN;
+        fmt::print("{:<11} {:>5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>9.4f} {:>9.4f} {:>8.2f} {:>8.2f} {:>6}\n",
+                   name, k, mean, p50, p99, cpu_mean, qps, f_postings, f_scored, speedup, cpu_speedup, wrong);
         results.push_back({{"algorithm", name},
                            {"k", k},
                            {"latency_ms", {{"mean", mean}, {"p50", p50}, {"p99", p99}}},
+                           {"thread_cpu_ms", {{"mean", cpu_mean}, {"p99", cpu_p99}}},
+                           {"cpu_speedup_vs_exhaustive", cpu_speedup},
                            {"throughput_qps", qps},
                            {"threads", threads},
                            {"counters", to_json(total)},
