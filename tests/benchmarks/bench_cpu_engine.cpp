@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
       std::vector<ShardResult> deep(queries.size());
       exact_engine.search(queries, deep_params, deep);
       double exhaustive_postings = 0, exhaustive_scored = 0, exhaustive_mean = 0, exhaustive_cpu = 0;
-      // Latency: every query runs under every algorithm back to back (interleaved), so that load
+      // Latency: every query runs under every algorithm back to back (interleaved, in rotated
+      // order), so that load
       // from other processes on a shared machine hits all algorithms alike; wall and thread CPU
       // time are both kept (CPU time leaves out time the thread spent preempted).
       const std::vector<std::string> names = split(algorithms_arg);
@@ -181,7 +182,9 @@ int main(int argc, char** argv) {
       std::vector<QueryCounters> totals(A);
       std::vector<std::size_t> wrongs(A, 0);
       for (std::size_t i = 0; i < Q; ++i) {
-        for (std::size_t j = 0; j < A; ++j) {
+        // Rotated start, so that no algorithm always finds the query's lists cached by another.
+        for (std::size_t r = 0; r < A; ++r) {
+          const std::size_t j = (i + r) % A;
           const double c0 = thread_cpu_seconds();
           const auto t0 = Clock::now();
           const ShardResult got_result = engines[j]->search_one(queries[i], params);
