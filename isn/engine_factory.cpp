@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/reference_engine.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
 #if defined(GPUSEARCH_HAVE_CUDA)
 #include "gpu/gpu_engine.hpp"
 #endif
@@ -11,7 +12,7 @@
 namespace gpusearch {
 
 std::vector<std::string> engine_names() {
-  std::vector<std::string> names{"reference"};
+  std::vector<std::string> names{"reference", "cpu"};
 #if defined(GPUSEARCH_HAVE_CUDA)
   names.push_back("gpu");
 #endif
@@ -21,6 +22,12 @@ std::vector<std::string> engine_names() {
 std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const ShardIndex& shard,
                                          std::uint32_t shard_id) {
   if (options.engine == "reference") return std::make_unique<ReferenceEngine>(shard, shard_id);
+  if (options.engine == "cpu") {
+    cpu::CpuEngineOptions o;
+    o.algorithm = cpu::parse_algorithm(options.algorithm);
+    o.intra_query_threads = options.intra_query_threads;
+    return std::make_unique<cpu::CpuEngine>(shard, shard_id, o);
+  }
   if (options.engine == "gpu") {
 #if defined(GPUSEARCH_HAVE_CUDA)
     gpu::GpuEngineOptions g;

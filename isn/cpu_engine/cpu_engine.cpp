@@ -1,0 +1,212 @@
+#include "isn/cpu_engine/cpu_engine.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <tbb/parallel_for.h>
+
+#include "common/scoring.hpp"
+#include "isn/cpu_engine/daat_algorithms.hpp"
+
+namespace gpusearch::cpu {
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kExhaustive: return "exhaustive";
+    case Algorithm::kWand: return "wand";
+    case Algorithm::kBmw: return "bmw";
+    case Algorithm::kMaxScore: return "maxscore";
+  }
+  return "?";
+}
+
+std::vector<std::string> algorithm_names() { return {"exhaustive", "wand", "bmw", "maxscore"}; }
+
+Algorithm parse_algorithm(std::string_view s) {
+  if (s.empty()) return kDefaultAlgorithm;
+  for (Algorithm a : {Algorithm::kExhaustive, Algorithm::kWand, Algorithm::kBmw, Algorithm::kMaxScore})
+    if (s == to_string(a)) return a;
+  if (s == "or" || s == "ranked-or") return Algorithm::kExhaustive;
+  if (s == "block-max-wand") return Algorithm::kBmw;
+  if (s == "block-max-maxscore") return Algorithm::kMaxScore;
+  throw InputError("--algorithm", 0, fmt::format("unknown cpu algorithm '{}' ({})", s,
+                                                 fmt::join(algorithm_names(), ", ")));
+}
+
+CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineOptions options)
+    : shard_(shard), shard_id_(shard_id), options_(options) {
+  options_.intra_query_threads = std::max(1u, options_.intra_query_threads);
+  const auto gs = shard.global_scores();
+  gs_coarse_.resize((gs.size() + kGsStride - 1) / kGsStride);
+  for (std::size_t i = 0; i < gs_coarse_.size(); ++i) gs_coarse_[i] = gs[i * kGsStride];
+  const auto pr = shard.pagerank();
+  pagerank_suffix_max_.assign(gs_coarse_.size(), 0.0f);
+  for (std::size_t i = pr.size(); i-- > 0;) {
+    float& m = pagerank_suffix_max_[i / kGsStride];
+    m = std::max(m, pr[i]);
+  }
+  for (std::size_t i = pagerank_suffix_max_.size(); i-- > 1;)
+    pagerank_suffix_max_[i - 1] = std::max(pagerank_suffix_max_[i - 1], pagerank_suffix_max_[i]);
+  // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
+  gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
+}
+
+namespace {
+
+void merge_into(std::vector<RankedDoc>& all, std::size_t k) {
+  const std::size_t n = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(), ranks_before);
+  all.resize(n);
+}
+
+// The k-th best score of a running top-k, or -inf when it holds fewer than k documents.
+double kth_score(std::span<const RankedDoc> running, std::size_t k) {
+  if (k == 0 || running.size() < k) return -std::numeric_limits<double>::infinity();
+  std::vector<RankedDoc> v(running.begin(), running.end());
+  merge_into(v, k);
+  return v.back().score;
+}
+
+}  // namespace
+
+CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& params,
+                                        bool conjunctive, DocId begin, DocId end,
+                                        SharedThreshold& shared, QueryCounters& counters) const {
+  const IndexParams& ip = shard_.params();
+  std::vector<std::uint32_t> dfs;
+  dfs.reserve(query.terms.size());
+  for (TermId t : query.terms) dfs.push_back(shard_.term(t).df_global);
+  const QueryWeights w =
+      make_query_weights(params.scoring, params.alpha, ip.bm25, ip.collection.num_docs, dfs);
+
+  QueryContext ctx;
+  ctx.shard = &shard_;
+  ctx.shard_id = shard_id_;
+  ctx.lengths = shard_.doc_lengths().data();
+  ctx.bm25 = ip.bm25;
+  ctx.avg_doc_length = ip.collection.avg_doc_length;
+  ctx.pagerank = shard_.pagerank().data();
+  ctx.gs_coarse = gs_coarse_.data();
+  ctx.pagerank_suffix_max = pagerank_suffix_max_.data();
+  ctx.ranks = shard_.global_ranks().data();
+  ctx.static_weight = w.static_weight;
+  ctx.index_alpha = gs_ordered_ ? ip.gs_alpha : 0.0;  // 0: static part bounded by its weight
+  if (options_.gs_early_termination && gs_ordered_) ctx.gs_factor = gs_bound_factor(w, ip.gs_alpha);
+
+  std::vector<PostingCursor> cursors(query.terms.size());
+  for (std::size_t i = 0; i < cursors.size(); ++i)
+    cursors[i].open(shard_, query.terms[i], w.term_weight[i], begin, end, &counters);
+
+  TopK top(params.k, &shared);
+  RunStats stats;
+  const Algorithm a = options_.algorithm;
+  if (conjunctive) {
+    stats = ranked_and(ctx, cursors, top, counters, a != Algorithm::kExhaustive);
+  } else {
+    switch (a) {
+      case Algorithm::kExhaustive: stats = ranked_or(ctx, cursors, top, counters); break;
+      case Algorithm::kWand: stats = wand(ctx, cursors, top, counters); break;
+      case Algorithm::kBmw: stats = block_max_wand(ctx, cursors, top, counters); break;
+      case Algorithm::kMaxScore: stats = block_max_maxscore(ctx, cursors, top, counters); break;
+    }
+  }
+  for (PostingCursor& c : cursors) c.finish();
+  return {top.heap().take_sorted(), stats.and_matches, stats.early_terminated};
+}
+
+CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& params,
+                                       bool conjunctive, DocId from_doc,
+                                       std::span<const RankedDoc> running,
+                                       QueryCounters& counters) const {
+  ModeRun result;
+  result.hits.assign(running.begin(), running.end());
+  const DocId n = shard_.num_docs();
+  if (query.terms.empty() || params.k == 0 || from_doc >= n) {
+    merge_into(result.hits, params.k);
+    return result;
+  }
+  SharedThreshold shared;
+  shared.raise(kth_score(running, params.k));
+
+  // Equal docID ranges of at least 1024 documents each.
+  const DocId span = n - from_doc;
+  const unsigned parts = std::max(1u, std::min<unsigned>(options_.intra_query_threads, span / 1024));
+  if (parts == 1) {
+    ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared, counters);
+    result.hits.insert(result.hits.end(), r.hits.begin(), r.hits.end());
+    result.and_matches = r.and_matches;
+    result.early_terminated = r.early_terminated;
+  } else {
+    std::vector<ModeRun> runs(parts);
+    std::vector<QueryCounters> part_counters(parts);
+    tbb::parallel_for(0u, parts, [&](unsigned p) {
+      const DocId b = from_doc + DocId(std::uint64_t(span) * p / parts);
+      const DocId e = p + 1 == parts ? kNoDoc : from_doc + DocId(std::uint64_t(span) * (p + 1) / parts);
+      runs[p] = run_range(query, params, conjunctive, b, e, shared, part_counters[p]);
+    });
+    for (unsigned p = 0; p < parts; ++p) {
+      result.hits.insert(result.hits.end(), runs[p].hits.begin(), runs[p].hits.end());
+      result.and_matches += runs[p].and_matches;
+      result.early_terminated = result.early_terminated || runs[p].early_terminated;
+      counters.add(part_counters[p]);
+    }
+  }
+  merge_into(result.hits, params.k);
+  return result;
+}
+
+ShardResult CpuEngine::resume(const Query& query, const SearchParams& params, DocId from_doc,
+                              const ShardResult& running) const {
+  ShardResult r;
+  bool early = false;
+  switch (params.mode) {
+    case Mode::kAnd:
+    case Mode::kOr: {
+      ModeRun m = run_mode(query, params, params.mode == Mode::kAnd, from_doc, running.hits, r.counters);
+      r.hits = std::move(m.hits);
+      early = m.early_terminated;
+      break;
+    }
+    case Mode::kAndOr: {
+      ModeRun a = run_mode(query, params, true, from_doc, running.hits, r.counters);
+      r.hits = std::move(a.hits);
+      r.and_matches = running.and_matches + a.and_matches;
+      early = a.early_terminated;
+      if (r.and_matches < params.k) {
+        ModeRun o = run_mode(query, params, false, from_doc, running.or_hits, r.counters);
+        r.or_hits = std::move(o.hits);
+        early = early || o.early_terminated;
+      }
+      break;
+    }
+  }
+  r.counters.early_terminations = early ? 1 : 0;
+  return r;
+}
+
+ShardResult CpuEngine::resume(const Query& query, const SearchParams& params, DocId from_doc,
+                              std::span<const RankedDoc> running_top_k) const {
+  if (params.mode == Mode::kAndOr)
+    throw InputError("CpuEngine::resume", 0,
+                     "and-or needs the running AND and OR answers (the ShardResult overload)");
+  ShardResult running;
+  running.hits.assign(running_top_k.begin(), running_top_k.end());
+  return resume(query, params, from_doc, running);
+}
+
+ShardResult CpuEngine::search_one(const Query& query, const SearchParams& params) const {
+  return resume(query, params, 0, ShardResult{});
+}
+
+void CpuEngine::search(std::span<const Query> queries, const SearchParams& params,
+                       std::span<ShardResult> out) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, queries.size(), 1),
+                    [&](const tbb::blocked_range<std::size_t>& range) {
+                      for (std::size_t q = range.begin(); q < range.end(); ++q)
+                        out[q] = search_one(queries[q], params);
+                    });
+}
+
+}  // namespace gpusearch::cpu

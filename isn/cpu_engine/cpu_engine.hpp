@@ -1,0 +1,91 @@
+// The CPU engine of an ISN: document-at-a-time query processing over the compressed shard
+// (isn/cpu_engine/daat_algorithms.hpp), many queries of a batch in parallel (oneTBB), and
+// optionally one query's docID range split over several threads that share a threshold. It
+// answers queries kept on the CPU, completes queries the GPU saw only pruned lists for
+// (resume), and is the baseline for every GPU speed-up. Its answers equal the reference's
+// (ARCHITECTURE.md, "Exactness") for every algorithm, mode, scoring and thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/query_engine.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch::cpu {
+
+class SharedThreshold;
+
+enum class Algorithm {
+  kExhaustive,  // ranked OR / ranked AND, every posting decoded and every match scored
+  kWand,        // WAND (AND mode: block-max AND)
+  kBmw,         // block-max WAND (AND mode: block-max AND)
+  kMaxScore,    // block-max MaxScore (AND mode: block-max AND)
+};
+std::string_view to_string(Algorithm a);
+Algorithm parse_algorithm(std::string_view s);  // "" gives the default; throws InputError
+std::vector<std::string> algorithm_names();
+inline constexpr Algorithm kDefaultAlgorithm = Algorithm::kMaxScore;
+
+struct CpuEngineOptions {
+  Algorithm algorithm = kDefaultAlgorithm;
+  unsigned intra_query_threads = 1;  // > 1: split each query's docID range over threads
+  // Stop over GS-ordered docIDs (paper 000, eq. 5) where the index's GS alpha makes it exact.
+  // The exhaustive algorithm never stops early.
+  bool gs_early_termination = true;
+};
+
+class CpuEngine final : public QueryEngine {
+ public:
+  CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineOptions options = {});
+
+  std::string_view name() const override { return "cpu"; }
+  const CpuEngineOptions& options() const { return options_; }
+
+  // Answers every query (in parallel over queries); out[i] as ReferenceEngine fills it: for
+  // and-or, hits = AND top-k, and_matches (exact whenever below k), or_hits when and_matches < k.
+  void search(std::span<const Query> queries, const SearchParams& params,
+              std::span<ShardResult> out) override;
+  ShardResult search_one(const Query& query, const SearchParams& params) const;
+
+  // Resume (GPU post-processing): completes one query whose documents with docID < from_doc
+  // have been processed already. `running` is what that processing found over [0, from_doc):
+  //   and, or:  running.hits = the mode's top-k over [0, from_doc) (best first or any order,
+  //             at most k documents of this shard, scores as the reference computes them);
+  //   and-or:   running.hits = AND top-k, running.and_matches = AND matches in [0, from_doc)
+  //             (exact whenever below k), running.or_hits = OR top-k over [0, from_doc) (needed
+  //             whenever the total may stay below k).
+  // Returns the query's ShardResult over the whole shard, as search_one would: the running
+  // documents merged with those from [from_doc, num_docs). The running k-th score serves as
+  // the initial threshold, so pruning and GS early termination start at once. Counters count
+  // only the work of this call. from_doc >= num_docs returns the running answer.
+  ShardResult resume(const Query& query, const SearchParams& params, DocId from_doc,
+                     const ShardResult& running) const;
+  // The same for modes and/or, with the running top-k as a list.
+  ShardResult resume(const Query& query, const SearchParams& params, DocId from_doc,
+                     std::span<const RankedDoc> running_top_k) const;
+
+ private:
+  struct ModeRun {
+    std::vector<RankedDoc> hits;
+    std::uint64_t and_matches = 0;
+    bool early_terminated = false;
+  };
+  ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive,
+                   DocId from_doc, std::span<const RankedDoc> running, QueryCounters& counters) const;
+  ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive,
+                    DocId begin, DocId end, SharedThreshold& shared,
+                    QueryCounters& counters) const;
+
+  const ShardIndex& shard_;
+  std::uint32_t shard_id_;
+  CpuEngineOptions options_;
+  std::vector<float> gs_coarse_;  // GS of every kGsStride-th document (daat_algorithms.hpp)
+  std::vector<float> pagerank_suffix_max_;  // max PR' from every kGsStride-th document on
+  bool gs_ordered_ = false;
+};
+
+}  // namespace gpusearch::cpu

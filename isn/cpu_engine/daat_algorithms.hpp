@@ -1,0 +1,134 @@
+// Document-at-a-time query algorithms over PostingCursors, one shard, one docID range:
+//   ranked_or               exhaustive disjunction (the baseline every speed-up is measured on)
+//   ranked_and              conjunction, optionally with block-max skipping
+//   wand                    Broder et al., CIKM 2003, section 3
+//   block_max_wand          Ding and Suel, SIGIR 2011, section 4 (PISA's block_max_wand_query)
+//   block_max_maxscore      Turtle and Flood 1995 with block-max bounds (Chakrabarti et al.,
+//                           WSDM 2011; Mallia et al., SIGIR 2019)
+// The pruning algorithms also stop early over GS-ordered docIDs (paper 000, eq. 5): every docID
+// d' >= d has score(d', q) <= f * GS(d') <= f * GS(d), f = gs_bound_factor.
+//
+// Exactness (ARCHITECTURE.md): a document's score is the reference's, sum over query terms in
+// query-term order in double of term_weight * impact, plus static_weight * PR'. A document is
+// pruned only when an upper bound of its score is strictly below the threshold, so documents
+// tying with the k-th keep their chance on the rank tie-break.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+
+#include "common/scoring.hpp"
+#include "common/search_result.hpp"
+#include "common/shard_index.hpp"
+#include "isn/cpu_engine/posting_cursor.hpp"
+
+namespace gpusearch::cpu {
+
+inline constexpr DocId kGsStride = 128;
+
+// A threshold several top-k heaps raise together (intra-query parallelism, resumed queries):
+// each heap's k-th score is a lower bound of the query's final k-th score.
+class SharedThreshold {
+ public:
+  double get() const { return value_.load(std::memory_order_relaxed); }
+  void raise(double x) {
+    double cur = value_.load(std::memory_order_relaxed);
+    while (x > cur && !value_.compare_exchange_weak(cur, x, std::memory_order_relaxed)) {
+    }
+  }
+
+ private:
+  std::atomic<double> value_{-std::numeric_limits<double>::infinity()};
+};
+
+// A top-k heap whose entry threshold is the larger of its own and the shared one.
+class TopK {
+ public:
+  TopK(std::size_t k, SharedThreshold* shared) : heap_(k), shared_(shared) {}
+  double threshold() const {
+    const double own = heap_.threshold();
+    return shared_ ? std::max(own, shared_->get()) : own;
+  }
+  void push(const RankedDoc& d) {
+    heap_.push(d);
+    if (shared_ && heap_.full()) shared_->raise(heap_.threshold());
+  }
+  TopKHeap& heap() { return heap_; }
+
+ private:
+  TopKHeap heap_;
+  SharedThreshold* shared_;
+};
+
+// What every algorithm needs besides the cursors: the shard's per-document arrays and the
+// query's static weight and bounds.
+struct QueryContext {
+  const ShardIndex* shard = nullptr;
+  std::uint32_t shard_id = 0;
+  const std::uint32_t* lengths = nullptr;
+  Bm25Params bm25;
+  double avg_doc_length = 1;
+  const float* pagerank = nullptr;
+  // GS of the first document of every run of kGsStride docIDs: since GS is non-increasing in
+  // the docID, gs_coarse[d / kGsStride] bounds GS(d') for every d' >= d, from a table small
+  // enough to stay in cache (a lookup of GS(d) itself is a cache miss per candidate).
+  const float* gs_coarse = nullptr;
+  const GlobalRank* ranks = nullptr;
+  double static_weight = 0;
+  double index_alpha = 0;
+  std::optional<double> gs_factor;  // set where GS early termination is exact and enabled
+
+  // max PR'(d') over d' >= stride * i: a suffix maximum, exact (the same floats the score uses).
+  const float* pagerank_suffix_max = nullptr;
+
+  // An upper bound of static_weight * PR'(d') for every d' >= d: the suffix maximum of PR', and,
+  // on a GS-ordered shard, GS(d) / index_alpha (PR'(d') <= GS(d') / index_alpha <= GS(d) /
+  // index_alpha, inflated for float rounding).
+  double static_bound(DocId d) const {
+    if (static_weight == 0) return 0;
+    double pr = double(pagerank_suffix_max[d / kGsStride]);
+    if (index_alpha > 0)
+      pr = std::min(pr, double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) / index_alpha);
+    return static_weight * std::min(1.0, pr);
+  }
+  // True when no document d' >= d can reach `threshold` (paper 000, eq. 5).
+  bool gs_stop(DocId d, double threshold) const {
+    return gs_factor && *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
+  }
+  // The reference's length normalization of document d (bit-identical).
+  double norm(DocId d) const { return length_norm(bm25, lengths[d], avg_doc_length); }
+  // Starts loading what scoring d needs (a cache miss on large shards) while bounds are checked.
+  void prefetch(DocId d) const { __builtin_prefetch(lengths + d); }
+  // The static part of d's score; zero (and no memory access) for bm25.
+  double static_score(DocId d) const { return static_weight == 0 ? 0.0 : static_weight * double(pagerank[d]); }
+  // Offers d with the given sum of term scores (query-term order) to the top-k; the rank is
+  // looked up only for documents that can enter.
+  void offer(TopK& top, DocId d, double term_sum) const {
+    const double score = term_sum + static_score(d);
+    if (score < top.threshold()) return;
+    top.push({score, ranks[d], shard_id, d});
+  }
+};
+
+// Per-run outcome besides the heap.
+struct RunStats {
+  std::uint64_t and_matches = 0;  // ranked_and: matches seen (exact while the threshold is -inf)
+  bool early_terminated = false;
+};
+
+// `terms` are in query-term order; every algorithm scores in that order.
+RunStats ranked_or(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+                   QueryCounters& counters);
+RunStats ranked_and(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+                    QueryCounters& counters, bool block_max);
+RunStats wand(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+              QueryCounters& counters);
+RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+                        QueryCounters& counters);
+RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+                            QueryCounters& counters);
+
+}  // namespace gpusearch::cpu

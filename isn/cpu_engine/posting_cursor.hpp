@@ -1,0 +1,158 @@
+// What a document-at-a-time query walks: one term's compressed posting list in one shard,
+// restricted to a docID range [begin, end). Blocks are decoded lazily: docIDs when the cursor
+// lands in a block, frequencies only when a document of the block is scored. Skips use the
+// per-block last docIDs (blocks.last_docid) without decoding; a second, "shallow" block pointer
+// walks the block-max scores (blocks.max_impact) ahead of the decoded block, as block-max WAND
+// and block-max MaxScore need (Ding and Suel, SIGIR 2011, section 4).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/block_codec.hpp"
+#include "common/search_result.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch::cpu {
+
+class PostingCursor {
+ public:
+  PostingCursor() = default;
+
+  // Positions the cursor on the first posting of term `t` with docID >= begin; docid() is kNoDoc
+  // once the cursor reaches a docID >= end or the end of the list. `weight` multiplies impacts.
+  void open(const ShardIndex& shard, TermId t, double weight, DocId begin, DocId end,
+            QueryCounters* counters) {
+    const TermInfo& info = shard.term(t);
+    shard_ = &shard;
+    info_ = &info;
+    weight_ = weight;
+    max_score_ = weight * double(info.max_impact);
+    last_ = shard.block_last_docid().data() + info.first_block;
+    block_max_ = shard.block_max_impact().data() + info.first_block;
+    num_blocks_ = info.num_blocks;
+    end_ = end;
+    counters_ = counters;
+    // Blocks that can hold docIDs in [begin, end): the skipped-block count is taken against them.
+    const std::uint32_t first = std::uint32_t(std::lower_bound(last_, last_ + num_blocks_, begin) - last_);
+    std::uint32_t stop = num_blocks_;
+    if (end != kNoDoc && first < num_blocks_)
+      stop = std::min<std::uint32_t>(num_blocks_, std::uint32_t(std::lower_bound(last_ + first, last_ + num_blocks_, end) - last_) + 1);
+    blocks_in_range_ = first < stop ? stop - first : 0;
+    blocks_decoded_ = 0;
+    block_ = kNone;
+    shallow_ = first;
+    if (first >= num_blocks_ || begin >= end) {
+      docid_ = kNoDoc;
+      return;
+    }
+    load_block(first);
+    pos_ = 0;
+    while (docs_[pos_] < begin) ++pos_;  // the block's last docID is >= begin
+    set_current();
+  }
+
+  // Adds the blocks this cursor never decoded (skipped or left behind) to the counters.
+  void finish() {
+    if (counters_ && blocks_in_range_ > blocks_decoded_) counters_->blocks_skipped += blocks_in_range_ - blocks_decoded_;
+    blocks_in_range_ = 0;
+  }
+
+  DocId docid() const { return docid_; }
+  double weight() const { return weight_; }
+  // Upper bound of weight * impact over the whole list (TermInfo::max_impact).
+  double max_score() const { return max_score_; }
+  std::uint32_t df() const { return info_->df_shard; }
+
+  void next() {
+    if (++pos_ == count_) {
+      if (block_ + 1 >= num_blocks_) {
+        docid_ = kNoDoc;
+        return;
+      }
+      load_block(block_ + 1);
+      pos_ = 0;
+    }
+    set_current();
+  }
+
+  // Moves to the first posting with docID >= d (never backwards).
+  void next_geq(DocId d) {
+    if (d <= docid_) return;
+    if (d >= end_) {
+      docid_ = kNoDoc;
+      return;
+    }
+    if (d > last_[block_]) {
+      // Gallop over the block last docIDs, then binary search: long skips stay logarithmic.
+      std::uint32_t lo = block_ + 1, step = 1, hi = lo;
+      while (hi < num_blocks_ && last_[hi] < d) lo = hi + 1, hi += step, step *= 2;
+      hi = std::min(hi + 1, num_blocks_);
+      const std::uint32_t b = std::uint32_t(std::lower_bound(last_ + lo, last_ + hi, d) - last_);
+      if (b >= num_blocks_) {
+        docid_ = kNoDoc;
+        return;
+      }
+      load_block(b);
+      pos_ = 0;
+    }
+    while (docs_[pos_] < d) ++pos_;
+    set_current();
+  }
+
+  // Frequency of the current posting; decodes the block's frequencies on first use.
+  std::uint32_t freq() {
+    if (!freqs_decoded_) {
+      codec::decode_freqs(freq_part_, freqs_);
+      freqs_decoded_ = true;
+    }
+    return freqs_[pos_];
+  }
+
+  // Shallow block pointer: moves to the block that would hold d (without decoding) and returns
+  // the bound weight * block_max_impact there, or 0 past the list's end.
+  double block_max_score(DocId d) {
+    if (shallow_ < block_ && block_ != kNone) shallow_ = block_;
+    while (shallow_ < num_blocks_ && last_[shallow_] < d) ++shallow_;
+    return shallow_ < num_blocks_ ? weight_ * double(block_max_[shallow_]) : 0.0;
+  }
+  // Last docID of the shallow block (kNoDoc past the list's end): the bound of
+  // block_max_score() holds up to it.
+  DocId block_max_last() const { return shallow_ < num_blocks_ ? last_[shallow_] : kNoDoc; }
+
+ private:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  void load_block(std::uint32_t b) {
+    const std::uint64_t global = info_->first_block + b;
+    freq_part_ = codec::decode_docids(shard_->block_data(global), shard_->block_floor(*info_, global), docs_);
+    block_ = b;
+    count_ = b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
+    freqs_decoded_ = false;
+    ++blocks_decoded_;
+    if (counters_) {
+      ++counters_->blocks_decoded;
+      counters_->postings_decoded += count_;
+    }
+  }
+  void set_current() {
+    docid_ = docs_[pos_];
+    if (docid_ >= end_) docid_ = kNoDoc;
+  }
+
+  const ShardIndex* shard_ = nullptr;
+  const TermInfo* info_ = nullptr;
+  const DocId* last_ = nullptr;
+  const float* block_max_ = nullptr;
+  const std::uint32_t* freq_part_ = nullptr;
+  QueryCounters* counters_ = nullptr;
+  double weight_ = 0, max_score_ = 0;
+  DocId docid_ = kNoDoc, end_ = kNoDoc;
+  std::uint32_t num_blocks_ = 0, block_ = kNone, shallow_ = 0, pos_ = 0, count_ = 0;
+  std::uint32_t blocks_in_range_ = 0, blocks_decoded_ = 0;
+  bool freqs_decoded_ = false;
+  alignas(16) DocId docs_[kBlockSize];
+  alignas(16) std::uint32_t freqs_[kBlockSize];
+};
+
+}  // namespace gpusearch::cpu
