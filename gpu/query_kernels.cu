@@ -271,8 +271,16 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
       for (unsigned r = warp; r < runs; r += kWarps) {
         const unsigned start = run_list[r];
         const std::uint64_t b = bidx[start];
-        unsigned stop = start + 1;
-        while (stop < nc && bidx[stop] == b) ++stop;  // same on every lane
+        unsigned stop = start + 1;  // one past the run: 32 candidates per step
+        while (true) {
+          const unsigned i = stop + lane;
+          const unsigned other = __ballot_sync(kFullMask, !(i < nc && bidx[i] == b));
+          if (other) {
+            stop += __ffs(other) - 1;
+            break;
+          }
+          stop += 32;
+        }
         bool any_alive = false;
         for (unsigned i = start + lane; i < stop; i += 32) any_alive |= alive[i] != 0;
         any_alive = __any_sync(kFullMask, any_alive);
@@ -300,18 +308,15 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
         __syncwarp();
       }
       __syncthreads();
+      const std::uint64_t new_cursor = nc > 0 ? bidx[nc - 1] : j_begin;  // read before reuse
+      const int live = __syncthreads_count(tid < nc && alive[tid] != 0);  // nc <= blockDim
       if (tid == 0) {
         // Blocks of list j passed over without decoding.
-        const std::uint64_t new_cursor = nc > 0 ? bidx[nc - 1] : j_begin;
         const std::uint64_t passed = new_cursor > j_begin ? new_cursor - j_begin : 0;
         counters[kBlocksSkipped] += passed > runs ? passed - runs : 0;
         cursor[j] = new_cursor < j_end ? new_cursor : j_end;
-        unsigned live = 0;
-        for (unsigned i = 0; i < nc; ++i) live += alive[i];
-        counters[kMisc1] = live;
       }
-      __syncthreads();
-      if (counters[kMisc1] == 0) break;
+      if (live == 0) break;
     }
     // Survivors: score in query term order, count, offer.
     if (tid < nc && alive[tid]) {
@@ -462,6 +467,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
       for (unsigned t = 0; t < T; ++t) {
         const TermDesc& term = terms[t];
         const std::uint64_t c = cursor[t], e = end[t];
+        if (c == e) continue;  // no block of this list in the window: no barrier either
         const std::uint64_t cached_block = cached[t];
         std::uint32_t* cache_in = term_cache + (std::size_t(t) * 2 + cache_slot[t]) * kSlotWords;
         std::uint32_t* cache_out =
