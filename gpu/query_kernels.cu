@@ -121,6 +121,19 @@ __device__ __forceinline__ std::uint64_t find_block(const std::uint32_t* last, s
   return lo;
 }
 
+// First block b >= from whose last docID is >= target (galloping, then binary search).
+__device__ __forceinline__ std::uint64_t gallop_block(const ShardView& s, std::uint64_t from,
+                                                      std::uint64_t end, std::uint32_t target) {
+  if (from >= end || __ldg(s.block_last_docid + from) >= target) return from;
+  std::uint64_t lo = from, step = 1;  // last[lo] < target
+  while (lo + step < end && __ldg(s.block_last_docid + lo + step) < target) {
+    lo += step;
+    step <<= 1;
+  }
+  std::uint64_t hi = lo + step < end ? lo + step : end;  // last[hi] >= target or hi == end
+  return find_block(s.block_last_docid, lo + 1, hi, target);
+}
+
 // Decodes posting block b (docIDs from `floor`, and frequencies) into docs/freqs. The block's
 // words are first staged in shared memory with one round of independent coalesced loads, so a
 // block costs one trip to memory instead of four dependent ones (header, packed words, then the
@@ -255,7 +268,10 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
       const std::uint64_t j_begin = cursor[j];
       // Per-candidate binary search for the block that could hold it (monotone in i).
       for (unsigned i = tid; i < nc; i += blockDim.x) {
-        const std::uint64_t b = find_block(shard.block_last_docid, j_begin, j_end, cand_doc[i]);
+        // Galloping from the list's cursor costs the log of the distance: a merge-like walk
+        // where list j is about as dense as the candidates, a binary search where it is much
+        // longer (the length ratio picks the method without a branch).
+        const std::uint64_t b = gallop_block(shard, j_begin, j_end, cand_doc[i]);
         bidx[i] = b;
         if (b == j_end) alive[i] = 0;
       }
@@ -707,19 +723,6 @@ __device__ __forceinline__ void cursor_next(const ShardView& s, StreamCursor& c,
     enter_block(s, c, c.block + 1, blocks_decoded);
     if (c.doc != kEndDoc) ++*postings;
   }
-}
-
-// First block b >= from whose last docID is >= target (galloping, then binary search).
-__device__ __forceinline__ std::uint64_t gallop_block(const ShardView& s, std::uint64_t from,
-                                                      std::uint64_t end, std::uint32_t target) {
-  if (from >= end || __ldg(s.block_last_docid + from) >= target) return from;
-  std::uint64_t lo = from, step = 1;  // last[lo] < target
-  while (lo + step < end && __ldg(s.block_last_docid + lo + step) < target) {
-    lo += step;
-    step <<= 1;
-  }
-  std::uint64_t hi = lo + step < end ? lo + step : end;  // last[hi] >= target or hi == end
-  return find_block(s.block_last_docid, lo + 1, hi, target);
 }
 
 __device__ __forceinline__ void cursor_next_geq(const ShardView& s, StreamCursor& c,
