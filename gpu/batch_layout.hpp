@@ -62,6 +62,7 @@ struct QueryOut {
   std::uint32_t early_terminated;
   std::uint32_t or_ran;
   std::uint64_t bytes_read;  // compressed posting bytes the kernels read
+  std::uint64_t rounds_saved;  // early termination: AND rounds / OR windows not processed
 };
 
 struct HitOut {

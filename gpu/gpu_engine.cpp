@@ -173,6 +173,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       }
       lane.stats.postings_bytes_read += o.bytes_read;
       lane.stats.postings_decoded += o.postings_decoded;
+      lane.stats.early_termination_rounds_saved += o.rounds_saved;
     }
     lane.stats.unpack_ms = ms_since(t0);
     batches_.push_back(lane.stats);
@@ -308,6 +309,7 @@ nlohmann::json GpuEngine::stats() const {
     total.d2h_bytes += b.d2h_bytes;
     total.postings_bytes_read += b.postings_bytes_read;
     total.postings_decoded += b.postings_decoded;
+    total.early_termination_rounds_saved += b.early_termination_rounds_saved;
   }
   cudaDeviceProp prop{};
   std::string device_name = "?";
@@ -332,6 +334,7 @@ nlohmann::json GpuEngine::stats() const {
       {"d2h_bytes", total.d2h_bytes},
       {"postings_bytes_read", total.postings_bytes_read},
       {"postings_decoded", total.postings_decoded},
+      {"early_termination_rounds_saved", total.early_termination_rounds_saved},
       {"postings_read_gb_per_s",
        total.kernel_ms > 0 ? double(total.postings_bytes_read) / (total.kernel_ms * 1e6) : 0.0}};
   nlohmann::json per_batch = nlohmann::json::array();

@@ -34,6 +34,7 @@ struct GpuBatchStats {
   std::uint32_t queries = 0;
   double pack_ms = 0, h2d_ms = 0, kernel_ms = 0, d2h_ms = 0, unpack_ms = 0;
   std::uint64_t h2d_bytes = 0, d2h_bytes = 0, postings_bytes_read = 0, postings_decoded = 0;
+  std::uint64_t early_termination_rounds_saved = 0;  // AND rounds and OR windows not run
 };
 
 std::vector<std::string> gpu_algorithms();

@@ -223,6 +223,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
                            (1.0 + kBoundSlack);
       if (bound < st.threshold_score) {
         stopped_early = 1;
+        if (tid == 0) out.rounds_saved += (s_end - b0 + 1) / 2;
         break;
       }
     }
@@ -477,6 +478,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
     __syncthreads();
     if (control == 2) {
       stopped_early = 1;
+      if (tid == 0) out.rounds_saved += (shard.num_docs - lo + window - 1) / window;
       break;
     }
     if (control == 0) {

@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
           const RunResult r = run_all(engines, queries, params);
           const double qps = double(queries.size()) / r.seconds;
           double kernel_ms = 0, h2d_ms = 0, d2h_ms = 0, pack_ms = 0;
-          std::uint64_t bytes_read = 0, h2d_bytes = 0, d2h_bytes = 0;
+          std::uint64_t bytes_read = 0, h2d_bytes = 0, d2h_bytes = 0, rounds_saved = 0;
           for (auto* e : raw)
             for (const auto& b : e->batch_stats()) {
               kernel_ms += b.kernel_ms;
@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
               d2h_ms += b.d2h_ms;
               pack_ms += b.pack_ms;
               bytes_read += b.postings_bytes_read;
+              rounds_saved += b.early_termination_rounds_saved;
               h2d_bytes += b.h2d_bytes;
               d2h_bytes += b.d2h_bytes;
             }
@@ -293,6 +294,7 @@ int main(int argc, char** argv) {
               {"fraction_of_copy_bandwidth",
                kernel_ms > 0 ? double(bytes_read) / (kernel_ms * 1e6) / copy_gbps : 0.0},
               {"counters", to_json(c)},
+              {"early_termination_rounds_saved", rounds_saved},
               {"verified_queries", checked}, {"verify_failures", wrong}};
           std::cerr << fmt::format(
               "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, "
