@@ -74,11 +74,10 @@ class CpuEngine final : public QueryEngine {
     std::uint64_t and_matches = 0;
     bool early_terminated = false;
   };
-  ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive,
-                   DocId from_doc, std::span<const RankedDoc> running, QueryCounters& counters) const;
-  ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive,
-                    DocId begin, DocId end, SharedThreshold& shared,
-                    QueryCounters& counters) const;
+  ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive, DocId from_doc,
+                   std::span<const RankedDoc> running, QueryCounters& counters) const;
+  ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive, DocId begin,
+                    DocId end, SharedThreshold& shared, QueryCounters& counters) const;
 
   const ShardIndex& shard_;
   std::uint32_t shard_id_;

@@ -9,7 +9,8 @@ namespace gpusearch::cpu {
 namespace {
 
 // Score of document d from every cursor standing on it, in query-term order (as the reference).
-inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCursor> terms, DocId d) {
+inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCursor> terms,
+                                  DocId d) {
   const double norm = ctx.norm(d);
   double s = 0;
   for (PostingCursor& c : terms)
@@ -17,7 +18,9 @@ inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCurs
   return s;
 }
 
-inline bool by_docid(const PostingCursor* a, const PostingCursor* b) { return a->docid() < b->docid(); }
+inline bool by_docid(const PostingCursor* a, const PostingCursor* b) {
+  return a->docid() < b->docid();
+}
 
 // Cursors that hold at least one posting in the range.
 std::vector<PostingCursor*> live_cursors(std::span<PostingCursor> terms) {
@@ -30,7 +33,8 @@ std::vector<PostingCursor*> live_cursors(std::span<PostingCursor> terms) {
 
 // Restores docID order after ord[i] moved forward.
 inline void bubble_up(std::vector<PostingCursor*>& ord, std::size_t i) {
-  for (; i + 1 < ord.size() && ord[i]->docid() > ord[i + 1]->docid(); ++i) std::swap(ord[i], ord[i + 1]);
+  for (; i + 1 < ord.size() && ord[i]->docid() > ord[i + 1]->docid(); ++i)
+    std::swap(ord[i], ord[i + 1]);
 }
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
@@ -218,7 +222,8 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
   std::vector<PostingCursor*> ord = live_cursors(terms);
   if (ord.empty()) return stats;
   // Lists by increasing upper bound; upper[i] bounds what lists 0..i can add together.
-  std::sort(ord.begin(), ord.end(), [](auto* a, auto* b) { return a->max_score() < b->max_score(); });
+  std::sort(ord.begin(), ord.end(),
+            [](auto* a, auto* b) { return a->max_score() < b->max_score(); });
   const std::size_t n = ord.size();
   std::vector<double> upper(n), contrib(terms.size()), block_upper(n);
   std::vector<std::uint8_t> matched(terms.size(), 0);
@@ -275,7 +280,8 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
       } else {
         // Tighter: the block maxima of the non-essential lists at d.
         double acc = 0;
-        for (std::size_t i = 0; i < essential; ++i) block_upper[i] = acc += ord[i]->block_max_score(d);
+        for (std::size_t i = 0; i < essential; ++i)
+          block_upper[i] = acc += ord[i]->block_max_score(d);
         for (std::size_t i = essential; i-- > 0;) {
           if (s + block_upper[i] < threshold) {
             pruned = true;
