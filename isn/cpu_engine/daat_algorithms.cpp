@@ -53,6 +53,7 @@ RunStats ranked_or(const QueryContext& ctx, std::span<PostingCursor> terms, TopK
       if (c.docid() != d) continue;
       s += c.weight() * impact(c.freq(), norm);
       c.next();
+      ctx.prefetch(c.docid());  // the next candidate's length, a likely cache miss
     }
     ++counters.docs_scored;
     ctx.offer(top, d, s);
@@ -190,7 +191,10 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
       if (first == pivot) {
         ++counters.docs_scored;
         ctx.offer(top, pivot, score_in_term_order(ctx, terms, pivot));
-        for (std::size_t i = 0; i <= p; ++i) ord[i]->next();
+        for (std::size_t i = 0; i <= p; ++i) {
+          ord[i]->next();
+          ctx.prefetch(ord[i]->docid());
+        }
         std::sort(ord.begin(), ord.end(), by_docid);
       } else {
         std::size_t q = p;
@@ -271,6 +275,7 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
       contrib[term_index[i]] = c;
       matched[term_index[i]] = 1;
       ord[i]->next();
+      ctx.prefetch(ord[i]->docid());
     }
     ++counters.docs_scored;
     bool pruned = false;

@@ -102,7 +102,9 @@ struct QueryContext {
   // The reference's length normalization of document d (bit-identical).
   double norm(DocId d) const { return length_norm(bm25, lengths[d], avg_doc_length); }
   // Starts loading what scoring d needs (a cache miss on large shards) while bounds are checked.
-  void prefetch(DocId d) const { __builtin_prefetch(lengths + d); }
+  void prefetch(DocId d) const {
+    if (d != kNoDoc) __builtin_prefetch(lengths + d);
+  }
   // The static part of d's score; zero (and no memory access) for bm25.
   double static_score(DocId d) const {
     return static_weight == 0 ? 0.0 : static_weight * double(pagerank[d]);
