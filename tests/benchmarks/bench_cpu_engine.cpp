@@ -7,7 +7,7 @@
 //
 //   bench_cpu_engine --index DIR --queries FILE --out JSON [--k 10,100,1000]
 //                    [--algorithms exhaustive,wand,bmw,maxscore] [--threads N] [--limit Q]
-//                    [--mode or] [--scoring bm25] [--shard 0]
+//                    [--mode or] [--scoring bm25] [--shard 0] [--intra-query N]
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   std::string index_dir, queries_path, out_path,
       ks_arg = "10,100,1000", algorithms_arg = "exhaustive,wand,bmw,maxscore", mode_arg = "or",
       scoring_arg = "bm25";
-  unsigned threads = 0;
+  unsigned threads = 0, intra_query = 0;
   std::size_t limit = 2000;
   std::uint32_t shard_id = 0;
   app.add_option("--index", index_dir, "index directory")->required();
@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode_arg, "and, or, and-or")->capture_default_str();
   app.add_option("--scoring", scoring_arg, "bm25, bm25-pr")->capture_default_str();
   app.add_option("--shard", shard_id, "shard to query")->capture_default_str();
+  app.add_option("--intra-query", intra_query,
+                 "also time each query split over N threads (0: off)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads == 0) threads = unsigned(tbb::info::default_concurrency());
@@ -246,6 +248,25 @@ int main(int argc, char** argv) {
           }
           qps = double(queries.size()) / best;
         }
+        // Latency with one query's docID range split over intra_query threads.
+        double intra_mean = NAN;
+        if (intra_query > 1) {
+          cpu::CpuEngine split_engine(shard, shard_id, {a, intra_query, true});
+          tbb::task_arena arena{static_cast<int>(intra_query)};
+          double sum = 0;
+          arena.execute([&] {
+            for (const Query& q : queries) {
+              const auto t0 = Clock::now();
+              split_engine.search_one(q, params);
+              sum += seconds_since(t0) * 1e3;
+            }
+          });
+          intra_mean = sum / double(Q);
+          fmt::print(
+              "{:<11} {:>5} intra-query {} threads: mean {:.3f} ms ({:.2f}x its single-thread "
+              "mean)\n",
+              name, k, intra_query, intra_mean, mean / intra_mean);
+        }
         if (a == cpu::Algorithm::kExhaustive) {
           exhaustive_postings = double(total.postings_decoded);
           exhaustive_scored = double(total.docs_scored);
@@ -274,7 +295,10 @@ int main(int argc, char** argv) {
                            {"fraction_of_exhaustive",
                             {{"postings_decoded", f_postings}, {"docs_scored", f_scored}}},
                            {"speedup_vs_exhaustive", speedup},
-                           {"wrong_answers", wrong}});
+                           {"wrong_answers", wrong},
+                           {"intra_query_threads", intra_query},
+                           {"intra_query_mean_ms",
+                            intra_query > 1 ? nlohmann::json(intra_mean) : nlohmann::json()}});
       }
     }
     nlohmann::json report = {
