@@ -350,6 +350,28 @@ TEST_F(CpuEngineTest, SearchSessionWritesTheReferenceRunFile) {
   }
 }
 
+TEST_F(CpuEngineTest, EarlyTerminationIsCountedAndResumeNeedsTheAndOrState) {
+  const Index index = open("one");
+  const auto qs = queries(index, 40);
+  cpu::CpuEngine e(index.shard(0), 0, {cpu::Algorithm::kMaxScore, 1, true});
+  QueryCounters c;
+  for (const Query& q : qs) c.add(e.search_one(q, {Mode::kOr, Scoring::kBm25Pr, 0.3, 1}).counters);
+  EXPECT_GT(c.early_terminations, 0u);
+  EXPECT_LE(c.early_terminations, qs.size());
+  const std::vector<RankedDoc> running;
+  EXPECT_THROW(e.resume(qs[0], {Mode::kAndOr, Scoring::kBm25, 0.3, 10}, 5,
+                        std::span<const RankedDoc>(running)),
+               InputError);
+  // Resuming past the end returns the running answer untouched.
+  const ShardResult full = e.search_one(qs[0], {Mode::kOr, Scoring::kBm25, 0.3, 10});
+  const ShardResult same =
+      e.resume(qs[0], {Mode::kOr, Scoring::kBm25, 0.3, 10}, index.shard(0).num_docs(),
+               std::span<const RankedDoc>(full.hits));
+  ASSERT_EQ(same.hits.size(), full.hits.size());
+  for (std::size_t i = 0; i < full.hits.size(); ++i) EXPECT_EQ(same.hits[i].doc, full.hits[i].doc);
+  EXPECT_EQ(same.counters.postings_decoded, 0u);
+}
+
 TEST(CpuEngine, FactoryMakesTheCpuEngineAndRejectsUnknownAlgorithms) {
   TempDir tmp;
   BuildOptions o;
