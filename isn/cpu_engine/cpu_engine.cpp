@@ -92,6 +92,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   QueryContext ctx;
   ctx.shard = &shard_;
   ctx.shard_id = shard_id_;
+  ctx.num_docs = shard_.num_docs();
   ctx.lengths = shard_.doc_lengths().data();
   ctx.bm25 = ip.bm25;
   ctx.avg_doc_length = ip.collection.avg_doc_length;

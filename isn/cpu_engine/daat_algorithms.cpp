@@ -205,10 +205,19 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
     } else {
       // No document before the end of the shortest of those blocks (nor before the next list's
       // docID) can qualify: move the list with the largest bound past it.
-      DocId next = kNoDoc;
-      for (std::size_t i = 0; i <= p; ++i) next = std::min(next, ord[i]->block_max_last());
-      if (next != kNoDoc) ++next;
-      if (p + 1 < ord.size()) next = std::min(next, ord[p + 1]->docid());
+      const DocId cap = p + 1 < ord.size() ? ord[p + 1]->docid() : kNoDoc;
+      DocId next = pivot;
+      // Skip shallowly (no decoding) over the following blocks of lists 0..p for as long as
+      // their block maxima stay below the threshold and no other list joins in.
+      for (;;) {
+        DocId last = kNoDoc;
+        for (std::size_t i = 0; i <= p; ++i) last = std::min(last, ord[i]->block_max_last());
+        next = last == kNoDoc ? kNoDoc : std::min(last + 1, cap);
+        if (next >= cap || next >= ctx.num_docs) break;
+        double bound = ctx.static_bound(next);
+        for (std::size_t i = 0; i <= p; ++i) bound += ord[i]->block_max_score(next);
+        if (!(bound < threshold)) break;
+      }
       if (next <= pivot) next = pivot + 1;
       std::size_t q = 0;
       for (std::size_t i = 1; i <= p; ++i)

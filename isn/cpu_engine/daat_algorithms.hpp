@@ -68,6 +68,7 @@ class TopK {
 struct QueryContext {
   const ShardIndex* shard = nullptr;
   std::uint32_t shard_id = 0;
+  DocId num_docs = 0;
   const std::uint32_t* lengths = nullptr;
   Bm25Params bm25;
   double avg_doc_length = 1;
