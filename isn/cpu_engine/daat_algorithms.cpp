@@ -81,16 +81,26 @@ RunStats ranked_and(const QueryContext& ctx, std::span<PostingCursor> terms, Top
           stats.early_terminated = true;
           break;
         }
-        double bound = ctx.static_bound(d);
-        DocId bound_last = kNoDoc;
-        for (PostingCursor* c : ord) {
-          bound += c->block_max_score(d);
-          bound_last = std::min(bound_last, c->block_max_last());
+        // Every document up to the first block end keeps the same (or a smaller) bound; skip
+        // shallowly (no decoding) while the bound stays below the threshold.
+        DocId next = d;
+        for (;;) {
+          double bound = ctx.static_bound(next);
+          DocId bound_last = kNoDoc;
+          for (PostingCursor* c : ord) {
+            bound += c->block_max_score(next);
+            bound_last = std::min(bound_last, c->block_max_last());
+          }
+          if (!(bound < threshold)) break;
+          next = bound_last == kNoDoc ? kNoDoc : bound_last + 1;
+          if (next >= ctx.num_docs) {
+            next = kNoDoc;
+            break;
+          }
         }
-        if (bound < threshold) {
-          // Every document up to the first block end keeps the same (or a smaller) bound.
-          if (bound_last == kNoDoc) break;
-          lead.next_geq(bound_last + 1);
+        if (next != d) {
+          if (next == kNoDoc) break;
+          lead.next_geq(next);
           d = lead.docid();
           continue;
         }
