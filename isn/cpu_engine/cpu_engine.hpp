@@ -64,7 +64,8 @@ class CpuEngine final : public QueryEngine {
   // only the work of this call. from_doc >= num_docs returns the running answer.
   ShardResult resume(const Query& query, const SearchParams& params, DocId from_doc,
                      const ShardResult& running) const;
-  // The same for modes and/or, with the running top-k as a list.
+  // The same for modes and/or, with the running top-k as a list; throws InputError for and-or
+  // (which needs the running AND count and OR top-k as well).
   ShardResult resume(const Query& query, const SearchParams& params, DocId from_doc,
                      std::span<const RankedDoc> running_top_k) const;
 
