@@ -64,7 +64,7 @@ void expect_and_or_contract(const ReferenceShardAnswer& ref, const ShardResult& 
 // Checks every setting for `queries` on `index`; returns the number of checks.
 std::size_t check_index(const Index& index, const std::vector<Query>& queries,
                         const std::vector<unsigned>& ks, const std::vector<unsigned>& threads,
-                        const std::vector<cpu::Algorithm>& algorithms) {
+                        const std::vector<cpu::Algorithm>& algorithms, double alpha = 0.3) {
   std::size_t checks = 0;
   for (unsigned t : threads) {
     for (cpu::Algorithm a : algorithms) {
@@ -72,7 +72,7 @@ std::size_t check_index(const Index& index, const std::vector<Query>& queries,
       for (Scoring scoring : kScorings) {
         for (Mode mode : kModes) {
           for (unsigned k : ks) {
-            const SearchParams p{mode, scoring, 0.3, k};
+            const SearchParams p{mode, scoring, alpha, k};
             std::vector<ShardResult> out(index.num_open_shards() * queries.size());
             for (std::size_t s = 0; s < index.num_open_shards(); ++s)
               e.engines[s]->search(queries, p,
@@ -231,6 +231,19 @@ TEST_F(CpuEngineTest, EveryAlgorithmEqualsTheReferenceOnGsTiersWithAlphaZero) {
   EXPECT_GT(check_index(index, queries(index, 30), {1, 10, 100, 1000}, {1},
                         {std::begin(kAlgorithms), std::end(kAlgorithms)}),
             2000u);
+}
+
+// bm25-pr with a query-time alpha other than the index's: GS bounds must adapt (or switch off,
+// for an index built with alpha 0), and alpha = 1 leaves only the static part.
+TEST_F(CpuEngineTest, QueryAlphaOtherThanTheIndexAlpha) {
+  for (const char* name : {"one", "tiers"}) {
+    const Index index = open(name);
+    for (double alpha : {0.0, 0.05, 0.7, 1.0})
+      EXPECT_GT(check_index(index, queries(index, 15), {1, 10, 100}, {1, 3},
+                            {std::begin(kAlgorithms), std::end(kAlgorithms)}, alpha),
+                500u)
+          << name << " alpha " << alpha;
+  }
 }
 
 TEST_F(CpuEngineTest, IntraQueryParallelismKeepsTheAnswer) {
