@@ -14,25 +14,33 @@ namespace gpusearch::cpu {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kExhaustive: return "exhaustive";
-    case Algorithm::kWand: return "wand";
-    case Algorithm::kBmw: return "bmw";
-    case Algorithm::kMaxScore: return "maxscore";
+    case Algorithm::kExhaustive:
+      return "exhaustive";
+    case Algorithm::kWand:
+      return "wand";
+    case Algorithm::kBmw:
+      return "bmw";
+    case Algorithm::kMaxScore:
+      return "maxscore";
   }
   return "?";
 }
 
-std::vector<std::string> algorithm_names() { return {"exhaustive", "wand", "bmw", "maxscore"}; }
+std::vector<std::string> algorithm_names() {
+  return {"exhaustive", "wand", "bmw", "maxscore"};
+}
 
 Algorithm parse_algorithm(std::string_view s) {
   if (s.empty()) return kDefaultAlgorithm;
-  for (Algorithm a : {Algorithm::kExhaustive, Algorithm::kWand, Algorithm::kBmw, Algorithm::kMaxScore})
+  for (Algorithm a :
+       {Algorithm::kExhaustive, Algorithm::kWand, Algorithm::kBmw, Algorithm::kMaxScore})
     if (s == to_string(a)) return a;
   if (s == "or" || s == "ranked-or") return Algorithm::kExhaustive;
   if (s == "block-max-wand") return Algorithm::kBmw;
   if (s == "block-max-maxscore") return Algorithm::kMaxScore;
-  throw InputError("--algorithm", 0, fmt::format("unknown cpu algorithm '{}' ({})", s,
-                                                 fmt::join(algorithm_names(), ", ")));
+  throw InputError(
+      "--algorithm", 0,
+      fmt::format("unknown cpu algorithm '{}' ({})", s, fmt::join(algorithm_names(), ", ")));
 }
 
 CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineOptions options)
@@ -84,6 +92,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   QueryContext ctx;
   ctx.shard = &shard_;
   ctx.shard_id = shard_id_;
+  ctx.num_docs = shard_.num_docs();
   ctx.lengths = shard_.doc_lengths().data();
   ctx.bm25 = ip.bm25;
   ctx.avg_doc_length = ip.collection.avg_doc_length;
@@ -106,10 +115,18 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
     stats = ranked_and(ctx, cursors, top, counters, a != Algorithm::kExhaustive);
   } else {
     switch (a) {
-      case Algorithm::kExhaustive: stats = ranked_or(ctx, cursors, top, counters); break;
-      case Algorithm::kWand: stats = wand(ctx, cursors, top, counters); break;
-      case Algorithm::kBmw: stats = block_max_wand(ctx, cursors, top, counters); break;
-      case Algorithm::kMaxScore: stats = block_max_maxscore(ctx, cursors, top, counters); break;
+      case Algorithm::kExhaustive:
+        stats = ranked_or(ctx, cursors, top, counters);
+        break;
+      case Algorithm::kWand:
+        stats = wand(ctx, cursors, top, counters);
+        break;
+      case Algorithm::kBmw:
+        stats = block_max_wand(ctx, cursors, top, counters);
+        break;
+      case Algorithm::kMaxScore:
+        stats = block_max_maxscore(ctx, cursors, top, counters);
+        break;
     }
   }
   for (PostingCursor& c : cursors) c.finish();
@@ -132,7 +149,8 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
 
   // Equal docID ranges of at least 1024 documents each.
   const DocId span = n - from_doc;
-  const unsigned parts = std::max(1u, std::min<unsigned>(options_.intra_query_threads, span / 1024));
+  const unsigned parts =
+      std::max(1u, std::min<unsigned>(options_.intra_query_threads, span / 1024));
   if (parts == 1) {
     ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared, counters);
     result.hits.insert(result.hits.end(), r.hits.begin(), r.hits.end());
@@ -143,7 +161,8 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
     std::vector<QueryCounters> part_counters(parts);
     tbb::parallel_for(0u, parts, [&](unsigned p) {
       const DocId b = from_doc + DocId(std::uint64_t(span) * p / parts);
-      const DocId e = p + 1 == parts ? kNoDoc : from_doc + DocId(std::uint64_t(span) * (p + 1) / parts);
+      const DocId e =
+          p + 1 == parts ? kNoDoc : from_doc + DocId(std::uint64_t(span) * (p + 1) / parts);
       runs[p] = run_range(query, params, conjunctive, b, e, shared, part_counters[p]);
     });
     for (unsigned p = 0; p < parts; ++p) {
@@ -164,7 +183,8 @@ ShardResult CpuEngine::resume(const Query& query, const SearchParams& params, Do
   switch (params.mode) {
     case Mode::kAnd:
     case Mode::kOr: {
-      ModeRun m = run_mode(query, params, params.mode == Mode::kAnd, from_doc, running.hits, r.counters);
+      ModeRun m =
+          run_mode(query, params, params.mode == Mode::kAnd, from_doc, running.hits, r.counters);
       r.hits = std::move(m.hits);
       early = m.early_terminated;
       break;

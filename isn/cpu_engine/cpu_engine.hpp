@@ -64,7 +64,8 @@ class CpuEngine final : public QueryEngine {
   // only the work of this call. from_doc >= num_docs returns the running answer.
   ShardResult resume(const Query& query, const SearchParams& params, DocId from_doc,
                      const ShardResult& running) const;
-  // The same for modes and/or, with the running top-k as a list.
+  // The same for modes and/or, with the running top-k as a list; throws InputError for and-or
+  // (which needs the running AND count and OR top-k as well).
   ShardResult resume(const Query& query, const SearchParams& params, DocId from_doc,
                      std::span<const RankedDoc> running_top_k) const;
 
@@ -74,11 +75,10 @@ class CpuEngine final : public QueryEngine {
     std::uint64_t and_matches = 0;
     bool early_terminated = false;
   };
-  ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive,
-                   DocId from_doc, std::span<const RankedDoc> running, QueryCounters& counters) const;
-  ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive,
-                    DocId begin, DocId end, SharedThreshold& shared,
-                    QueryCounters& counters) const;
+  ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive, DocId from_doc,
+                   std::span<const RankedDoc> running, QueryCounters& counters) const;
+  ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive, DocId begin,
+                    DocId end, SharedThreshold& shared, QueryCounters& counters) const;
 
   const ShardIndex& shard_;
   std::uint32_t shard_id_;

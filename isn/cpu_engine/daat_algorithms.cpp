@@ -9,7 +9,8 @@ namespace gpusearch::cpu {
 namespace {
 
 // Score of document d from every cursor standing on it, in query-term order (as the reference).
-inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCursor> terms, DocId d) {
+inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCursor> terms,
+                                  DocId d) {
   const double norm = ctx.norm(d);
   double s = 0;
   for (PostingCursor& c : terms)
@@ -17,7 +18,9 @@ inline double score_in_term_order(const QueryContext& ctx, std::span<PostingCurs
   return s;
 }
 
-inline bool by_docid(const PostingCursor* a, const PostingCursor* b) { return a->docid() < b->docid(); }
+inline bool by_docid(const PostingCursor* a, const PostingCursor* b) {
+  return a->docid() < b->docid();
+}
 
 // Cursors that hold at least one posting in the range.
 std::vector<PostingCursor*> live_cursors(std::span<PostingCursor> terms) {
@@ -30,7 +33,8 @@ std::vector<PostingCursor*> live_cursors(std::span<PostingCursor> terms) {
 
 // Restores docID order after ord[i] moved forward.
 inline void bubble_up(std::vector<PostingCursor*>& ord, std::size_t i) {
-  for (; i + 1 < ord.size() && ord[i]->docid() > ord[i + 1]->docid(); ++i) std::swap(ord[i], ord[i + 1]);
+  for (; i + 1 < ord.size() && ord[i]->docid() > ord[i + 1]->docid(); ++i)
+    std::swap(ord[i], ord[i + 1]);
 }
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
@@ -49,6 +53,7 @@ RunStats ranked_or(const QueryContext& ctx, std::span<PostingCursor> terms, TopK
       if (c.docid() != d) continue;
       s += c.weight() * impact(c.freq(), norm);
       c.next();
+      ctx.prefetch(c.docid());  // the next candidate's length, a likely cache miss
     }
     ++counters.docs_scored;
     ctx.offer(top, d, s);
@@ -76,16 +81,26 @@ RunStats ranked_and(const QueryContext& ctx, std::span<PostingCursor> terms, Top
           stats.early_terminated = true;
           break;
         }
-        double bound = ctx.static_bound(d);
-        DocId bound_last = kNoDoc;
-        for (PostingCursor* c : ord) {
-          bound += c->block_max_score(d);
-          bound_last = std::min(bound_last, c->block_max_last());
+        // Every document up to the first block end keeps the same (or a smaller) bound; skip
+        // shallowly (no decoding) while the bound stays below the threshold.
+        DocId next = d;
+        for (;;) {
+          double bound = ctx.static_bound(next);
+          DocId bound_last = kNoDoc;
+          for (PostingCursor* c : ord) {
+            bound += c->block_max_score(next);
+            bound_last = std::min(bound_last, c->block_max_last());
+          }
+          if (!(bound < threshold)) break;
+          next = bound_last == kNoDoc ? kNoDoc : bound_last + 1;
+          if (next >= ctx.num_docs) {
+            next = kNoDoc;
+            break;
+          }
         }
-        if (bound < threshold) {
-          // Every document up to the first block end keeps the same (or a smaller) bound.
-          if (bound_last == kNoDoc) break;
-          lead.next_geq(bound_last + 1);
+        if (next != d) {
+          if (next == kNoDoc) break;
+          lead.next_geq(next);
           d = lead.docid();
           continue;
         }
@@ -186,7 +201,10 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
       if (first == pivot) {
         ++counters.docs_scored;
         ctx.offer(top, pivot, score_in_term_order(ctx, terms, pivot));
-        for (std::size_t i = 0; i <= p; ++i) ord[i]->next();
+        for (std::size_t i = 0; i <= p; ++i) {
+          ord[i]->next();
+          ctx.prefetch(ord[i]->docid());
+        }
         std::sort(ord.begin(), ord.end(), by_docid);
       } else {
         std::size_t q = p;
@@ -197,10 +215,19 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
     } else {
       // No document before the end of the shortest of those blocks (nor before the next list's
       // docID) can qualify: move the list with the largest bound past it.
-      DocId next = kNoDoc;
-      for (std::size_t i = 0; i <= p; ++i) next = std::min(next, ord[i]->block_max_last());
-      if (next != kNoDoc) ++next;
-      if (p + 1 < ord.size()) next = std::min(next, ord[p + 1]->docid());
+      const DocId cap = p + 1 < ord.size() ? ord[p + 1]->docid() : kNoDoc;
+      DocId next = pivot;
+      // Skip shallowly (no decoding) over the following blocks of lists 0..p for as long as
+      // their block maxima stay below the threshold and no other list joins in.
+      for (;;) {
+        DocId last = kNoDoc;
+        for (std::size_t i = 0; i <= p; ++i) last = std::min(last, ord[i]->block_max_last());
+        next = last == kNoDoc ? kNoDoc : std::min(last + 1, cap);
+        if (next >= cap || next >= ctx.num_docs) break;
+        double bound = ctx.static_bound(next);
+        for (std::size_t i = 0; i <= p; ++i) bound += ord[i]->block_max_score(next);
+        if (!(bound < threshold)) break;
+      }
       if (next <= pivot) next = pivot + 1;
       std::size_t q = 0;
       for (std::size_t i = 1; i <= p; ++i)
@@ -218,7 +245,8 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
   std::vector<PostingCursor*> ord = live_cursors(terms);
   if (ord.empty()) return stats;
   // Lists by increasing upper bound; upper[i] bounds what lists 0..i can add together.
-  std::sort(ord.begin(), ord.end(), [](auto* a, auto* b) { return a->max_score() < b->max_score(); });
+  std::sort(ord.begin(), ord.end(),
+            [](auto* a, auto* b) { return a->max_score() < b->max_score(); });
   const std::size_t n = ord.size();
   std::vector<double> upper(n), contrib(terms.size()), block_upper(n);
   std::vector<std::uint8_t> matched(terms.size(), 0);
@@ -266,6 +294,7 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
       contrib[term_index[i]] = c;
       matched[term_index[i]] = 1;
       ord[i]->next();
+      ctx.prefetch(ord[i]->docid());
     }
     ++counters.docs_scored;
     bool pruned = false;
@@ -275,7 +304,8 @@ RunStats block_max_maxscore(const QueryContext& ctx, std::span<PostingCursor> te
       } else {
         // Tighter: the block maxima of the non-essential lists at d.
         double acc = 0;
-        for (std::size_t i = 0; i < essential; ++i) block_upper[i] = acc += ord[i]->block_max_score(d);
+        for (std::size_t i = 0; i < essential; ++i)
+          block_upper[i] = acc += ord[i]->block_max_score(d);
         for (std::size_t i = essential; i-- > 0;) {
           if (s + block_upper[i] < threshold) {
             pruned = true;

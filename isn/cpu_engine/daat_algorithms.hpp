@@ -68,6 +68,7 @@ class TopK {
 struct QueryContext {
   const ShardIndex* shard = nullptr;
   std::uint32_t shard_id = 0;
+  DocId num_docs = 0;
   const std::uint32_t* lengths = nullptr;
   Bm25Params bm25;
   double avg_doc_length = 1;
@@ -96,14 +97,19 @@ struct QueryContext {
   }
   // True when no document d' >= d can reach `threshold` (paper 000, eq. 5).
   bool gs_stop(DocId d, double threshold) const {
-    return gs_factor && *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
+    return gs_factor &&
+           *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
   }
   // The reference's length normalization of document d (bit-identical).
   double norm(DocId d) const { return length_norm(bm25, lengths[d], avg_doc_length); }
   // Starts loading what scoring d needs (a cache miss on large shards) while bounds are checked.
-  void prefetch(DocId d) const { __builtin_prefetch(lengths + d); }
+  void prefetch(DocId d) const {
+    if (d != kNoDoc) __builtin_prefetch(lengths + d);
+  }
   // The static part of d's score; zero (and no memory access) for bm25.
-  double static_score(DocId d) const { return static_weight == 0 ? 0.0 : static_weight * double(pagerank[d]); }
+  double static_score(DocId d) const {
+    return static_weight == 0 ? 0.0 : static_weight * double(pagerank[d]);
+  }
   // Offers d with the given sum of term scores (query-term order) to the top-k; the rank is
   // looked up only for documents that can enter.
   void offer(TopK& top, DocId d, double term_sum) const {

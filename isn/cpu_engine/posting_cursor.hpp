@@ -34,10 +34,13 @@ class PostingCursor {
     end_ = end;
     counters_ = counters;
     // Blocks that can hold docIDs in [begin, end): the skipped-block count is taken against them.
-    const std::uint32_t first = std::uint32_t(std::lower_bound(last_, last_ + num_blocks_, begin) - last_);
+    const std::uint32_t first =
+        std::uint32_t(std::lower_bound(last_, last_ + num_blocks_, begin) - last_);
     std::uint32_t stop = num_blocks_;
     if (end != kNoDoc && first < num_blocks_)
-      stop = std::min<std::uint32_t>(num_blocks_, std::uint32_t(std::lower_bound(last_ + first, last_ + num_blocks_, end) - last_) + 1);
+      stop = std::min<std::uint32_t>(
+          num_blocks_,
+          std::uint32_t(std::lower_bound(last_ + first, last_ + num_blocks_, end) - last_) + 1);
     blocks_in_range_ = first < stop ? stop - first : 0;
     blocks_decoded_ = 0;
     block_ = kNone;
@@ -54,7 +57,8 @@ class PostingCursor {
 
   // Adds the blocks this cursor never decoded (skipped or left behind) to the counters.
   void finish() {
-    if (counters_ && blocks_in_range_ > blocks_decoded_) counters_->blocks_skipped += blocks_in_range_ - blocks_decoded_;
+    if (counters_ && blocks_in_range_ > blocks_decoded_)
+      counters_->blocks_skipped += blocks_in_range_ - blocks_decoded_;
     blocks_in_range_ = 0;
   }
 
@@ -125,7 +129,8 @@ class PostingCursor {
 
   void load_block(std::uint32_t b) {
     const std::uint64_t global = info_->first_block + b;
-    freq_part_ = codec::decode_docids(shard_->block_data(global), shard_->block_floor(*info_, global), docs_);
+    freq_part_ = codec::decode_docids(shard_->block_data(global),
+                                      shard_->block_floor(*info_, global), docs_);
     block_ = b;
     count_ = b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
     freqs_decoded_ = false;

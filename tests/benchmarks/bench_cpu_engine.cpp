@@ -7,21 +7,21 @@
 //
 //   bench_cpu_engine --index DIR --queries FILE --out JSON [--k 10,100,1000]
 //                    [--algorithms exhaustive,wand,bmw,maxscore] [--threads N] [--limit Q]
-//                    [--mode or] [--scoring bm25] [--shard 0]
+//                    [--mode or] [--scoring bm25] [--shard 0] [--intra-query N]
 #include <algorithm>
 #include <chrono>
 #include <ctime>
-#include <memory>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <numeric>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 #include <tbb/task_arena.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/block_codec.hpp"
 #include "common/result_compare.hpp"
@@ -68,7 +68,8 @@ std::pair<std::uint64_t, std::uint64_t> decode_lists(const ShardIndex& shard,
   for (TermId t : terms) {
     const TermInfo& ti = shard.term(t);
     for (std::uint64_t b = ti.first_block; b < ti.first_block + ti.num_blocks; ++b) {
-      const std::uint32_t* fp = codec::decode_docids(shard.block_data(b), shard.block_floor(ti, b), docs);
+      const std::uint32_t* fp =
+          codec::decode_docids(shard.block_data(b), shard.block_floor(ti, b), docs);
       codec::decode_freqs(fp, freqs);
       const unsigned n = codec::read_header(shard.block_data(b)[0]).count;
       sum += docs[n - 1] + freqs[0];
@@ -83,7 +84,8 @@ std::vector<std::string> split(const std::string& s) {
   std::size_t start = 0;
   while (start <= s.size()) {
     const std::size_t comma = s.find(',', start);
-    const std::string part = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string part =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!part.empty()) out.push_back(part);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -95,22 +97,26 @@ std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_cpu_engine: CPU query algorithms, latency, throughput and work"};
-  std::string index_dir, queries_path, out_path, ks_arg = "10,100,1000",
-                                                 algorithms_arg = "exhaustive,wand,bmw,maxscore",
-                                                 mode_arg = "or", scoring_arg = "bm25";
-  unsigned threads = 0;
+  std::string index_dir, queries_path, out_path,
+      ks_arg = "10,100,1000", algorithms_arg = "exhaustive,wand,bmw,maxscore", mode_arg = "or",
+      scoring_arg = "bm25";
+  unsigned threads = 0, intra_query = 0;
   std::size_t limit = 2000;
   std::uint32_t shard_id = 0;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "queries (TSV or TREC topics)")->required();
   app.add_option("--out", out_path, "JSON output")->required();
   app.add_option("--k", ks_arg, "comma-separated k values")->capture_default_str();
-  app.add_option("--algorithms", algorithms_arg, "comma-separated algorithms")->capture_default_str();
+  app.add_option("--algorithms", algorithms_arg, "comma-separated algorithms")
+      ->capture_default_str();
   app.add_option("--threads", threads, "threads for the throughput run (0: all cores)");
-  app.add_option("--limit", limit, "queries used (the first ones with a known term)")->capture_default_str();
+  app.add_option("--limit", limit, "queries used (the first ones with a known term)")
+      ->capture_default_str();
   app.add_option("--mode", mode_arg, "and, or, and-or")->capture_default_str();
   app.add_option("--scoring", scoring_arg, "bm25, bm25-pr")->capture_default_str();
   app.add_option("--shard", shard_id, "shard to query")->capture_default_str();
+  app.add_option("--intra-query", intra_query,
+                 "also time each query split over N threads (0: off)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads == 0) threads = unsigned(tbb::info::default_concurrency());
@@ -131,7 +137,8 @@ int main(int argc, char** argv) {
 
     // Decoding speed: every block of every query term, one core, best of 3.
     std::vector<TermId> all_terms;
-    for (const Query& q : queries) all_terms.insert(all_terms.end(), q.terms.begin(), q.terms.end());
+    for (const Query& q : queries)
+      all_terms.insert(all_terms.end(), q.terms.begin(), q.terms.end());
     std::sort(all_terms.begin(), all_terms.end());
     all_terms.erase(std::unique(all_terms.begin(), all_terms.end()), all_terms.end());
     double decode_best = 1e30;
@@ -142,8 +149,9 @@ int main(int argc, char** argv) {
       decode_best = std::min(decode_best, seconds_since(t0));
     }
     const double decode_ints_per_s = double(decoded_ints) / decode_best;
-    fmt::print("{}: {} docs, {} queries ({:.2f} terms), mode {}, scoring {}, {} threads\n", index_dir,
-               shard.num_docs(), queries.size(), mean_terms, mode_arg, scoring_arg, threads);
+    fmt::print("{}: {} docs, {} queries ({:.2f} terms), mode {}, scoring {}, {} threads\n",
+               index_dir, shard.num_docs(), queries.size(), mean_terms, mode_arg, scoring_arg,
+               threads);
     fmt::print("block decoding (docIDs + freqs, one core): {:.3g} ints/s (checksum {})\n",
                decode_ints_per_s, checksum % 1000);
 
@@ -154,8 +162,9 @@ int main(int argc, char** argv) {
     const Mode exact_mode = params.mode == Mode::kAnd ? Mode::kAnd : Mode::kOr;
 
     nlohmann::json results = nlohmann::json::array();
-    fmt::print("{:<11} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6}\n", "algorithm", "k",
-               "mean ms", "p50 ms", "p99 ms", "cpu ms", "QPS", "postings", "scored", "speedup", "cpu x", "wrong");
+    fmt::print("{:<11} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6}\n",
+               "algorithm", "k", "mean ms", "p50 ms", "p99 ms", "cpu ms", "QPS", "postings",
+               "scored", "speedup", "cpu x", "wrong");
     for (const std::string& kstr : split(ks_arg)) {
       const unsigned k = unsigned(std::stoul(kstr));
       params.k = k;
@@ -167,7 +176,8 @@ int main(int argc, char** argv) {
       deep_params.mode = params.mode == Mode::kAndOr ? Mode::kAndOr : exact_mode;
       std::vector<ShardResult> deep(queries.size());
       exact_engine.search(queries, deep_params, deep);
-      double exhaustive_postings = 0, exhaustive_scored = 0, exhaustive_mean = 0, exhaustive_cpu = 0;
+      double exhaustive_postings = 0, exhaustive_scored = 0, exhaustive_mean = 0,
+             exhaustive_cpu = 0;
       // Latency: every query runs under every algorithm back to back (interleaved, in rotated
       // order), so that load
       // from other processes on a shared machine hits all algorithms alike; wall and thread CPU
@@ -178,7 +188,8 @@ int main(int argc, char** argv) {
       for (const std::string& name : names)
         engines.push_back(std::make_unique<cpu::CpuEngine>(
             shard, shard_id, cpu::CpuEngineOptions{cpu::parse_algorithm(name), 1, true}));
-      std::vector<std::vector<double>> wall_ms(A, std::vector<double>(Q)), cpu_ms(A, std::vector<double>(Q));
+      std::vector<std::vector<double>> wall_ms(A, std::vector<double>(Q)),
+          cpu_ms(A, std::vector<double>(Q));
       std::vector<QueryCounters> totals(A);
       std::vector<std::size_t> wrongs(A, 0);
       for (std::size_t i = 0; i < Q; ++i) {
@@ -193,11 +204,16 @@ int main(int argc, char** argv) {
           totals[j].add(got_result.counters);
           // Correctness against exhaustive (and-or: the list the shard result would answer with).
           const ShardResult& d = deep[i];
-          const bool use_or = params.mode == Mode::kOr || (params.mode == Mode::kAndOr && d.and_matches < k);
+          const bool use_or =
+              params.mode == Mode::kOr || (params.mode == Mode::kAndOr && d.and_matches < k);
           const auto& ref = params.mode == Mode::kAndOr && use_or ? d.or_hits : d.hits;
-          const auto& got = params.mode == Mode::kAndOr && got_result.and_matches < k ? got_result.or_hits : got_result.hits;
-          const std::uint64_t matches = params.mode == Mode::kAndOr ? (use_or ? d.counters.docs_scored - d.and_matches : d.and_matches)
-                                                                    : d.counters.docs_scored;
+          const auto& got = params.mode == Mode::kAndOr && got_result.and_matches < k
+                                ? got_result.or_hits
+                                : got_result.hits;
+          const std::uint64_t matches =
+              params.mode == Mode::kAndOr
+                  ? (use_or ? d.counters.docs_scored - d.and_matches : d.and_matches)
+                  : d.counters.docs_scored;
           if (compare_top_k(ref, matches >= ref.size() ? matches : ref.size(), k, got)) ++wrongs[j];
         }
       }
@@ -209,12 +225,15 @@ int main(int argc, char** argv) {
         const std::size_t wrong = wrongs[j];
         std::vector<double> sorted = wall_ms[j];
         std::sort(sorted.begin(), sorted.end());
-        const double mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / double(sorted.size());
+        const double mean =
+            std::accumulate(sorted.begin(), sorted.end(), 0.0) / double(sorted.size());
         const double p50 = sorted[sorted.size() / 2];
-        const double p99 = sorted[std::min(sorted.size() - 1, std::size_t(double(sorted.size()) * 0.99))];
+        const double p99 =
+            sorted[std::min(sorted.size() - 1, std::size_t(double(sorted.size()) * 0.99))];
         std::vector<double> sorted_cpu = cpu_ms[j];
         std::sort(sorted_cpu.begin(), sorted_cpu.end());
-        const double cpu_mean = std::accumulate(sorted_cpu.begin(), sorted_cpu.end(), 0.0) / double(Q);
+        const double cpu_mean =
+            std::accumulate(sorted_cpu.begin(), sorted_cpu.end(), 0.0) / double(Q);
         const double cpu_p99 = sorted_cpu[std::min(Q - 1, std::size_t(double(Q) * 0.99))];
         // Throughput: the whole batch, queries in parallel on `threads` cores.
         double qps = 0;
@@ -229,18 +248,42 @@ int main(int argc, char** argv) {
           }
           qps = double(queries.size()) / best;
         }
+        // Latency with one query's docID range split over intra_query threads.
+        double intra_mean = NAN;
+        if (intra_query > 1) {
+          cpu::CpuEngine split_engine(shard, shard_id, {a, intra_query, true});
+          tbb::task_arena arena{static_cast<int>(intra_query)};
+          double sum = 0;
+          arena.execute([&] {
+            for (const Query& q : queries) {
+              const auto t0 = Clock::now();
+              split_engine.search_one(q, params);
+              sum += seconds_since(t0) * 1e3;
+            }
+          });
+          intra_mean = sum / double(Q);
+          fmt::print(
+              "{:<11} {:>5} intra-query {} threads: mean {:.3f} ms ({:.2f}x its single-thread "
+              "mean)\n",
+              name, k, intra_query, intra_mean, mean / intra_mean);
+        }
         if (a == cpu::Algorithm::kExhaustive) {
           exhaustive_postings = double(total.postings_decoded);
           exhaustive_scored = double(total.docs_scored);
           exhaustive_mean = mean;
           exhaustive_cpu = cpu_mean;
         }
-        const double f_postings = exhaustive_postings > 0 ? double(total.postings_decoded) / exhaustive_postings : NAN;
-        const double f_scored = exhaustive_scored > 0 ? double(total.docs_scored) / exhaustive_scored : NAN;
+        const double f_postings =
+            exhaustive_postings > 0 ? double(total.postings_decoded) / exhaustive_postings : NAN;
+        const double f_scored =
+            exhaustive_scored > 0 ? double(total.docs_scored) / exhaustive_scored : NAN;
         const double speedup = exhaustive_mean > 0 ? exhaustive_mean / mean : NAN;
         const double cpu_speedup = exhaustive_cpu > 0 ? exhaustive_cpu / cpu_mean : NAN;
-        fmt::print("{:<11} {:>5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>9.4f} {:>9.4f} {:>8.2f} {:>8.2f} {:>6}\n",
-                   name, k, mean, p50, p99, cpu_mean, qps, f_postings, f_scored, speedup, cpu_speedup, wrong);
+        fmt::print(
+            "{:<11} {:>5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>9.4f} {:>9.4f} {:>8.2f} "
+            "{:>8.2f} {:>6}\n",
+            name, k, mean, p50, p99, cpu_mean, qps, f_postings, f_scored, speedup, cpu_speedup,
+            wrong);
         results.push_back({{"algorithm", name},
                            {"k", k},
                            {"latency_ms", {{"mean", mean}, {"p50", p50}, {"p99", p99}}},
@@ -252,7 +295,10 @@ int main(int argc, char** argv) {
                            {"fraction_of_exhaustive",
                             {{"postings_decoded", f_postings}, {"docs_scored", f_scored}}},
                            {"speedup_vs_exhaustive", speedup},
-                           {"wrong_answers", wrong}});
+                           {"wrong_answers", wrong},
+                           {"intra_query_threads", intra_query},
+                           {"intra_query_mean_ms",
+                            intra_query > 1 ? nlohmann::json(intra_mean) : nlohmann::json()}});
       }
     }
     nlohmann::json report = {

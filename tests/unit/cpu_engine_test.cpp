@@ -37,8 +37,8 @@ std::string describe(const Query& q, const SearchParams& p, cpu::Algorithm a, un
 struct Engines {
   Engines(const Index& index, cpu::Algorithm a, unsigned threads) {
     for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-      engines.push_back(std::make_unique<cpu::CpuEngine>(
-          index.shard(s), index.shard_id(s), cpu::CpuEngineOptions{a, threads, true}));
+      engines.push_back(std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s),
+                                                         cpu::CpuEngineOptions{a, threads, true}));
   }
   std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
 };
@@ -54,15 +54,17 @@ QueryResult merged(const SearchParams& p, const std::vector<ShardResult>& shards
 // when and_matches < k.
 void expect_and_or_contract(const ReferenceShardAnswer& ref, const ShardResult& got, unsigned k,
                             const std::string& what) {
-  if (ref.and_matches < k) EXPECT_EQ(got.and_matches, ref.and_matches) << what;
-  else EXPECT_GE(got.and_matches, k) << what;
+  if (ref.and_matches < k)
+    EXPECT_EQ(got.and_matches, ref.and_matches) << what;
+  else
+    EXPECT_GE(got.and_matches, k) << what;
   EXPECT_EQ(got.or_hits.empty(), got.and_matches >= k || ref.or_matches == 0) << what;
 }
 
 // Checks every setting for `queries` on `index`; returns the number of checks.
 std::size_t check_index(const Index& index, const std::vector<Query>& queries,
                         const std::vector<unsigned>& ks, const std::vector<unsigned>& threads,
-                        const std::vector<cpu::Algorithm>& algorithms) {
+                        const std::vector<cpu::Algorithm>& algorithms, double alpha = 0.3) {
   std::size_t checks = 0;
   for (unsigned t : threads) {
     for (cpu::Algorithm a : algorithms) {
@@ -70,10 +72,11 @@ std::size_t check_index(const Index& index, const std::vector<Query>& queries,
       for (Scoring scoring : kScorings) {
         for (Mode mode : kModes) {
           for (unsigned k : ks) {
-            const SearchParams p{mode, scoring, 0.3, k};
+            const SearchParams p{mode, scoring, alpha, k};
             std::vector<ShardResult> out(index.num_open_shards() * queries.size());
             for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-              e.engines[s]->search(queries, p, std::span(out).subspan(s * queries.size(), queries.size()));
+              e.engines[s]->search(queries, p,
+                                   std::span(out).subspan(s * queries.size(), queries.size()));
             for (std::size_t q = 0; q < queries.size(); ++q) {
               const auto ref = reference_answer(index, queries[q], p, k + 20);
               std::vector<ShardResult> shard_results;
@@ -86,9 +89,10 @@ std::size_t check_index(const Index& index, const std::vector<Query>& queries,
                 return checks;
               }
               EXPECT_EQ(got.answered_by_or, ref.answered_by_or) << describe(queries[q], p, a, t);
-              if (mode == Mode::kAndOr && t == 1 && k == ks.front()) {
+              if (mode == Mode::kAndOr && k == ks.front()) {
                 for (std::size_t s = 0; s < index.num_open_shards(); ++s) {
-                  const auto r = reference_search_shard(index.shard(s), index.shard_id(s), queries[q], p, k);
+                  const auto r =
+                      reference_search_shard(index.shard(s), index.shard_id(s), queries[q], p, k);
                   expect_and_or_contract(r, shard_results[s], k, describe(queries[q], p, a, t));
                 }
               }
@@ -118,7 +122,8 @@ std::size_t check_resume(const Index& index, const std::vector<Query>& queries,
             for (std::size_t s = 0; s < index.num_open_shards(); ++s) {
               const ShardIndex& shard = index.shard(s);
               const DocId from = DocId(frac * shard.num_docs());
-              const auto all = reference_search_shard(shard, index.shard_id(s), q, p, shard.num_docs());
+              const auto all =
+                  reference_search_shard(shard, index.shard_id(s), q, p, shard.num_docs());
               auto before = [&](const std::vector<RankedDoc>& v) {
                 std::vector<RankedDoc> r;
                 for (const RankedDoc& d : v)
@@ -127,8 +132,12 @@ std::size_t check_resume(const Index& index, const std::vector<Query>& queries,
               };
               ShardResult running;
               switch (mode) {
-                case Mode::kAnd: running.hits = before(all.and_hits); break;
-                case Mode::kOr: running.hits = before(all.or_hits); break;
+                case Mode::kAnd:
+                  running.hits = before(all.and_hits);
+                  break;
+                case Mode::kOr:
+                  running.hits = before(all.or_hits);
+                  break;
                 case Mode::kAndOr:
                   running.hits = before(all.and_hits);
                   running.or_hits = before(all.or_hits);
@@ -137,14 +146,17 @@ std::size_t check_resume(const Index& index, const std::vector<Query>& queries,
               }
               shard_results.push_back(e.engines[s]->resume(q, p, from, running));
               if (mode != Mode::kAndOr) {
-                const ShardResult via_span = e.engines[s]->resume(q, p, from, std::span<const RankedDoc>(running.hits));
+                const ShardResult via_span =
+                    e.engines[s]->resume(q, p, from, std::span<const RankedDoc>(running.hits));
                 EXPECT_EQ(via_span.hits.size(), shard_results.back().hits.size());
               }
             }
             const auto ref = reference_answer(index, q, p, k + 20);
-            const auto diff = compare_top_k(ref.hits, ref.total_matches, k, merged(p, shard_results).hits);
+            const auto diff =
+                compare_top_k(ref.hits, ref.total_matches, k, merged(p, shard_results).hits);
             if (diff) {
-              ADD_FAILURE() << "resumed at " << frac << " " << describe(q, p, a, threads) << ": " << *diff;
+              ADD_FAILURE() << "resumed at " << frac << " " << describe(q, p, a, threads) << ": "
+                            << *diff;
               return checks;
             }
             ++checks;
@@ -221,6 +233,19 @@ TEST_F(CpuEngineTest, EveryAlgorithmEqualsTheReferenceOnGsTiersWithAlphaZero) {
             2000u);
 }
 
+// bm25-pr with a query-time alpha other than the index's: GS bounds must adapt (or switch off,
+// for an index built with alpha 0), and alpha = 1 leaves only the static part.
+TEST_F(CpuEngineTest, QueryAlphaOtherThanTheIndexAlpha) {
+  for (const char* name : {"one", "tiers"}) {
+    const Index index = open(name);
+    for (double alpha : {0.0, 0.05, 0.7, 1.0})
+      EXPECT_GT(check_index(index, queries(index, 15), {1, 10, 100}, {1, 3},
+                            {std::begin(kAlgorithms), std::end(kAlgorithms)}, alpha),
+                500u)
+          << name << " alpha " << alpha;
+  }
+}
+
 TEST_F(CpuEngineTest, IntraQueryParallelismKeepsTheAnswer) {
   for (const char* name : {"one", "three"}) {
     const Index index = open(name);
@@ -234,7 +259,8 @@ TEST_F(CpuEngineTest, ResumeFromADocIdWithARunningTopK) {
   for (const char* name : {"one", "three"}) {
     const Index index = open(name);
     const auto qs = queries(index, 12);
-    for (double frac : {0.0, 0.003, 0.4, 0.999, 1.0}) EXPECT_GT(check_resume(index, qs, {1, 10, 1000}, frac, 1), 100u);
+    for (double frac : {0.0, 0.003, 0.4, 0.999, 1.0})
+      EXPECT_GT(check_resume(index, qs, {1, 10, 1000}, frac, 1), 100u);
     EXPECT_GT(check_resume(index, qs, {10, 100}, 0.25, 4), 100u);
   }
 }
@@ -262,18 +288,18 @@ TEST_F(CpuEngineTest, AdversarialQueries) {
     }
     ASSERT_NE(one_posting, kNoDoc);
     ASSERT_NE(short_list, kNoDoc);
-    add({one_posting});                           // single term, one posting
-    add({short_list});                            // single term
-    add({long_list});                             // single term, every block
-    add({one_posting, long_list});                // AND with a one-posting list
+    add({one_posting});             // single term, one posting
+    add({short_list});              // single term
+    add({long_list});               // single term, every block
+    add({one_posting, long_list});  // AND with a one-posting list
     add({short_list, long_list, one_posting});
-    add({long_list, long_list});                  // duplicate terms (not de-duplicated here)
+    add({long_list, long_list});  // duplicate terms (not de-duplicated here)
     add({short_list, long_list, short_list});
     if (absent_somewhere != kNoDoc) {
-      add({absent_somewhere});                    // absent from shard 0
+      add({absent_somewhere});  // absent from shard 0
       add({absent_somewhere, long_list});
     }
-    add({});                                      // no known term
+    add({});  // no known term
     EXPECT_GT(check_index(index, qs, {1, 10, 100, 1000, 100000}, {1, 4},
                           {std::begin(kAlgorithms), std::end(kAlgorithms)}),
               500u);
@@ -285,15 +311,16 @@ TEST_F(CpuEngineTest, CountersAreHonest) {
   const auto qs = queries(index, 40);
   const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
   QueryCounters exhaustive, bmw, maxscore;
-  for (auto [a, c] : {std::pair{cpu::Algorithm::kExhaustive, &exhaustive},
-                      std::pair{cpu::Algorithm::kBmw, &bmw},
-                      std::pair{cpu::Algorithm::kMaxScore, &maxscore}}) {
+  for (auto [a, c] :
+       {std::pair{cpu::Algorithm::kExhaustive, &exhaustive}, std::pair{cpu::Algorithm::kBmw, &bmw},
+        std::pair{cpu::Algorithm::kMaxScore, &maxscore}}) {
     cpu::CpuEngine e(index.shard(0), 0, {a, 1, true});
     for (const Query& q : qs) c->add(e.search_one(q, p).counters);
   }
   std::uint64_t postings = 0, blocks = 0;
   for (const Query& q : qs)
-    for (TermId t : q.terms) postings += index.shard(0).term(t).df_shard, blocks += index.shard(0).term(t).num_blocks;
+    for (TermId t : q.terms)
+      postings += index.shard(0).term(t).df_shard, blocks += index.shard(0).term(t).num_blocks;
   // Exhaustive OR decodes every block once and skips none.
   EXPECT_EQ(exhaustive.postings_decoded, postings);
   EXPECT_EQ(exhaustive.blocks_decoded, blocks);
@@ -330,9 +357,32 @@ TEST_F(CpuEngineTest, SearchSessionWritesTheReferenceRunFile) {
       const std::string ref = run("reference", "", 1, mode, scoring);
       ASSERT_FALSE(ref.empty());
       for (const char* a : {"exhaustive", "wand", "bmw", "maxscore"})
-        EXPECT_EQ(run("cpu", a, 2, mode, scoring), ref) << a << " " << to_string(mode) << " " << to_string(scoring);
+        EXPECT_EQ(run("cpu", a, 2, mode, scoring), ref)
+            << a << " " << to_string(mode) << " " << to_string(scoring);
     }
   }
+}
+
+TEST_F(CpuEngineTest, EarlyTerminationIsCountedAndResumeNeedsTheAndOrState) {
+  const Index index = open("one");
+  const auto qs = queries(index, 40);
+  cpu::CpuEngine e(index.shard(0), 0, {cpu::Algorithm::kMaxScore, 1, true});
+  QueryCounters c;
+  for (const Query& q : qs) c.add(e.search_one(q, {Mode::kOr, Scoring::kBm25Pr, 0.3, 1}).counters);
+  EXPECT_GT(c.early_terminations, 0u);
+  EXPECT_LE(c.early_terminations, qs.size());
+  const std::vector<RankedDoc> running;
+  EXPECT_THROW(e.resume(qs[0], {Mode::kAndOr, Scoring::kBm25, 0.3, 10}, 5,
+                        std::span<const RankedDoc>(running)),
+               InputError);
+  // Resuming past the end returns the running answer untouched.
+  const ShardResult full = e.search_one(qs[0], {Mode::kOr, Scoring::kBm25, 0.3, 10});
+  const ShardResult same =
+      e.resume(qs[0], {Mode::kOr, Scoring::kBm25, 0.3, 10}, index.shard(0).num_docs(),
+               std::span<const RankedDoc>(full.hits));
+  ASSERT_EQ(same.hits.size(), full.hits.size());
+  for (std::size_t i = 0; i < full.hits.size(); ++i) EXPECT_EQ(same.hits[i].doc, full.hits[i].doc);
+  EXPECT_EQ(same.counters.postings_decoded, 0u);
 }
 
 TEST(CpuEngine, FactoryMakesTheCpuEngineAndRejectsUnknownAlgorithms) {
@@ -340,7 +390,8 @@ TEST(CpuEngine, FactoryMakesTheCpuEngineAndRejectsUnknownAlgorithms) {
   BuildOptions o;
   o.progress = false;
   o.out_dir = tmp / "idx";
-  build_index_synthetic(SyntheticParams::parse("docs=300,seed=2,train_queries=1,test_queries=5"), o);
+  build_index_synthetic(SyntheticParams::parse("docs=300,seed=2,train_queries=1,test_queries=5"),
+                        o);
   const Index index = Index::open(tmp / "idx");
   for (const char* a : {"", "exhaustive", "wand", "bmw", "maxscore"}) {
     auto e = make_engine({"cpu", a, 2, -1}, index.shard(0), 0);
@@ -351,10 +402,11 @@ TEST(CpuEngine, FactoryMakesTheCpuEngineAndRejectsUnknownAlgorithms) {
 
 // Real collections (skipped loudly when absent): Cranfield with its own and MS MARCO queries,
 // Debian package descriptions with MS MARCO queries.
-void check_real(const std::filesystem::path& corpus, const std::vector<std::filesystem::path>& query_files,
-                std::size_t per_file) {
+void check_real(const std::filesystem::path& corpus,
+                const std::vector<std::filesystem::path>& query_files, std::size_t per_file) {
   TempDir tmp;
-  auto r = gpusearch::testing::run_gpusearch("index --corpus " + corpus.string() + " --shards 2 --out " + (tmp / "idx").string());
+  auto r = gpusearch::testing::run_gpusearch("index --corpus " + corpus.string() +
+                                             " --shards 2 --out " + (tmp / "idx").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Index index = Index::open(tmp / "idx");
   std::vector<Query> qs;
@@ -366,24 +418,36 @@ void check_real(const std::filesystem::path& corpus, const std::vector<std::file
   EXPECT_GT(check_index(index, qs, {1, 10, 100, 1000}, {1, 3},
                         {std::begin(kAlgorithms), std::end(kAlgorithms)}),
             1000u);
-  EXPECT_GT(check_resume(index, std::vector<Query>(qs.begin(), qs.begin() + std::min<std::size_t>(qs.size(), 15)),
-                         {10, 1000}, 0.3, 1),
-            100u);
+  EXPECT_GT(
+      check_resume(
+          index, std::vector<Query>(qs.begin(), qs.begin() + std::min<std::size_t>(qs.size(), 15)),
+          {10, 1000}, 0.3, 1),
+      100u);
 }
 
 TEST(CpuEngineRealData, CranfieldAndMsMarcoQueries) {
   const auto dir = gpusearch::testing::shared_data("cranfield");
   if (!std::filesystem::exists(dir / "corpus.jsonl"))
-    GTEST_SKIP() << "SKIPPED: " << dir << " not found (the shared data folder is not beside the checkout)";
-  check_real(dir / "corpus.jsonl", {dir / "queries.tsv", gpusearch::testing::shared_data("msmarco-queries-sample/queries.tsv")}, 40);
+    GTEST_SKIP() << "SKIPPED: " << dir
+                 << " not found (the shared data folder is not beside the checkout)";
+  check_real(
+      dir / "corpus.jsonl",
+      {dir / "queries.tsv", gpusearch::testing::shared_data("msmarco-queries-sample/queries.tsv")},
+      40);
 }
 
 TEST(CpuEngineRealData, DebianDescriptions) {
-  const auto corpus = std::filesystem::path(GPUSEARCH_BINARY_DIR) / "data" / "debian-descriptions.jsonl";
+  const auto corpus =
+      std::filesystem::path(GPUSEARCH_BINARY_DIR) / "data" / "debian-descriptions.jsonl";
   if (!std::filesystem::exists(corpus))
-    GTEST_SKIP() << "SKIPPED: " << corpus
-                 << " not found (launch/test.sh makes it with ../shared/data/make-debian-descriptions.sh)";
-  check_real(corpus, {gpusearch::testing::shared_data("msmarco-queries-sample/queries.tsv")}, 25);
+    GTEST_SKIP()
+        << "SKIPPED: " << corpus
+        << " not found (launch/test.sh makes it with ../shared/data/make-debian-descriptions.sh)";
+  const auto queries = gpusearch::testing::shared_data("msmarco-queries-sample/queries.tsv");
+  if (!std::filesystem::exists(queries))
+    GTEST_SKIP() << "SKIPPED: " << queries
+                 << " not found (the shared data folder is not beside the checkout)";
+  check_real(corpus, {queries}, 25);
 }
 
 }  // namespace
