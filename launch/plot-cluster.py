@@ -36,6 +36,9 @@ def main():
         for b in batches:
             xs = [n for n in isns if (n, b) in at]
             ax[row][1].plot(xs, [get(at[(n, b)]) for n in xs], marker="o", label=f"batch {b}")
+        if row == 1:
+            ax[row][0].set_yscale("log")
+            ax[row][1].set_yscale("log")
         ax[row][1].set_xticks(isns)
         ax[row][1].set_xlabel("ISNs (one shard each)")
         ax[row][1].set_ylabel(label)
