@@ -143,7 +143,7 @@ struct InFlightBatch {
 struct IsnBook {
   nlohmann::json hello, stats;
   std::uint64_t batches_answered = 0, batches_missed = 0, late_results = 0, errors = 0;
-  std::uint64_t compute_us = 0;
+  std::uint64_t compute_us = 0, idle_us = 0;
   bool fallback_seen = false;
 };
 
@@ -299,7 +299,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                 rejected_messages = 0, late_discarded = 0, batches_with_misses = 0;
   QueryCounters counters;
   std::vector<double> latency_ms, wait_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms,
-      merge_ms, batch_sizes;
+      merge_ms, isn_idle_ms, batch_sizes;
   std::map<std::uint64_t, InFlightBatch> in_flight;
   std::size_t in_flight_queries = 0;
   std::uint64_t next_batch_id = 1;
@@ -318,7 +318,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   auto finish_batch = [&](InFlightBatch& b, Clock::time_point now) {
     const auto t_merge = Clock::now();
     bool missed = false;
-    std::uint64_t max_compute_us = 0;
+    std::uint64_t max_compute_us = 0, max_idle_us = 0;
     Clock::time_point last_result = b.sent;
     std::vector<std::size_t> present;
     for (std::size_t i = 0; i < num_isns; ++i) {
@@ -334,6 +334,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       }
       present.push_back(i);
       max_compute_us = std::max(max_compute_us, b.results[i]->compute_us);
+      max_idle_us = std::max(max_idle_us, b.results[i]->idle_us);
       last_result = std::max(last_result, b.received_at[i]);
     }
     if (missed) ++batches_with_misses;
@@ -374,6 +375,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     for (std::size_t i : present) {
       ++isns[i].batches_answered;
       isns[i].compute_us += b.results[i]->compute_us;
+      isns[i].idle_us += b.results[i]->idle_us;
       isns[i].fallback_seen = isns[i].fallback_seen || b.results[i]->fallback_active;
     }
     batch_sizes.push_back(double(b.queries.size()));
@@ -382,10 +384,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     compute_ms.push_back(double(max_compute_us) / 1000.0);
     gather_ms.push_back(std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
     merge_ms.push_back(ms_between(t_merge, Clock::now()));
+    isn_idle_ms.push_back(double(max_idle_us) / 1000.0);
     in_flight_queries -= b.queries.size();
   };
 
   const auto t_run = Clock::now();
+  unsigned idle_rounds = 0;  // polling back-off: 1x, 2x, 4x ... idle_sleep_us, at most 1 ms
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
@@ -518,7 +522,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     run.flush();
 
     if (source.exhausted() && batcher.empty() && in_flight.empty()) break;
-    if (!progress) std::this_thread::sleep_for(std::chrono::microseconds(options.idle_sleep_us));
+    if (progress) {
+      idle_rounds = 0;
+    } else {
+      const std::uint64_t sleep_us =
+          std::min<std::uint64_t>(1000, std::uint64_t(options.idle_sleep_us) << std::min(idle_rounds, 4u));
+      ++idle_rounds;
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    }
   }
   bar.finish();
   const double run_seconds = std::chrono::duration<double>(Clock::now() - t_run).count();
@@ -545,6 +556,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                         {"late_results_discarded", isns[i].late_results},
                         {"errors", isns[i].errors},
                         {"compute_seconds", isns[i].compute_us / 1e6},
+                        {"idle_seconds", isns[i].idle_us / 1e6},
                         {"fallback_seen", isns[i].fallback_seen},
                         {"stuck_at_shutdown",
                          std::find(stuck.begin(), stuck.end(), int(i + 1)) != stuck.end()}});
@@ -593,6 +605,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         {"broadcast", summary(broadcast_ms)},
         {"round_trip", summary(round_trip_ms)},
         {"isn_compute_max", summary(compute_ms)},
+        {"isn_idle_max", summary(isn_idle_ms)},
         {"gather_overhead", summary(gather_ms)},
         {"merge", summary(merge_ms)}}},
       {"cache", {{"entries", cache.size()}, {"evictions", cache.evictions()}, {"hits", cache_hits}}},

@@ -45,7 +45,7 @@ struct AggregatorOptions {
   std::uint64_t deadline_ms = 60000;
   std::uint64_t shutdown_grace_ms = 30000;
   std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
-  unsigned idle_sleep_us = 100;  // polling back-off when nothing happened
+  unsigned idle_sleep_us = 50;  // first polling back-off when nothing happened (doubles to 1 ms)
   bool progress = true;
 };
 

@@ -31,12 +31,14 @@ std::string host_name() {
   return buf;
 }
 
-// Blocks until a message from the aggregator arrives, polling with a short sleep: a blocking
-// MPI_Probe spins a core, which an oversubscribed node cannot spare.
+// Blocks until a message from the aggregator arrives, polling with a sleep that doubles from
+// idle_sleep_us to 1 ms: a blocking MPI_Probe spins a core, which an oversubscribed node cannot
+// spare.
 Received receive_from_aggregator(MPI_Comm world, unsigned idle_sleep_us) {
-  for (;;) {
+  for (unsigned round = 0;; ++round) {
     if (auto m = try_receive(world, 0, MPI_ANY_TAG)) return std::move(*m);
-    std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us));
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        std::min<std::uint64_t>(1000, std::uint64_t(idle_sleep_us) << std::min(round, 4u))));
   }
 }
 
@@ -136,12 +138,15 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
   std::uint64_t batches = 0, queries = 0, compute_us = 0, unknown_terms = 0, rejected = 0,
                 failed_batches = 0;
   std::deque<PendingSend> sends;
+  std::uint64_t idle_us = 0;
+  auto idle_since = Clock::now();  // when this ISN last had nothing to do
   auto stats = [&] {
     return nlohmann::json{{"rank", rank},
                           {"shard", shard_id},
                           {"batches", batches},
                           {"queries", queries},
                           {"compute_seconds", compute_us / 1e6},
+                          {"idle_seconds", idle_us / 1e6},
                           {"unknown_terms", unknown_terms},
                           {"rejected_messages", rejected},
                           {"failed_batches", failed_batches},
@@ -197,6 +202,8 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
       std::this_thread::sleep_for(std::chrono::milliseconds(options.inject_delay_ms));
 
     const auto t0 = Clock::now();
+    const std::uint64_t batch_idle_us = std::uint64_t(
+        std::chrono::duration_cast<std::chrono::microseconds>(t0 - idle_since).count());
     std::vector<Query> qs(batch.queries.size());
     for (std::size_t i = 0; i < qs.size(); ++i) {
       qs[i].id = batch.queries[i].id;
@@ -229,11 +236,14 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
     out.fallback_active = engine->fallback_active();
     out.compute_us = std::uint64_t(
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+    out.idle_us = batch_idle_us;
     compute_us += out.compute_us;
+    idle_us += batch_idle_us;
     ++batches;
     queries += qs.size();
     auto buf = std::make_shared<const WireBytes>(encode(out));
     sends.emplace_back(buf, buf->size() * sizeof(std::uint64_t), 0, kTagResultBatch, world);
+    idle_since = Clock::now();
   }
   return 0;
 }

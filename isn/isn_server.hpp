@@ -32,7 +32,7 @@ struct IsnOptions {
   std::uint64_t inject_gpu_fault_at_batch = 0;  // 0: never
   unsigned inject_delay_ms = 0;                 // sleep before each batch
   int inject_delay_rank = -1;                   // the rank that sleeps; -1: every ISN
-  unsigned idle_sleep_us = 100;                 // polling back-off when no message is waiting
+  unsigned idle_sleep_us = 50;  // first polling back-off when no message waits (doubles to 1 ms)
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

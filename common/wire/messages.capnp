@@ -61,6 +61,7 @@ struct ResultBatch {
   fallbackActive @4 :Bool;    # answered by the fallback engine
   results @5 :List(QueryResult);
   error @6 :Text;             # non-empty: the ISN could not answer this batch at all
+  idleUs @7 :UInt64;          # the ISN's wait for this batch since it finished its previous one
 }
 
 # Placeholder for the GPU ranker cache coordination of paper 004 (not implemented yet).

@@ -158,6 +158,7 @@ WireBytes encode(const ResultBatch& b) {
   root.setIsnRank(b.isn_rank);
   root.setShardId(b.shard_id);
   root.setComputeUs(b.compute_us);
+  root.setIdleUs(b.idle_us);
   root.setFallbackActive(b.fallback_active);
   root.setError(b.error);
   auto rs = root.initResults(unsigned(b.answers.size()));
@@ -186,6 +187,7 @@ ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
     b.isn_rank = root.getIsnRank();
     b.shard_id = root.getShardId();
     b.compute_us = root.getComputeUs();
+    b.idle_us = root.getIdleUs();
     b.fallback_active = root.getFallbackActive();
     b.error.assign(root.getError().cStr(), root.getError().size());
     const auto rs = root.getResults();

@@ -58,6 +58,7 @@ struct ResultBatch {
   std::uint32_t isn_rank = 0;
   std::uint32_t shard_id = 0;
   std::uint64_t compute_us = 0;
+  std::uint64_t idle_us = 0;  // waiting for this batch since the previous one was done
   bool fallback_active = false;
   std::string error;  // non-empty: no answers in this batch
   std::vector<ShardAnswer> answers;

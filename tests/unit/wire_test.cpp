@@ -25,6 +25,7 @@ ResultBatch sample_results() {
   r.isn_rank = 3;
   r.shard_id = 2;
   r.compute_us = 1234;
+  r.idle_us = 77;
   r.fallback_active = true;
   ShardAnswer a;
   a.result.hits = {{9.5, 17, 2, 4}, {8.25, 30, 2, 7}};
@@ -58,6 +59,7 @@ TEST(Wire, ResultBatchRoundTrips) {
   EXPECT_EQ(d.isn_rank, 3u);
   EXPECT_EQ(d.shard_id, 2u);
   EXPECT_EQ(d.compute_us, 1234u);
+  EXPECT_EQ(d.idle_us, 77u);
   EXPECT_TRUE(d.fallback_active);
   ASSERT_EQ(d.answers.size(), 2u);
   const ShardAnswer& a = d.answers[0];
