@@ -40,8 +40,9 @@ nlohmann::json summary(std::vector<double> v) {
   };
   double sum = 0;
   for (double x : v) sum += x;
-  return {{"count", v.size()}, {"mean", sum / double(v.size())}, {"p50", pct(50)},
-          {"p95", pct(95)},    {"p99", pct(99)},                 {"max", v.back()}};
+  return {{"count", v.size()}, {"mean", sum / double(v.size())},
+          {"p50", pct(50)},    {"p95", pct(95)},
+          {"p99", pct(99)},    {"max", v.back()}};
 }
 
 // Where queries come from: a file replayed closed-loop or at a rate, or standard input read by
@@ -111,8 +112,10 @@ class QuerySource {
       QueryProblem p;
       const bool ok = parse_tsv_query_line(line, line_no, q, p, "<stdin>");
       std::lock_guard lock(mutex_);
-      if (ok) lines_.emplace_back(std::move(q), Clock::now());
-      else problems_.push_back(std::move(p));
+      if (ok)
+        lines_.emplace_back(std::move(q), Clock::now());
+      else
+        problems_.push_back(std::move(p));
     }
     std::lock_guard lock(mutex_);
     eof_ = true;
@@ -251,10 +254,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       if (isns[i].hello.is_object() && isns[i].hello.contains("error")) {
         // Every ISN finds a shard-count mismatch too; report it once.
         const std::string e = isns[i].hello.at("error").get<std::string>();
-        const bool mismatch_again = e.find("shard(s) but the job has") != std::string::npos &&
-                                    setup_error.find("shard(s) but the job has") != std::string::npos;
+        const bool mismatch_again =
+            e.find("shard(s) but the job has") != std::string::npos &&
+            setup_error.find("shard(s) but the job has") != std::string::npos;
         if (!mismatch_again)
-          setup_error += (setup_error.empty() ? "" : "; ") + fmt::format("ISN rank {}: {}", i + 1, e);
+          setup_error +=
+              (setup_error.empty() ? "" : "; ") + fmt::format("ISN rank {}: {}", i + 1, e);
       }
   }
   if (!setup_error.empty()) {
@@ -266,14 +271,13 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   }
   for (std::size_t i = 0; i < num_isns; ++i) {
     const auto& h = isns[i].hello;
-    std::cerr << fmt::format("{}: ISN rank {} on {}: shard {}, {} docs, input positions {}..{}, "
-                             "{:.1f} MiB mapped, RSS {:.1f} MiB, engine {}, GPU ordinal {}\n",
-                             me, i + 1, h.value("host", "?"), h.value("shard", 0u),
-                             h.value("docs", 0u), h.at("input_range")[0].get<std::uint32_t>(),
-                             h.at("input_range")[1].get<std::uint32_t>(),
-                             h.value("mapped_bytes", 0.0) / 1048576.0,
-                             h.value("rss_bytes", 0.0) / 1048576.0, h.value("engine", "?"),
-                             h.value("gpu_device", -1));
+    std::cerr << fmt::format(
+        "{}: ISN rank {} on {}: shard {}, {} docs, input positions {}..{}, "
+        "{:.1f} MiB mapped, RSS {:.1f} MiB, engine {}, GPU ordinal {}\n",
+        me, i + 1, h.value("host", "?"), h.value("shard", 0u), h.value("docs", 0u),
+        h.at("input_range")[0].get<std::uint32_t>(), h.at("input_range")[1].get<std::uint32_t>(),
+        h.value("mapped_bytes", 0.0) / 1048576.0, h.value("rss_bytes", 0.0) / 1048576.0,
+        h.value("engine", "?"), h.value("gpu_device", -1));
   }
   const double start_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
 
@@ -382,7 +386,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     broadcast_ms.push_back(ms_between(b.cut, b.all_sent ? b.sends_done : now));
     round_trip_ms.push_back(ms_between(b.sent, last_result));
     compute_ms.push_back(double(max_compute_us) / 1000.0);
-    gather_ms.push_back(std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
+    gather_ms.push_back(
+        std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
     merge_ms.push_back(ms_between(t_merge, Clock::now()));
     isn_idle_ms.push_back(double(max_idle_us) / 1000.0);
     in_flight_queries -= b.queries.size();
@@ -475,7 +480,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const std::size_t i = std::size_t(m->source - 1);
       if (!m->rejected.empty() || i >= num_isns) {
         ++rejected_messages;
-        std::cerr << me << ": " << (m->rejected.empty() ? "message from unknown rank" : m->rejected) << '\n';
+        std::cerr << me << ": " << (m->rejected.empty() ? "message from unknown rank" : m->rejected)
+                  << '\n';
         continue;
       }
       ResultBatch rb;
@@ -508,10 +514,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       InFlightBatch& b = it->second;
       if (b.received == num_isns || now2 >= b.deadline) {
         if (b.received < num_isns)
-          std::cerr << fmt::format("{}: batch {} missed its deadline of {} ms on {} ISN(s); its "
-                                   "{} queries are answered partially\n",
-                                   me, b.id, options.deadline_ms, num_isns - b.received,
-                                   b.queries.size());
+          std::cerr << fmt::format(
+              "{}: batch {} missed its deadline of {} ms on {} ISN(s); its "
+              "{} queries are answered partially\n",
+              me, b.id, options.deadline_ms, num_isns - b.received, b.queries.size());
         finish_batch(b, now2);
         it = in_flight.erase(it);
         progress = true;
@@ -525,8 +531,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     if (progress) {
       idle_rounds = 0;
     } else {
-      const std::uint64_t sleep_us =
-          std::min<std::uint64_t>(1000, std::uint64_t(options.idle_sleep_us) << std::min(idle_rounds, 4u));
+      const std::uint64_t sleep_us = std::min<std::uint64_t>(
+          1000, std::uint64_t(options.idle_sleep_us) << std::min(idle_rounds, 4u));
       ++idle_rounds;
       std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     }
@@ -542,24 +548,25 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
 
   const auto stuck = shut_down_isns(options.shutdown_grace_ms);
   for (int r : stuck)
-    std::cerr << fmt::format("{}: ISN rank {} did not answer the shutdown within {} ms; the job "
-                             "will end with MPI_Abort\n",
-                             me, r, options.shutdown_grace_ms);
+    std::cerr << fmt::format(
+        "{}: ISN rank {} did not answer the shutdown within {} ms; the job "
+        "will end with MPI_Abort\n",
+        me, r, options.shutdown_grace_ms);
 
   nlohmann::json isn_json = nlohmann::json::array();
   for (std::size_t i = 0; i < num_isns; ++i)
-    isn_json.push_back({{"rank", i + 1},
-                        {"hello", isns[i].hello},
-                        {"stats", isns[i].stats},
-                        {"batches_answered", isns[i].batches_answered},
-                        {"batches_missed", isns[i].batches_missed},
-                        {"late_results_discarded", isns[i].late_results},
-                        {"errors", isns[i].errors},
-                        {"compute_seconds", isns[i].compute_us / 1e6},
-                        {"idle_seconds", isns[i].idle_us / 1e6},
-                        {"fallback_seen", isns[i].fallback_seen},
-                        {"stuck_at_shutdown",
-                         std::find(stuck.begin(), stuck.end(), int(i + 1)) != stuck.end()}});
+    isn_json.push_back(
+        {{"rank", i + 1},
+         {"hello", isns[i].hello},
+         {"stats", isns[i].stats},
+         {"batches_answered", isns[i].batches_answered},
+         {"batches_missed", isns[i].batches_missed},
+         {"late_results_discarded", isns[i].late_results},
+         {"errors", isns[i].errors},
+         {"compute_seconds", isns[i].compute_us / 1e6},
+         {"idle_seconds", isns[i].idle_us / 1e6},
+         {"fallback_seen", isns[i].fallback_seen},
+         {"stuck_at_shutdown", std::find(stuck.begin(), stuck.end(), int(i + 1)) != stuck.end()}});
   nlohmann::json problem_lines = nlohmann::json::array();
   for (std::size_t i = 0; i < problems.size() && i < 100; ++i)
     problem_lines.push_back(problems[i].message());
@@ -608,7 +615,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         {"isn_idle_max", summary(isn_idle_ms)},
         {"gather_overhead", summary(gather_ms)},
         {"merge", summary(merge_ms)}}},
-      {"cache", {{"entries", cache.size()}, {"evictions", cache.evictions()}, {"hits", cache_hits}}},
+      {"cache",
+       {{"entries", cache.size()}, {"evictions", cache.evictions()}, {"hits", cache_hits}}},
       {"messages", {{"rejected", rejected_messages}, {"late_discarded", late_discarded}}},
       {"isn", isn_json},
       {"counters", to_json(counters)},
@@ -635,11 +643,10 @@ void print_aggregator_summary(const nlohmann::json& m, std::ostream& out) {
       q.at("run").get<std::uint64_t>(), q.at("skipped").get<std::uint64_t>(),
       q.at("cache_hits").get<std::uint64_t>(), q.at("partial").get<std::uint64_t>(),
       q.at("empty_results").get<std::uint64_t>(), m.at("isns").get<std::size_t>(),
-      m.at("engine").get<std::string>(), m.at("mode").get<std::string>(),
-      m.at("k").get<unsigned>(), m.at("scoring").get<std::string>(),
-      m.at("seconds").get<double>(), m.at("queries_per_second").get<double>(),
-      lat.value("p50", 0.0), lat.value("p95", 0.0), lat.value("p99", 0.0), lat.value("max", 0.0),
-      m.at("batches").at("count").get<std::size_t>(),
+      m.at("engine").get<std::string>(), m.at("mode").get<std::string>(), m.at("k").get<unsigned>(),
+      m.at("scoring").get<std::string>(), m.at("seconds").get<double>(),
+      m.at("queries_per_second").get<double>(), lat.value("p50", 0.0), lat.value("p95", 0.0),
+      lat.value("p99", 0.0), lat.value("max", 0.0), m.at("batches").at("count").get<std::size_t>(),
       m.at("batches").at("size").value("mean", 0.0),
       m.at("counters").at("postings_decoded").get<std::uint64_t>(),
       m.at("counters").at("docs_scored").get<std::uint64_t>());

@@ -39,8 +39,9 @@ struct AggregatorOptions {
   QueryLimits limits;
   BatchPolicy batching;
   std::size_t max_in_flight = 2;
-  std::size_t window = 0;  // replay without --qps: queries admitted ahead; 0: batch_size * (max_in_flight + 1)
-  double qps = 0;          // replay at this arrival rate; 0: closed loop (as fast as answered)
+  std::size_t window =
+      0;  // replay without --qps: queries admitted ahead; 0: batch_size * (max_in_flight + 1)
+  double qps = 0;  // replay at this arrival rate; 0: closed loop (as fast as answered)
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;
   std::uint64_t shutdown_grace_ms = 30000;

@@ -33,7 +33,8 @@ std::vector<PendingQuery> Batcher::cut() {
   for (std::size_t i = 0; i + 1 < n; ++i) take[order[i]] = true;
   std::deque<PendingQuery> rest;
   for (std::size_t i = 0; i < pending_.size(); ++i)
-    (take[i] ? batch.emplace_back(std::move(pending_[i])) : rest.emplace_back(std::move(pending_[i])));
+    (take[i] ? batch.emplace_back(std::move(pending_[i]))
+             : rest.emplace_back(std::move(pending_[i])));
   pending_ = std::move(rest);
   return batch;
 }

@@ -26,9 +26,10 @@ void FallbackEngine::search(std::span<const Query> queries, const SearchParams& 
     } catch (const std::exception& e) {
       failure_ = e.what();
       fallback_ = make_fallback_();
-      std::cerr << fmt::format("{}: engine {} failed ({}); this and every later batch runs on the "
-                               "{} engine\n",
-                               report_prefix_, primary_->name(), failure_, fallback_->name());
+      std::cerr << fmt::format(
+          "{}: engine {} failed ({}); this and every later batch runs on the "
+          "{} engine\n",
+          report_prefix_, primary_->name(), failure_, fallback_->name());
     }
   }
   // The primary may have written part of `out` before it threw: start clean.
@@ -41,7 +42,8 @@ void FaultInjectingEngine::search(std::span<const Query> queries, const SearchPa
                                   std::span<ShardResult> out) {
   ++batches_;
   if (fail_at_batch_ > 0 && batches_ >= fail_at_batch_)
-    throw Error(fmt::format("injected GPU fault at batch {} (--inject-gpu-fault-at-batch)", batches_));
+    throw Error(
+        fmt::format("injected GPU fault at batch {} (--inject-gpu-fault-at-batch)", batches_));
   inner_->search(queries, params, out);
 }
 

@@ -123,8 +123,8 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
         "{}: shard {} on {}: {} docs (input positions {}..{}), {:.1f} MiB mapped, RSS {:.1f} "
         "MiB, engine {}, GPU ordinal {}\n",
         who, shard_id, host_name(), shard.num_docs(), pos_min, pos_max,
-        mapped_bytes(shard.manifest()) / 1048576.0, current_rss_bytes() / 1048576.0,
-        engine->name(), eo.gpu_device);
+        mapped_bytes(shard.manifest()) / 1048576.0, current_rss_bytes() / 1048576.0, engine->name(),
+        eo.gpu_device);
   } catch (const std::exception& e) {
     hello = {{"rank", rank}, {"error", e.what()}};
   }
@@ -208,8 +208,10 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
     for (std::size_t i = 0; i < qs.size(); ++i) {
       qs[i].id = batch.queries[i].id;
       for (const std::string& t : batch.queries[i].terms) {
-        if (auto id = shard.find_term(t)) qs[i].terms.push_back(*id);
-        else ++unknown_terms;  // the vocabulary is global: only a mismatched index gets here
+        if (auto id = shard.find_term(t))
+          qs[i].terms.push_back(*id);
+        else
+          ++unknown_terms;  // the vocabulary is global: only a mismatched index gets here
       }
     }
     ResultBatch out;

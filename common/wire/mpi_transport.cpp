@@ -82,8 +82,8 @@ bool PendingSend::test() {
 }
 
 void send_blocking(const WireBytes& msg, int dest, int tag, MPI_Comm comm) {
-  GPUSEARCH_MPI_CHECK(MPI_Send(msg.data(), int(msg.size() * sizeof(std::uint64_t)), MPI_BYTE, dest,
-                               tag, comm));
+  GPUSEARCH_MPI_CHECK(
+      MPI_Send(msg.data(), int(msg.size() * sizeof(std::uint64_t)), MPI_BYTE, dest, tag, comm));
 }
 
 }  // namespace gpusearch::wire

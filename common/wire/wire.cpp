@@ -31,8 +31,8 @@ auto with_reader(std::span<const std::byte> bytes, const char* what, Fn&& read) 
     throw WireError(fmt::format("{}: message of {} bytes exceeds the limit of {}", what,
                                 bytes.size(), kMaxWireBytes));
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
-    throw WireError(fmt::format("{}: message of {} bytes is not a whole number of words", what,
-                                bytes.size()));
+    throw WireError(
+        fmt::format("{}: message of {} bytes is not a whole number of words", what, bytes.size()));
   // MPI buffers are ours and aligned; a caller's span may not be: copy then.
   std::vector<capnp::word> aligned;
   const capnp::word* data = reinterpret_cast<const capnp::word*>(bytes.data());
@@ -56,24 +56,32 @@ auto with_reader(std::span<const std::byte> bytes, const char* what, Fn&& read) 
 
 s::Mode to_wire(Mode m) {
   switch (m) {
-    case Mode::kAnd: return s::Mode::MODE_AND;
-    case Mode::kOr: return s::Mode::MODE_OR;
-    case Mode::kAndOr: return s::Mode::MODE_AND_OR;
+    case Mode::kAnd:
+      return s::Mode::MODE_AND;
+    case Mode::kOr:
+      return s::Mode::MODE_OR;
+    case Mode::kAndOr:
+      return s::Mode::MODE_AND_OR;
   }
   return s::Mode::MODE_OR;
 }
 Mode from_wire(s::Mode m) {
   switch (m) {
-    case s::Mode::MODE_AND: return Mode::kAnd;
-    case s::Mode::MODE_OR: return Mode::kOr;
-    case s::Mode::MODE_AND_OR: return Mode::kAndOr;
+    case s::Mode::MODE_AND:
+      return Mode::kAnd;
+    case s::Mode::MODE_OR:
+      return Mode::kOr;
+    case s::Mode::MODE_AND_OR:
+      return Mode::kAndOr;
   }
   throw WireError(fmt::format("query batch: unknown mode {}", unsigned(m)));
 }
 Scoring from_wire(s::Scoring sc) {
   switch (sc) {
-    case s::Scoring::BM25: return Scoring::kBm25;
-    case s::Scoring::BM25_PR: return Scoring::kBm25Pr;
+    case s::Scoring::BM25:
+      return Scoring::kBm25;
+    case s::Scoring::BM25_PR:
+      return Scoring::kBm25Pr;
   }
   throw WireError(fmt::format("query batch: unknown scoring {}", unsigned(sc)));
 }
@@ -115,7 +123,8 @@ WireBytes encode(const QueryBatch& b) {
   for (std::size_t i = 0; i < b.queries.size(); ++i) {
     qs[unsigned(i)].setId(b.queries[i].id);
     auto ts = qs[unsigned(i)].initTerms(unsigned(b.queries[i].terms.size()));
-    for (std::size_t t = 0; t < b.queries[i].terms.size(); ++t) ts.set(unsigned(t), b.queries[i].terms[t]);
+    for (std::size_t t = 0; t < b.queries[i].terms.size(); ++t)
+      ts.set(unsigned(t), b.queries[i].terms[t]);
   }
   return flatten(builder);
 }
@@ -192,7 +201,8 @@ ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
     b.error.assign(root.getError().cStr(), root.getError().size());
     const auto rs = root.getResults();
     if (rs.size() > kMaxBatchQueries)
-      throw WireError(fmt::format("result batch: {} results, over {}", rs.size(), kMaxBatchQueries));
+      throw WireError(
+          fmt::format("result batch: {} results, over {}", rs.size(), kMaxBatchQueries));
     b.answers.resize(rs.size());
     for (unsigned i = 0; i < rs.size(); ++i) {
       const auto r = rs[i];
@@ -213,11 +223,21 @@ WireBytes encode(const Control& c) {
   capnp::MallocMessageBuilder builder;
   auto root = builder.initRoot<s::Control>();
   switch (c.kind) {
-    case Control::Kind::kHello: root.setHello(c.payload); break;
-    case Control::Kind::kStatsRequest: root.setStatsRequest(); break;
-    case Control::Kind::kStatsReply: root.setStatsReply(c.payload); break;
-    case Control::Kind::kShutdown: root.setShutdown(); break;
-    case Control::Kind::kRankerCache: root.initRankerCache().setOp(c.payload); break;
+    case Control::Kind::kHello:
+      root.setHello(c.payload);
+      break;
+    case Control::Kind::kStatsRequest:
+      root.setStatsRequest();
+      break;
+    case Control::Kind::kStatsReply:
+      root.setStatsReply(c.payload);
+      break;
+    case Control::Kind::kShutdown:
+      root.setShutdown();
+      break;
+    case Control::Kind::kRankerCache:
+      root.initRankerCache().setOp(c.payload);
+      break;
   }
   return flatten(builder);
 }
@@ -231,17 +251,23 @@ Control decode_control(std::span<const std::byte> bytes) {
         c.kind = Control::Kind::kHello;
         c.payload.assign(root.getHello().cStr(), root.getHello().size());
         break;
-      case s::Control::STATS_REQUEST: c.kind = Control::Kind::kStatsRequest; break;
+      case s::Control::STATS_REQUEST:
+        c.kind = Control::Kind::kStatsRequest;
+        break;
       case s::Control::STATS_REPLY:
         c.kind = Control::Kind::kStatsReply;
         c.payload.assign(root.getStatsReply().cStr(), root.getStatsReply().size());
         break;
-      case s::Control::SHUTDOWN: c.kind = Control::Kind::kShutdown; break;
+      case s::Control::SHUTDOWN:
+        c.kind = Control::Kind::kShutdown;
+        break;
       case s::Control::RANKER_CACHE:
         c.kind = Control::Kind::kRankerCache;
-        c.payload.assign(root.getRankerCache().getOp().cStr(), root.getRankerCache().getOp().size());
+        c.payload.assign(root.getRankerCache().getOp().cStr(),
+                         root.getRankerCache().getOp().size());
         break;
-      default: throw WireError("control message: unknown kind");
+      default:
+        throw WireError("control message: unknown kind");
     }
     return c;
   });

@@ -87,12 +87,21 @@ TEST(CompareRuns, AcceptsTieSwapsRejectsDifferences) {
   using Run = std::map<std::string, std::vector<RunEntry>>;
   const Run ref = {{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"c", 3, 4.0}, {"d", 4, 3.0}}}};
   EXPECT_TRUE(compare_runs(ref, ref).equal());
-  EXPECT_TRUE(compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"c", 2, 4.0}, {"b", 3, 4.0}, {"d", 4, 3.0}}}}).equal());
-  EXPECT_FALSE(compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"e", 3, 4.0}, {"d", 4, 3.0}}}}).equal());
-  EXPECT_FALSE(compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"c", 3, 4.0}}}}).equal());
-  EXPECT_FALSE(compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.1}, {"c", 3, 4.0}, {"d", 4, 3.0}}}}).equal());
+  EXPECT_TRUE(
+      compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"c", 2, 4.0}, {"b", 3, 4.0}, {"d", 4, 3.0}}}})
+          .equal());
+  EXPECT_FALSE(
+      compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"e", 3, 4.0}, {"d", 4, 3.0}}}})
+          .equal());
+  EXPECT_FALSE(
+      compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"c", 3, 4.0}}}}).equal());
+  EXPECT_FALSE(
+      compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.1}, {"c", 3, 4.0}, {"d", 4, 3.0}}}})
+          .equal());
   EXPECT_FALSE(compare_runs(ref, Run{}).equal());
   EXPECT_FALSE(compare_runs(Run{}, ref).equal());
   // At the cut-off, another document with the tied score passes.
-  EXPECT_TRUE(compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"c", 3, 4.0}, {"x", 4, 3.0}}}}).equal());
+  EXPECT_TRUE(
+      compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"c", 3, 4.0}, {"x", 4, 3.0}}}})
+          .equal());
 }

@@ -33,7 +33,8 @@ struct SmallShard {
     o.out_dir = tmp / "idx";
     o.progress = false;
     build_index_synthetic(
-        SyntheticParams::parse("docs=1500,seed=4,train_queries=2,test_queries=60,mean_length=120"), o);
+        SyntheticParams::parse("docs=1500,seed=4,train_queries=2,test_queries=60,mean_length=120"),
+        o);
     return Index::open(tmp / "idx");
   }
 };
@@ -56,7 +57,8 @@ class CountingEngine final : public QueryEngine {
  public:
   CountingEngine(const ShardIndex& s, std::atomic<int>& calls) : inner_(s, 0), calls_(calls) {}
   std::string_view name() const override { return "counting"; }
-  void search(std::span<const Query> q, const SearchParams& p, std::span<ShardResult> out) override {
+  void search(std::span<const Query> q, const SearchParams& p,
+              std::span<ShardResult> out) override {
     ++calls_;
     inner_.search(q, p, out);
   }
@@ -88,7 +90,8 @@ TEST(IsnEngines, FallbackAnswersEveryBatchAfterAFault) {
   ReferenceEngine(s.index.shard(0), 0).search(s.queries, p, expected);
   int fallbacks_made = 0;
   FallbackEngine engine(
-      std::make_unique<FaultInjectingEngine>(std::make_unique<ReferenceEngine>(s.index.shard(0), 0), 2),
+      std::make_unique<FaultInjectingEngine>(std::make_unique<ReferenceEngine>(s.index.shard(0), 0),
+                                             2),
       [&] {
         ++fallbacks_made;
         return std::make_unique<ReferenceEngine>(s.index.shard(0), 0);
