@@ -459,7 +459,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       b.sent = Clock::now();
       for (std::size_t i = 0; i < num_isns; ++i)
         b.sends.emplace_back(msg, msg->size() * 8, int(i + 1), kTagQueryBatch, world);
-      b.deadline = b.sent + std::chrono::milliseconds(options.deadline_ms);
+      b.deadline = options.deadline_ms == 0
+                       ? Clock::time_point::max()
+                       : b.sent + std::chrono::milliseconds(options.deadline_ms);
       b.results.resize(num_isns);
       b.received_at.resize(num_isns);
       in_flight_queries += b.queries.size();
@@ -617,7 +619,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         {"merge", summary(merge_ms)}}},
       {"cache",
        {{"entries", cache.size()}, {"evictions", cache.evictions()}, {"hits", cache_hits}}},
-      {"messages", {{"rejected", rejected_messages}, {"late_discarded", late_discarded}}},
+      {"messages",
+       {{"rejected", rejected_messages},
+        {"late_discarded_during_run", late_discarded},
+        {"late_discarded", [&] {  // including those drained at shutdown
+           std::uint64_t n = 0;
+           for (const IsnBook& b : isns) n += b.late_results;
+           return n;
+         }()}}},
       {"isn", isn_json},
       {"counters", to_json(counters)},
       {"peak_rss_bytes", peak_rss_bytes()}};

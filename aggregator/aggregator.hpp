@@ -43,7 +43,7 @@ struct AggregatorOptions {
       0;  // replay without --qps: queries admitted ahead; 0: batch_size * (max_in_flight + 1)
   double qps = 0;  // replay at this arrival rate; 0: closed loop (as fast as answered)
   std::size_t cache_entries = 0;
-  std::uint64_t deadline_ms = 60000;
+  std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;
   std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
   unsigned idle_sleep_us = 50;  // first polling back-off when nothing happened (doubles to 1 ms)

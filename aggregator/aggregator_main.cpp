@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
       ->capture_default_str();
   app.add_option("--deadline-ms", o.deadline_ms,
-                 "per batch: answer without ISNs that miss it (partial)")
+                 "per batch: answer without ISNs that miss it (partial); 0: none")
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms,
                  "wait this long for ISNs at shutdown, then MPI_Abort")
