@@ -8,6 +8,7 @@
 #   cluster_test.sh BUILD_DIR fault        injected GPU fault: CPU fallback, every answer exact
 #   cluster_test.sh BUILD_DIR malformed    malformed query lines (file and stdin) reported, counted
 #   cluster_test.sh BUILD_DIR mismatch     ISN count != shard count: a clear error, no hang
+#   cluster_test.sh BUILD_DIR openloop     replay at a fixed arrival rate (--qps): paced, exact
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -122,6 +123,16 @@ case "$case_name" in
       --run "$tmp/run.txt" > "$tmp/out2.txt" 2>&1 && fail "cluster.sh accepted 3 ISNs for 2 shards"
     grep -q "one ISN serves one shard" "$tmp/out2.txt" || fail "cluster.sh: no clear error"
     echo "PASS: ISN count != shard count is a clear error (exit $rc)"
+    ;;
+  openloop)
+    synthetic_index 2 "$tmp/idx"
+    check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --qps 300 --batch-size 16 \
+      --max-wait-us 5000
+    m="$tmp/m-2-and-or-10.json"
+    # 150 arrivals at 300/s cannot be answered in less than half a second.
+    [ "$(metric "$m" 'm["seconds"] >= 0.45')" = True ] || fail "not paced: $(metric "$m" 'm["seconds"]') s"
+    [ "$(metric "$m" 'm["batches"]["size"]["mean"] < 16')" = True ] || fail "batches not cut by wait time"
+    echo "PASS: open-loop replay at 300 queries/s: paced, batches cut by wait time, exact"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
