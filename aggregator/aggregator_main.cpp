@@ -2,6 +2,7 @@
 // ISNs as ranks 1..N). Flags in, run_aggregator, summary out.
 #include <mpi.h>
 
+#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   AggregatorOptions o;
   std::string mode = "or", scoring = "bm25";
   bool quiet = false;
+  std::string abort_marker;
   app.add_option("--index", o.index_dir, "index directory (its manifest and shard 0's lexicon)")
       ->required();
   app.add_option("--queries", o.queries,
@@ -62,6 +64,9 @@ int main(int argc, char** argv) {
                  "wait this long for ISNs to open their shards")
       ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "no progress line");
+  app.add_option(
+      "--abort-marker", abort_marker,
+      "file written just before the job is aborted for a stuck ISN (cluster.sh watches it)");
   app.allow_extras();  // ISN-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -86,7 +91,14 @@ int main(int argc, char** argv) {
                 << '\n';
     std::cout.flush();
     rc = out.exit_code;
-    if (out.abort_job) MPI_Abort(MPI_COMM_WORLD, rc);  // a stuck ISN would block MPI_Finalize
+    if (out.abort_job) {
+      // A stuck ISN would block MPI_Finalize: end the job. Open MPI 4.1.4's mpirun was seen to
+      // crash or hang in its own teardown after an abort, so tell launch/cluster.sh first; it
+      // kills mpirun if it has not ended a few seconds later.
+      if (!abort_marker.empty()) std::ofstream(abort_marker) << rc << '\n';
+      std::cerr.flush();
+      MPI_Abort(MPI_COMM_WORLD, rc);
+    }
   } catch (const std::exception& e) {
     std::cerr << "gpusearch-aggregator: error: " << e.what() << '\n';
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -62,9 +62,35 @@ if [ "$threads_given" = 0 ] && [ -z "$hostfile" ]; then
   t=$(( $(nproc) / isns )); [ "$t" -ge 1 ] || t=1
   isn_extra+=(--threads "$t")
 fi
-agg_args=(--index "$index" --queries "$queries" --mode "$mode" --k "$k" --run "$run")
+# The aggregator writes this file just before it aborts the job for a stuck ISN; mpirun (Open MPI
+# 4.1.4) was seen to crash or hang in its own teardown after an abort, so it is killed if it has
+# not ended 10 s later, with exit code 3.
+marker=$(mktemp -u "${TMPDIR:-/tmp}/gpusearch-abort-XXXXXX")
+agg_args=(--index "$index" --queries "$queries" --mode "$mode" --k "$k" --run "$run" --abort-marker "$marker")
 [ -n "$metrics" ] && agg_args+=(--metrics "$metrics")
 isn_args=(--index "$index" --gpus-per-isn "$gpus")
 cmd=("${mpi[@]}" -n 1 "$agg" "${agg_args[@]}" "${pass[@]}" : -n "$isns" "$isn" "${isn_args[@]}" "${isn_extra[@]}" "${pass[@]}")
 echo "+ ${cmd[*]}"
-exec "${cmd[@]}"
+"${cmd[@]}" <&0 &  # explicit: a background job's standard input would be /dev/null (--queries -)
+pid=$!
+trap 'kill "$pid" 2>/dev/null' INT TERM
+waited=0
+while kill -0 "$pid" 2>/dev/null; do
+  if [ -e "$marker" ]; then
+    waited=$((waited + 1))
+    if [ "$waited" -gt 50 ]; then
+      echo "cluster.sh: mpirun did not end 10 s after the aggregator aborted the job; killing it" >&2
+      children=$(pgrep -P "$pid" || true)
+      kill -9 "$pid" $children 2>/dev/null || true
+      rm -f "$marker"
+      exit 3
+    fi
+  fi
+  sleep 0.2
+done
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ -e "$marker" ] && { rm -f "$marker"; rc=3; }  # the aggregator ended the job for a stuck ISN
+exit "$rc"
