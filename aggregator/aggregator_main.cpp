@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "gpusearch-aggregator: error: " << e.what() << '\n';
+    if (!abort_marker.empty()) std::ofstream(abort_marker) << 1 << '\n';
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();

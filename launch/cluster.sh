@@ -37,6 +37,7 @@ done
 [ -n "$index" ] && [ -n "$queries" ] && [ -n "$isns" ] && [ -n "$run" ] || {
   echo "cluster.sh: --index, --queries, --isns and --run are required" >&2; usage 2; }
 [ -f "$index/manifest.json" ] || { echo "cluster.sh: no index at $index" >&2; exit 2; }
+[ "$queries" = - ] || [ -r "$queries" ] || { echo "cluster.sh: cannot read queries $queries" >&2; exit 2; }
 shards=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["shards"]))' "$index/manifest.json" 2>/dev/null || echo "")
 if [ -n "$shards" ] && [ "$shards" != "$isns" ]; then
   echo "cluster.sh: the index $index has $shards shard(s) but --isns is $isns: one ISN serves one shard" \
@@ -82,8 +83,8 @@ while kill -0 "$pid" 2>/dev/null; do
       echo "cluster.sh: mpirun did not end 10 s after the aggregator aborted the job; killing it" >&2
       children=$(pgrep -P "$pid" || true)
       kill -9 "$pid" $children 2>/dev/null || true
-      rm -f "$marker"
-      exit 3
+      code=$(head -1 "$marker"); rm -f "$marker"
+      exit "${code:-3}"
     fi
   fi
   sleep 0.2
@@ -92,5 +93,6 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-[ -e "$marker" ] && { rm -f "$marker"; rc=3; }  # the aggregator ended the job for a stuck ISN
+# The aggregator ended the job: for a stuck ISN (3) or after an error (1).
+[ -e "$marker" ] && { code=$(head -1 "$marker"); rm -f "$marker"; rc=${code:-3}; }
 exit "$rc"
