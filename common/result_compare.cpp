@@ -52,3 +52,61 @@ std::optional<std::string> compare_top_k(std::span<const RankedDoc> ref, std::si
 }
 
 }  // namespace gpusearch
+
+namespace gpusearch {
+
+namespace {
+std::optional<std::string> compare_run_query(const std::vector<RunEntry>& ref,
+                                             const std::vector<RunEntry>& cand, double tol) {
+  if (ref.size() != cand.size())
+    return fmt::format("{} documents, reference has {}", cand.size(), ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    if (!close(ref[i].score, cand[i].score, tol))
+      return fmt::format("rank {}: score {} (document {}), reference {} (document {})", i + 1,
+                         cand[i].score, cand[i].docid, ref[i].score, ref[i].docid);
+  // Tie groups of the reference: documents may swap within one; the last group may be cut.
+  for (std::size_t begin = 0; begin < ref.size();) {
+    std::size_t end = begin + 1;
+    while (end < ref.size() && close(ref[begin].score, ref[end].score, tol)) ++end;
+    if (end < ref.size()) {
+      std::vector<std::string> a, b;
+      for (std::size_t i = begin; i < end; ++i) a.push_back(ref[i].docid), b.push_back(cand[i].docid);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a != b)
+        return fmt::format("ranks {}-{}: documents differ (first: {} vs reference {})", begin + 1,
+                           end, cand[begin].docid, ref[begin].docid);
+    }
+    begin = end;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+RunComparison compare_runs(const std::map<std::string, std::vector<RunEntry>>& reference,
+                           const std::map<std::string, std::vector<RunEntry>>& candidate,
+                           double tol, std::size_t max_differences) {
+  RunComparison c;
+  auto differ = [&](const std::string& qid, const std::string& what) {
+    ++c.differing_queries;
+    if (c.differences.size() < max_differences) c.differences.push_back("query " + qid + ": " + what);
+  };
+  for (const auto& [qid, ref] : reference) {
+    ++c.queries;
+    c.documents += ref.size();
+    const auto it = candidate.find(qid);
+    if (it == candidate.end()) {
+      differ(qid, fmt::format("missing (reference has {} documents)", ref.size()));
+      continue;
+    }
+    if (auto d = compare_run_query(ref, it->second, tol)) differ(qid, *d);
+  }
+  for (const auto& [qid, cand] : candidate)
+    if (!reference.count(qid)) {
+      ++c.queries;
+      differ(qid, fmt::format("not in the reference ({} documents)", cand.size()));
+    }
+  return c;
+}
+
+}  // namespace gpusearch

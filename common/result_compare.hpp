@@ -22,3 +22,27 @@ std::optional<std::string> compare_top_k(std::span<const RankedDoc> reference_de
                                          double relative_tolerance = kScoreRelativeTolerance);
 
 }  // namespace gpusearch
+
+#include <map>
+#include <vector>
+
+#include "common/run_file.hpp"
+
+namespace gpusearch {
+
+// Two TREC runs compared query by query under the same rule: the same queries, the same number
+// of documents each, scores within tolerance position by position, and the same documents
+// within each group of tied reference scores (at the cut-off, any tied document passes).
+struct RunComparison {
+  std::size_t queries = 0;  // compared
+  std::size_t documents = 0;
+  std::size_t differing_queries = 0;
+  std::vector<std::string> differences;  // the first few, one line each
+  bool equal() const { return differing_queries == 0; }
+};
+RunComparison compare_runs(const std::map<std::string, std::vector<RunEntry>>& reference,
+                           const std::map<std::string, std::vector<RunEntry>>& candidate,
+                           double relative_tolerance = kScoreRelativeTolerance,
+                           std::size_t max_differences = 20);
+
+}  // namespace gpusearch

@@ -12,6 +12,8 @@
 
 #include "common/error.hpp"
 #include "common/progress.hpp"
+#include "common/result_compare.hpp"
+#include "common/run_file.hpp"
 #include "isn/search_session.hpp"
 #include "common/shard_index.hpp"
 #include "isn/engine_factory.hpp"
@@ -155,6 +157,14 @@ int main(int argc, char** argv) {
   info->add_option("--index", info_index, "index directory")->required()->check(CLI::ExistingDirectory);
   info->add_flag("--verify", info_verify, "open every shard and verify checksums and structure");
 
+  // compare-runs
+  auto* cmp = app.add_subcommand("compare-runs", "check that a run equals a reference run (exactness rule)");
+  fs::path cmp_ref, cmp_cand;
+  double cmp_tol = kScoreRelativeTolerance;
+  cmp->add_option("reference", cmp_ref, "reference run")->required()->check(CLI::ExistingFile);
+  cmp->add_option("candidate", cmp_cand, "run to check")->required()->check(CLI::ExistingFile);
+  cmp->add_option("--tolerance", cmp_tol, "relative score tolerance")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   std::unique_ptr<tbb::global_control> thread_limit;
   if (threads > 0)
@@ -210,6 +220,16 @@ int main(int argc, char** argv) {
       if (!run) throw Error("write failed: " + run_path.string());
       if (!metrics_path.empty()) write_json(metrics_path, m);
       print_search_summary(m, run_path.string(), std::cout);
+    } else if (*cmp) {
+      const RunComparison c = compare_runs(read_run_file(cmp_ref), read_run_file(cmp_cand), cmp_tol);
+      for (const std::string& d : c.differences) fmt::print("  {}\n", d);
+      if (!c.equal()) {
+        fmt::print("runs differ: {} of {} queries ({} vs reference {})\n", c.differing_queries,
+                   c.queries, cmp_cand.string(), cmp_ref.string());
+        return 1;
+      }
+      fmt::print("runs equal: {} queries, {} documents ({} vs reference {})\n", c.queries,
+                 c.documents, cmp_cand.string(), cmp_ref.string());
     } else if (*info) {
       const RootManifest m = read_root_manifest(info_index / kRootManifestName);
       const IndexParams& p = m.params;

@@ -1,0 +1,64 @@
+// The aggregator process (rank 0 of the cluster): reads queries (a file, or standard input),
+// resolves them against the index's vocabulary, forms batches by size and wait time (optionally
+// by cost bucket), broadcasts each batch to every ISN with nonblocking sends while keeping
+// several batches in flight, gathers each ISN's per-query top-k, merges them exactly as the
+// in-process path does (merge_shard_results), answers repeats from an LRU result cache, and
+// writes a TREC run and a metrics JSON.
+//
+// Deadlines: an ISN that has not answered a batch by --deadline-ms after its broadcast is left
+// out of it: the batch's queries are answered from the other ISNs, marked partial, counted and
+// never cached; its late message is received and dropped by batch id. Nothing waits on an MPI
+// call that a stuck peer could block: every receive is polled (MPI_Iprobe). At shutdown the ISNs
+// get --shutdown-grace-ms to return their stats; a rank that does not is reported and the job
+// ends with MPI_Abort (exit code 3) after the run and metrics are written.
+#pragma once
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "aggregator/batcher.hpp"
+#include "common/query.hpp"
+#include "common/search_result.hpp"
+
+namespace gpusearch {
+
+struct AggregatorOptions {
+  std::filesystem::path index_dir;
+  std::string queries = "-";  // a file (TSV or TREC topics), or "-" for TSV on standard input
+  std::filesystem::path run_path;
+  std::filesystem::path metrics_path;  // empty: none
+  std::string run_tag = "gpusearch";
+  SearchParams params;
+  double alpha = NAN;  // NaN: the index's GS alpha
+  QueryLimits limits;
+  BatchPolicy batching;
+  std::size_t max_in_flight = 2;
+  std::size_t window =
+      0;  // replay without --qps: queries admitted ahead; 0: batch_size * (max_in_flight + 1)
+  double qps = 0;  // replay at this arrival rate; 0: closed loop (as fast as answered)
+  std::size_t cache_entries = 0;
+  std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
+  std::uint64_t shutdown_grace_ms = 30000;
+  std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
+  unsigned idle_sleep_us = 50;  // first polling back-off when nothing happened (doubles to 1 ms)
+  bool progress = true;
+};
+
+struct AggregatorOutcome {
+  int exit_code = 0;
+  bool abort_job = false;  // a stuck ISN: the caller should MPI_Abort after this returns
+  nlohmann::json metrics;
+};
+
+// Runs the aggregator on `world` (this rank is 0, ranks 1.. are ISNs). Collective with
+// run_isn's start (MPI_Comm_split).
+AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm world);
+void print_aggregator_summary(const nlohmann::json& metrics, std::ostream& out);
+
+}  // namespace gpusearch

@@ -1,0 +1,109 @@
+// gpusearch-aggregator: rank 0 of the cluster (launch/cluster.sh starts it under mpirun with the
+// ISNs as ranks 1..N). Flags in, run_aggregator, summary out.
+#include <mpi.h>
+
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "aggregator/aggregator.hpp"
+#include "common/error.hpp"
+
+using namespace gpusearch;
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "gpusearch-aggregator: batches, broadcasts, merges (rank 0 of the cluster's mpirun)"};
+  AggregatorOptions o;
+  std::string mode = "or", scoring = "bm25";
+  bool quiet = false;
+  std::string abort_marker;
+  app.add_option("--index", o.index_dir, "index directory (its manifest and shard 0's lexicon)")
+      ->required();
+  app.add_option("--queries", o.queries,
+                 "queries: TSV or TREC topics file, or - for TSV on standard input")
+      ->capture_default_str();
+  app.add_option("--run", o.run_path, "TREC run output")->required();
+  app.add_option("--metrics", o.metrics_path, "metrics JSON output");
+  app.add_option("--tag", o.run_tag, "run tag (last column)")->capture_default_str();
+  app.add_option("--mode", mode, "and, or, and-or")->capture_default_str();
+  app.add_option("--k", o.params.k, "results per query")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  app.add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
+  app.add_option("--alpha", o.alpha, "bm25-pr alpha (default: the index's)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-query-terms", o.limits.max_terms, "reject longer queries")
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batching.batch_size, "queries per batch (at most)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t(1), std::size_t(65536)));
+  app.add_option("--max-wait-us", o.batching.max_wait_us,
+                 "cut a batch once its oldest query waited this long")
+      ->capture_default_str();
+  app.add_flag("--cost-buckets", o.batching.cost_buckets,
+               "batch queries of similar shortest-list length together (paper 003)");
+  app.add_option("--max-in-flight", o.max_in_flight, "batches broadcast and not yet answered")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
+  app.add_option(
+      "--window", o.window,
+      "closed-loop replay: queries admitted ahead (default batch-size * (max-in-flight + 1))");
+  app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
+      ->capture_default_str();
+  app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
+      ->capture_default_str();
+  app.add_option("--deadline-ms", o.deadline_ms,
+                 "per batch: answer without ISNs that miss it (partial); 0: none")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms,
+                 "wait this long for ISNs at shutdown, then MPI_Abort")
+      ->capture_default_str();
+  app.add_option("--start-timeout-ms", o.start_timeout_ms,
+                 "wait this long for ISNs to open their shards")
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", quiet, "no progress line");
+  app.add_option(
+      "--abort-marker", abort_marker,
+      "file written just before the job is aborted for a stuck ISN (cluster.sh watches it)");
+  app.allow_extras();  // ISN-only flags passed through by launch/cluster.sh are ignored
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    MPI_Abort(MPI_COMM_WORLD, rc == 0 ? 0 : 2);
+    return rc;
+  }
+  int rc = 0;
+  try {
+    o.params.mode = parse_mode(mode);
+    o.params.scoring = parse_scoring(scoring);
+    o.progress = !quiet;
+    const AggregatorOutcome out = run_aggregator(o, MPI_COMM_WORLD);
+    if (!out.metrics.is_null()) print_aggregator_summary(out.metrics, std::cout);
+    if (out.metrics.is_object())
+      std::cout << "  run written to " << o.run_path.string()
+                << (o.metrics_path.empty() ? "" : ", metrics to " + o.metrics_path.string())
+                << '\n';
+    std::cout.flush();
+    rc = out.exit_code;
+    if (out.abort_job) {
+      // A stuck ISN would block MPI_Finalize: end the job. Open MPI 4.1.4's mpirun was seen to
+      // crash or hang in its own teardown after an abort, so tell launch/cluster.sh first; it
+      // kills mpirun if it has not ended a few seconds later.
+      if (!abort_marker.empty()) std::ofstream(abort_marker) << rc << '\n';
+      std::cerr.flush();
+      MPI_Abort(MPI_COMM_WORLD, rc);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "gpusearch-aggregator: error: " << e.what() << '\n';
+    if (!abort_marker.empty()) std::ofstream(abort_marker) << 1 << '\n';
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return rc;
+}

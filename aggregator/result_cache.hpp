@@ -1,0 +1,46 @@
+// The aggregator's LRU result cache: answers a repeated query without a broadcast. The key is
+// the query as it would be scored (its terms in query order, since scores sum in that order,
+// plus mode, scoring, alpha and k); partial answers are never stored.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/search_result.hpp"
+
+namespace gpusearch {
+
+struct CachedHit {
+  std::string docid;
+  double score = 0;
+};
+struct CachedAnswer {
+  std::vector<CachedHit> hits;
+  bool answered_by_or = false;
+};
+
+std::string result_cache_key(const SearchParams& params, const std::vector<std::string>& terms);
+
+class ResultCache {
+ public:
+  explicit ResultCache(std::size_t capacity) : capacity_(capacity) {}
+  bool enabled() const { return capacity_ > 0; }
+  // Marks the entry most recently used.
+  std::optional<CachedAnswer> find(const std::string& key);
+  void insert(const std::string& key, CachedAnswer answer);
+  std::size_t size() const { return index_.size(); }
+  std::uint64_t evictions() const { return evictions_; }
+
+ private:
+  using Entry = std::pair<std::string, CachedAnswer>;
+  std::size_t capacity_;
+  std::list<Entry> lru_;  // front: most recently used
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  std::uint64_t evictions_ = 0;
+};
+
+}  // namespace gpusearch

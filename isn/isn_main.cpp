@@ -1,0 +1,69 @@
+// gpusearch-isn: one index-serving node of the cluster (launch/cluster.sh starts it under
+// mpirun as ranks 1..N). Flags in, run_isn, exit code out.
+#include <mpi.h>
+
+#include <iostream>
+#include <memory>
+
+#include <tbb/global_control.h>
+#include <CLI/CLI.hpp>
+
+#include "common/error.hpp"
+#include "isn/isn_server.hpp"
+
+using namespace gpusearch;
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpusearch-isn: an index-serving node (rank >= 1 of the cluster's mpirun)"};
+  IsnOptions o;
+  o.engine.engine = kDefaultIsnEngine;
+  int threads = 0;
+  bool no_verify = false;
+  app.add_option("--index", o.index_dir, "index directory (this ISN serves shard rank-1)")
+      ->required();
+  app.add_option("--engine", o.engine.engine, "engine: reference, cpu, gpu (as built)")
+      ->capture_default_str();
+  app.add_option("--algorithm", o.engine.algorithm, "engine algorithm (default: the engine's)");
+  app.add_option("--intra-query", o.engine.intra_query_threads, "cpu: threads per query")
+      ->capture_default_str();
+  app.add_option("--fallback-engine", o.fallback_engine, "CPU engine used after a failure")
+      ->capture_default_str();
+  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  app.add_option("--gpus-per-isn", o.gpus_per_isn, "GPUs per ISN: device = local rank * this")
+      ->capture_default_str();
+  app.add_option("--gpu", o.engine.gpu_device, "device ordinal (default: by local rank)");
+  app.add_option("--batch-chunk", o.parallel_chunk_queries,
+                 "queries per parallel task within a batch")
+      ->capture_default_str();
+  app.add_flag("--no-verify", no_verify, "skip checksum verification when opening the shard");
+  app.add_option("--inject-gpu-fault-at-batch", o.inject_gpu_fault_at_batch,
+                 "test: the engine fails from this batch on (counting from 1)");
+  app.add_option("--inject-delay-ms", o.inject_delay_ms, "test: sleep this long before each batch");
+  app.add_option("--inject-delay-rank", o.inject_delay_rank,
+                 "test: only this rank sleeps (-1: all)");
+  app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    MPI_Abort(MPI_COMM_WORLD, rc == 0 ? 0 : 2);
+    return rc;
+  }
+  o.verify_checksums = !no_verify;
+  std::unique_ptr<tbb::global_control> limit;
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  threads);
+  int rc = 0;
+  try {
+    rc = run_isn(o, MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    std::cerr << "gpusearch-isn: error: " << e.what() << '\n';
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return rc;
+}

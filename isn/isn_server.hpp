@@ -1,0 +1,42 @@
+// The ISN process (ranks 1..N of the cluster): opens shard rank-1 of the index, says hello to
+// the aggregator (shard, docID range, memory), then answers query batches until told to shut
+// down. Each batch runs through the engine stack
+//   FallbackEngine( FaultInjectingEngine( ParallelBatchEngine( make_engine(--engine) ) ),
+//                   ParallelBatchEngine( make_engine(kFallbackEngineName) ) )
+// and its compute time goes back with the results.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "isn/engine_factory.hpp"
+
+namespace gpusearch {
+
+// The engine an ISN runs when --engine is not given, and the CPU engine it falls back to when
+// that one fails. One place to change when the fast CPU engine ("cpu") lands.
+inline constexpr const char* kDefaultIsnEngine = "reference";
+inline constexpr const char* kFallbackEngineName = "reference";
+
+struct IsnOptions {
+  std::filesystem::path index_dir;
+  EngineOptions engine;
+  std::string fallback_engine = kFallbackEngineName;
+  bool verify_checksums = true;
+  unsigned gpus_per_isn = 1;
+  std::size_t parallel_chunk_queries = 4;  // ParallelBatchEngine's chunk
+  // Test hooks.
+  std::uint64_t inject_gpu_fault_at_batch = 0;  // 0: never
+  unsigned inject_delay_ms = 0;                 // sleep before each batch
+  int inject_delay_rank = -1;                   // the rank that sleeps; -1: every ISN
+  unsigned idle_sleep_us = 50;  // first polling back-off when no message waits (doubles to 1 ms)
+};
+
+// Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start
+// (MPI_Comm_split). Returns the process exit code.
+int run_isn(const IsnOptions& options, MPI_Comm world);
+
+}  // namespace gpusearch

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Runs the gpusearch cluster under mpirun: rank 0 the aggregator, ranks 1..N the ISNs (one per
+# index shard). Prints the mpirun command it runs.
+#
+#   launch/cluster.sh --index DIR --queries FILE|- --isns N [--gpus-per-isn G] [--hostfile F]
+#                     [--mode M] [--k K] --run OUT [--metrics OUT.json] [more flags...]
+#
+# More flags go to both programs; each ignores the other's (see gpusearch-aggregator --help and
+# gpusearch-isn --help): e.g. --batch-size, --max-wait-us, --cost-buckets, --max-in-flight,
+# --cache-entries, --deadline-ms, --qps (aggregator); --engine, --algorithm, --intra-query,
+# --threads, --inject-gpu-fault-at-batch, --inject-delay-ms, --inject-delay-rank (ISN).
+# Without --threads, each ISN gets cores / N threads on a single node.
+# Environment: GPUSEARCH_BUILD_DIR (default build), GPUSEARCH_MPIRUN_ARGS (extra mpirun flags).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${GPUSEARCH_BUILD_DIR:-$root/build}
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+
+index="" queries="" isns="" gpus=1 hostfile="" mode=or k=10 run="" metrics="" threads_given=0
+pass=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --index) index=$2; shift 2 ;;
+    --queries) queries=$2; shift 2 ;;
+    --isns) isns=$2; shift 2 ;;
+    --gpus-per-isn) gpus=$2; shift 2 ;;
+    --hostfile) hostfile=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    --k) k=$2; shift 2 ;;
+    --run) run=$2; shift 2 ;;
+    --metrics) metrics=$2; shift 2 ;;
+    -h|--help) usage 0 ;;
+    --threads) threads_given=1; pass+=("$1" "$2"); shift 2 ;;
+    *) pass+=("$1"); shift ;;
+  esac
+done
+[ -n "$index" ] && [ -n "$queries" ] && [ -n "$isns" ] && [ -n "$run" ] || {
+  echo "cluster.sh: --index, --queries, --isns and --run are required" >&2; usage 2; }
+[ -f "$index/manifest.json" ] || { echo "cluster.sh: no index at $index" >&2; exit 2; }
+[ "$queries" = - ] || [ -r "$queries" ] || { echo "cluster.sh: cannot read queries $queries" >&2; exit 2; }
+shards=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["shards"]))' "$index/manifest.json" 2>/dev/null || echo "")
+if [ -n "$shards" ] && [ "$shards" != "$isns" ]; then
+  echo "cluster.sh: the index $index has $shards shard(s) but --isns is $isns: one ISN serves one shard" \
+       "(re-shard with: build/bin/gpusearch partition --index $index --out OUT --shards $isns)" >&2
+  exit 2
+fi
+
+agg=$build/bin/gpusearch-aggregator
+isn=$build/bin/gpusearch-isn
+if [ ! -x "$agg" ] || [ ! -x "$isn" ]; then
+  echo "cluster.sh: building the aggregator and the ISN"
+  [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" -j"${GPUSEARCH_BUILD_JOBS:-$(nproc)}" --target gpusearch-aggregator gpusearch-isn
+fi
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi=(mpirun --oversubscribe --bind-to none)
+[ -n "$hostfile" ] && mpi+=(--hostfile "$hostfile")
+# shellcheck disable=SC2206
+[ -n "${GPUSEARCH_MPIRUN_ARGS:-}" ] && mpi+=(${GPUSEARCH_MPIRUN_ARGS})
+isn_extra=()
+if [ "$threads_given" = 0 ] && [ -z "$hostfile" ]; then
+  t=$(( $(nproc) / isns )); [ "$t" -ge 1 ] || t=1
+  isn_extra+=(--threads "$t")
+fi
+# The aggregator writes this file just before it aborts the job for a stuck ISN; mpirun (Open MPI
+# 4.1.4) was seen to crash or hang in its own teardown after an abort, so it is killed if it has
+# not ended 10 s later, with exit code 3.
+marker=$(mktemp -u "${TMPDIR:-/tmp}/gpusearch-abort-XXXXXX")
+agg_args=(--index "$index" --queries "$queries" --mode "$mode" --k "$k" --run "$run" --abort-marker "$marker")
+[ -n "$metrics" ] && agg_args+=(--metrics "$metrics")
+isn_args=(--index "$index" --gpus-per-isn "$gpus")
+cmd=("${mpi[@]}" -n 1 "$agg" "${agg_args[@]}" "${pass[@]}" : -n "$isns" "$isn" "${isn_args[@]}" "${isn_extra[@]}" "${pass[@]}")
+echo "+ ${cmd[*]}"
+"${cmd[@]}" <&0 &  # explicit: a background job's standard input would be /dev/null (--queries -)
+pid=$!
+trap 'kill "$pid" 2>/dev/null' INT TERM
+waited=0
+while kill -0 "$pid" 2>/dev/null; do
+  if [ -e "$marker" ]; then
+    waited=$((waited + 1))
+    if [ "$waited" -gt 50 ]; then
+      echo "cluster.sh: mpirun did not end 10 s after the aggregator aborted the job; killing it" >&2
+      children=$(pgrep -P "$pid" || true)
+      kill -9 "$pid" $children 2>/dev/null || true
+      code=$(head -1 "$marker"); rm -f "$marker"
+      exit "${code:-3}"
+    fi
+  fi
+  sleep 0.2
+done
+set +e
+wait "$pid"
+rc=$?
+set -e
+# The aggregator ended the job: for a stuck ISN (3) or after an error (1).
+[ -e "$marker" ] && { code=$(head -1 "$marker"); rm -f "$marker"; rc=${code:-3}; }
+exit "$rc"

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# MPI integration tests of the cluster (launch/cluster.sh under mpirun --oversubscribe):
+#   cluster_test.sh BUILD_DIR exact N      answers equal the reference engine's, N ISNs, modes
+#                                          and/or/and-or, k 10 and 1000 (cost buckets, result
+#                                          cache and 3 batches in flight on)
+#   cluster_test.sh BUILD_DIR real DATA    the same on Cranfield (exit 77: skipped, no data)
+#   cluster_test.sh BUILD_DIR slow         a slow ISN: partial answers within the deadline, no hang
+#   cluster_test.sh BUILD_DIR fault        injected GPU fault: CPU fallback, every answer exact
+#   cluster_test.sh BUILD_DIR malformed    malformed query lines (file and stdin) reported, counted
+#   cluster_test.sh BUILD_DIR mismatch     ISN count != shard count: a clear error, no hang
+#   cluster_test.sh BUILD_DIR openloop     replay at a fixed arrival rate (--qps): paced, exact
+#   cluster_test.sh BUILD_DIR stuck        an ISN that never answers: run and metrics complete,
+#                                          the job ends (MPI_Abort) instead of hanging
+set -euo pipefail
+build=$(cd "$1" && pwd)
+case_name=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export GPUSEARCH_BUILD_DIR=$build OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+gs=$build/bin/gpusearch
+tmp=$(mktemp -d /tmp/gpusearch-mpi-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+metric() {  # metric FILE PYTHON-EXPR-ON-m
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+synthetic_index() {  # synthetic_index SHARDS DIR
+  "$gs" -q index --synthetic "docs=4000,seed=11,train_queries=5,test_queries=150,mean_length=150" \
+    --shards "$1" --out "$2" >/dev/null
+}
+cluster() { "$root/launch/cluster.sh" -q "$@"; }
+check_equal() {  # check_equal INDEX QUERIES ISNS MODE K [cluster flags...]
+  local index=$1 queries=$2 isns=$3 mode=$4 k=$5
+  shift 5
+  local tag="$isns-$mode-$k"
+  "$gs" -q search --index "$index" --queries "$queries" --mode "$mode" --k "$k" \
+    --run "$tmp/ref-$tag.txt" >/dev/null
+  cluster --index "$index" --queries "$queries" --isns "$isns" --mode "$mode" --k "$k" \
+    --run "$tmp/run-$tag.txt" --metrics "$tmp/m-$tag.json" "$@" > "$tmp/out-$tag.txt" 2>&1 ||
+    { cat "$tmp/out-$tag.txt"; fail "cluster run $tag exited $?"; }
+  "$gs" compare-runs "$tmp/ref-$tag.txt" "$tmp/run-$tag.txt" || fail "run $tag differs from the reference"
+  [ "$(metric "$tmp/m-$tag.json" 'm["queries"]["partial"]')" = 0 ] || fail "$tag: partial answers"
+}
+
+case "$case_name" in
+  exact)
+    n=$3
+    synthetic_index "$n" "$tmp/idx"
+    # Repeat some queries so that the result cache answers them.
+    { cat "$tmp/idx/queries.test.tsv"; head -30 "$tmp/idx/queries.test.tsv" | sed 's/^/r/'; } > "$tmp/q.tsv"
+    head -40 "$tmp/idx/queries.test.tsv" > "$tmp/q40.tsv"
+    for mode in and or and-or; do
+      check_equal "$tmp/idx" "$tmp/q.tsv" "$n" "$mode" 10 --batch-size 16 --cost-buckets \
+        --cache-entries 1000 --max-in-flight 3
+      check_equal "$tmp/idx" "$tmp/q40.tsv" "$n" "$mode" 1000 --batch-size 8
+    done
+    hits=$(metric "$tmp/m-$n-or-10.json" 'm["queries"]["cache_hits"]')
+    [ "$hits" -ge 30 ] || fail "expected at least 30 cache hits, got $hits"
+    echo "PASS: $n ISN(s): and, or, and-or at k 10 and 1000 equal the reference ($hits cache hits)"
+    ;;
+  real)
+    data=$3
+    if [ ! -s "$data/corpus.jsonl" ] || [ ! -s "$data/queries.tsv" ]; then
+      echo "SKIPPED: no Cranfield collection at $data (set GPUSEARCH_SHARED_DATA_DIR)"; exit 77
+    fi
+    "$gs" -q index --corpus "$data/corpus.jsonl" --shards 2 --out "$tmp/cran" >/dev/null
+    for mode in and or and-or; do
+      check_equal "$tmp/cran" "$data/queries.tsv" 2 "$mode" 10 --batch-size 32
+    done
+    check_equal "$tmp/cran" "$data/queries.tsv" 2 or 1000 --batch-size 64
+    echo "PASS: Cranfield, 2 ISNs: and, or, and-or (k 10) and or (k 1000) equal the reference"
+    ;;
+  slow)
+    synthetic_index 2 "$tmp/idx"
+    head -60 "$tmp/idx/queries.test.tsv" > "$tmp/q.tsv"
+    start=$(date +%s)
+    cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode or --k 10 --run "$tmp/run.txt" \
+      --metrics "$tmp/m.json" --batch-size 20 --deadline-ms 150 --inject-delay-ms 600 \
+      --inject-delay-rank 2 > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "exit $?"; }
+    took=$(( $(date +%s) - start ))
+    partial=$(metric "$tmp/m.json" 'm["queries"]["partial"]')
+    run=$(metric "$tmp/m.json" 'm["queries"]["run"]')
+    missed=$(metric "$tmp/m.json" 'm["isn"][1]["batches_missed"]')
+    [ "$partial" -gt 0 ] || fail "no partial answers from a slow ISN"
+    [ "$run" = 60 ] || fail "answered $run of 60 queries"
+    [ "$missed" -gt 0 ] || fail "the slow ISN missed no batch"
+    [ "$took" -lt 40 ] || fail "took $took s"
+    grep -q "missed its deadline" "$tmp/out.txt" || fail "no deadline message"
+    echo "PASS: slow ISN: $partial of $run answers partial, $missed batches missed, ${took}s"
+    ;;
+  fault)
+    synthetic_index 2 "$tmp/idx"
+    check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --batch-size 16 \
+      --inject-gpu-fault-at-batch 3
+    m="$tmp/m-2-and-or-10.json"
+    [ "$(metric "$m" 'm["isn"][0]["stats"]["fallback_active"]')" = True ] || fail "no fallback"
+    [ "$(metric "$m" 'm["isn"][0]["stats"]["batches_on_fallback"] > 0')" = True ] || fail "no batch on fallback"
+    grep -q "failed (injected GPU fault" "$tmp/out-2-and-or-10.txt" || fail "fallback not reported"
+    echo "PASS: injected GPU fault: CPU fallback, every answer equal to the reference"
+    ;;
+  malformed)
+    synthetic_index 1 "$tmp/idx"
+    printf 'q1\tsome query words\nno tab on this line\n\tempty id\nq2\t   \nq3\tmore words here\n' > "$tmp/q.tsv"
+    cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 1 --run "$tmp/run.txt" \
+      --metrics "$tmp/m.json" > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "exit $?"; }
+    [ "$(metric "$tmp/m.json" 'm["queries"]["skipped"]')" = 3 ] || fail "expected 3 skipped"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["run"]')" = 2 ] || fail "expected 2 run"
+    grep -q "malformed line" "$tmp/out.txt" || fail "malformed lines not reported"
+    cluster --index "$tmp/idx" --queries - --isns 1 --run "$tmp/run2.txt" --metrics "$tmp/m2.json" \
+      < "$tmp/q.tsv" > "$tmp/out2.txt" 2>&1 || { cat "$tmp/out2.txt"; fail "stdin exit $?"; }
+    [ "$(metric "$tmp/m2.json" 'm["queries"]["skipped"]')" = 3 ] || fail "stdin: expected 3 skipped"
+    cmp -s <(sort "$tmp/run.txt") <(sort "$tmp/run2.txt") || fail "stdin run differs from file run"
+    echo "PASS: malformed query lines reported and counted (file and standard input)"
+    ;;
+  mismatch)
+    synthetic_index 2 "$tmp/idx"
+    set +e
+    timeout -k 10 60 mpirun --oversubscribe --bind-to none -n 1 "$build/bin/gpusearch-aggregator" \
+      --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" --run "$tmp/run.txt" -q : \
+      -n 3 "$build/bin/gpusearch-isn" --index "$tmp/idx" > "$tmp/out.txt" 2>&1
+    rc=$?
+    set -e
+    [ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$tmp/out.txt"; fail "exit code $rc"; }
+    grep -q "has 2 shard(s) but the job has 3 ISN(s)" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "no clear error"; }
+    "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" --isns 3 \
+      --run "$tmp/run.txt" > "$tmp/out2.txt" 2>&1 && fail "cluster.sh accepted 3 ISNs for 2 shards"
+    grep -q "one ISN serves one shard" "$tmp/out2.txt" || fail "cluster.sh: no clear error"
+    echo "PASS: ISN count != shard count is a clear error (exit $rc)"
+    ;;
+  openloop)
+    synthetic_index 2 "$tmp/idx"
+    check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --qps 300 --batch-size 16 \
+      --max-wait-us 5000
+    m="$tmp/m-2-and-or-10.json"
+    # 150 arrivals at 300/s cannot be answered in less than half a second.
+    [ "$(metric "$m" 'm["seconds"] >= 0.45')" = True ] || fail "not paced: $(metric "$m" 'm["seconds"]') s"
+    [ "$(metric "$m" 'm["batches"]["size"]["mean"] < 16')" = True ] || fail "batches not cut by wait time"
+    echo "PASS: open-loop replay at 300 queries/s: paced, batches cut by wait time, exact"
+    ;;
+  stuck)
+    synthetic_index 2 "$tmp/idx"
+    head -40 "$tmp/idx/queries.test.tsv" > "$tmp/q.tsv"
+    start=$(date +%s)
+    set +e
+    timeout -k 10 90 "$root/launch/cluster.sh" -q --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 \
+      --run "$tmp/run.txt" --metrics "$tmp/m.json" --batch-size 10 --deadline-ms 200 \
+      --shutdown-grace-ms 1500 --inject-delay-ms 600000 --inject-delay-rank 2 > "$tmp/out.txt" 2>&1
+    rc=$?
+    set -e
+    took=$(( $(date +%s) - start ))
+    # cluster.sh exits 3 when the aggregator ended the job (its watchdog kills an mpirun that
+    # crashes or hangs in its own teardown after MPI_Abort, as Open MPI 4.1.4's does at times).
+    [ "$rc" = 3 ] || { cat "$tmp/out.txt"; fail "exit code $rc, expected 3"; }
+    [ "$took" -lt 60 ] || fail "took $took s"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["run"]')" = 40 ] || fail "not every query answered"
+    [ "$(metric "$tmp/m.json" 'm["isn"][1]["stuck_at_shutdown"]')" = True ] || fail "stuck ISN not reported"
+    grep -q "did not answer the shutdown" "$tmp/out.txt" || fail "no shutdown message"
+    echo "PASS: stuck ISN: all 40 queries answered (partially), metrics written, job ended in ${took}s (exit $rc)"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac

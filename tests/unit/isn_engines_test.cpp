@@ -1,0 +1,113 @@
+// The ISN's engine wrappers: a batch split over threads answers exactly as one call does, and a
+// failing primary engine falls back to the CPU engine for that batch and every later one
+// without losing a query.
+#include <gtest/gtest.h>
+
+#include "common/reference_engine.hpp"
+#include "common/shard_index.hpp"
+#include "isn/fallback_engine.hpp"
+#include "isn/parallel_batch_engine.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+
+namespace {
+
+struct SmallShard {
+  TempDir tmp;
+  Index index;
+  std::vector<Query> queries;
+  SmallShard() : index(make()) {
+    const QueryFile f = read_query_file(tmp / "idx" / "queries.test.tsv");
+    for (const auto& qt : f.queries) {
+      Query q;
+      QueryProblem p;
+      if (resolve_query(index.shard(0), qt, {}, q, p, "test")) queries.push_back(std::move(q));
+    }
+  }
+  Index make() {
+    BuildOptions o;
+    o.out_dir = tmp / "idx";
+    o.progress = false;
+    build_index_synthetic(
+        SyntheticParams::parse("docs=1500,seed=4,train_queries=2,test_queries=60,mean_length=120"),
+        o);
+    return Index::open(tmp / "idx");
+  }
+};
+
+void expect_same(const std::vector<ShardResult>& a, const std::vector<ShardResult>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t q = 0; q < a.size(); ++q) {
+    ASSERT_EQ(a[q].hits.size(), b[q].hits.size()) << q;
+    for (std::size_t i = 0; i < a[q].hits.size(); ++i) {
+      EXPECT_EQ(a[q].hits[i].rank, b[q].hits[i].rank);
+      EXPECT_EQ(a[q].hits[i].score, b[q].hits[i].score);
+    }
+    EXPECT_EQ(a[q].and_matches, b[q].and_matches);
+    EXPECT_EQ(a[q].or_hits.size(), b[q].or_hits.size());
+  }
+}
+
+// Counts calls, so the test can see that the batch really was split.
+class CountingEngine final : public QueryEngine {
+ public:
+  CountingEngine(const ShardIndex& s, std::atomic<int>& calls) : inner_(s, 0), calls_(calls) {}
+  std::string_view name() const override { return "counting"; }
+  void search(std::span<const Query> q, const SearchParams& p,
+              std::span<ShardResult> out) override {
+    ++calls_;
+    inner_.search(q, p, out);
+  }
+
+ private:
+  ReferenceEngine inner_;
+  std::atomic<int>& calls_;
+};
+
+}  // namespace
+
+TEST(IsnEngines, ParallelBatchEqualsOneCall) {
+  SmallShard s;
+  ASSERT_GT(s.queries.size(), 20u);
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> one(s.queries.size()), split(s.queries.size());
+  ReferenceEngine(s.index.shard(0), 0).search(s.queries, p, one);
+  std::atomic<int> calls{0};
+  ParallelBatchEngine par(std::make_unique<CountingEngine>(s.index.shard(0), calls), 4);
+  par.search(s.queries, p, split);
+  expect_same(one, split);
+  EXPECT_GE(calls.load(), int(s.queries.size() / 4));
+}
+
+TEST(IsnEngines, FallbackAnswersEveryBatchAfterAFault) {
+  SmallShard s;
+  const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> expected(s.queries.size());
+  ReferenceEngine(s.index.shard(0), 0).search(s.queries, p, expected);
+  int fallbacks_made = 0;
+  FallbackEngine engine(
+      std::make_unique<FaultInjectingEngine>(std::make_unique<ReferenceEngine>(s.index.shard(0), 0),
+                                             2),
+      [&] {
+        ++fallbacks_made;
+        return std::make_unique<ReferenceEngine>(s.index.shard(0), 0);
+      },
+      "test");
+  std::vector<ShardResult> got(s.queries.size());
+  const std::size_t half = s.queries.size() / 2;
+  const std::span<const Query> all(s.queries);
+  for (int round = 0; round < 2; ++round) {
+    engine.search(all.first(half), p, std::span(got).first(half));  // batch 1 (3): ok / fallback
+    EXPECT_EQ(engine.fallback_active(), round == 1);
+    engine.search(all.subspan(half), p, std::span(got).subspan(half));  // batch 2 (4): fault
+    EXPECT_TRUE(engine.fallback_active());
+    expect_same(expected, got);
+  }
+  EXPECT_EQ(fallbacks_made, 1);
+  EXPECT_EQ(engine.batches_on_fallback(), 3u);
+  EXPECT_NE(engine.failure().find("injected GPU fault"), std::string::npos);
+}
