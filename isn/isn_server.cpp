@@ -82,8 +82,12 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
     oo.verify_checksums = options.verify_checksums;
     index = std::make_unique<Index>(Index::open_shard(options.index_dir, shard_id, oo));
     const ShardIndex& shard = index->shard(0);
-    std::unique_ptr<QueryEngine> primary = std::make_unique<ParallelBatchEngine>(
-        make_engine(eo, shard, shard_id), options.parallel_chunk_queries);
+    // The GPU engine takes the whole batch in its own launches (and is not re-entrant); the
+    // CPU engines are spread over the cores in chunks.
+    std::unique_ptr<QueryEngine> primary = make_engine(eo, shard, shard_id);
+    if (eo.engine != "gpu")
+      primary = std::make_unique<ParallelBatchEngine>(std::move(primary),
+                                                      options.parallel_chunk_queries);
     if (options.inject_gpu_fault_at_batch > 0)
       primary = std::make_unique<FaultInjectingEngine>(std::move(primary),
                                                        options.inject_gpu_fault_at_batch);

@@ -2,6 +2,7 @@
 // the aggregator (shard, docID range, memory), then answers query batches until told to shut
 // down. Each batch runs through the engine stack
 //   FallbackEngine( FaultInjectingEngine( ParallelBatchEngine( make_engine(--engine) ) ),
+// (no ParallelBatchEngine around the GPU engine, which batches itself)
 //                   ParallelBatchEngine( make_engine(kFallbackEngineName) ) )
 // and its compute time goes back with the results.
 #pragma once
@@ -17,9 +18,9 @@
 namespace gpusearch {
 
 // The engine an ISN runs when --engine is not given, and the CPU engine it falls back to when
-// that one fails. One place to change when the fast CPU engine ("cpu") lands.
-inline constexpr const char* kDefaultIsnEngine = "reference";
-inline constexpr const char* kFallbackEngineName = "reference";
+// that one fails (e.g. the GPU engine on a CUDA error): the fast CPU engine.
+inline constexpr const char* kDefaultIsnEngine = "cpu";
+inline constexpr const char* kFallbackEngineName = "cpu";
 
 struct IsnOptions {
   std::filesystem::path index_dir;
