@@ -50,7 +50,7 @@ cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGPUSEARCH_CUDA=
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_COMPILER=$cc -DCMAKE_CXX_COMPILER=$cxx \
   -DCMAKE_CUDA_HOST_COMPILER=$cxx -DCMAKE_PREFIX_PATH=$deps/usr \
   -DCAPNP_EXECUTABLE=$deps/usr/bin/capnp -DCAPNPC_CXX_EXECUTABLE=$deps/usr/bin/capnpc-c++ \
-  -DCAPNP_INCLUDE_DIRECTORY=$deps/usr/include \
+  -DCAPNP_INCLUDE_DIRECTORY=$deps/usr/include -DCAPNPC_IMPORT_DIRS=$deps/usr/include \
   -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 targets=(gpusearch gpu_tests bench_gpu_engine)
