@@ -7,7 +7,8 @@ launch/install-deps.sh
 launch/build.sh "$@"
 # A real collection for the real-data tests: Debian's package descriptions (needs apt; skipped
 # with a message when it cannot be made).
-make_debian=../shared/data/make-debian-descriptions.sh
+shared_data=$(sed -n 's/^GPUSEARCH_SHARED_DATA_DIR:PATH=//p' build/CMakeCache.txt 2>/dev/null || true)
+make_debian=${shared_data:-../shared/data}/make-debian-descriptions.sh
 if [ ! -s build/data/debian-descriptions.jsonl ] && [ -x "$make_debian" ]; then
   mkdir -p build/data
   "$make_debian" build/data/debian-descriptions.jsonl.tmp 2>/dev/null &&
