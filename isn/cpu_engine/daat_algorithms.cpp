@@ -198,23 +198,70 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
     double block_upper = ctx.static_bound(pivot);
     for (std::size_t i = 0; i <= p; ++i) block_upper += ord[i]->block_max_score(pivot);
     if (!(block_upper < threshold)) {
-      if (first == pivot) {
+      if (first != pivot) {
+        // Every list before the pivot moves to it (documents before the pivot cannot
+        // qualify), shallowly: a list whose pivot block is not decoded only records the pivot
+        // as a lower bound. If all of them land on the pivot (as a lower bound or for real),
+        // the pivot is the candidate now, with the same block maxima: go on with it.
+        std::size_t q = 0;
+        bool all_on_pivot = true;
+        for (; ord[q]->docid() < pivot; ++q) {
+          ord[q]->skip_to(pivot);
+          all_on_pivot &= ord[q]->docid() == pivot;
+        }
+        if (!all_on_pivot) {
+          for (std::size_t i = q; i-- > 0;) bubble_up(ord, i);
+          continue;
+        }
+      }
+      {
+        // Lists moved shallowly (skip_to) stand on a lower bound. Before decoding them, bound
+        // the pivot with the exact contributions of the decoded lists and the block maxima of
+        // the pending ones (slack for the summation order); below the threshold, the pivot is
+        // passed without decoding anything.
+        bool any_pending = false;
+        for (std::size_t i = 0; i <= p; ++i) any_pending |= ord[i]->pending();
+        if (any_pending) {
+          const double norm = ctx.norm(pivot);
+          double bound = ctx.static_bound(pivot);
+          for (std::size_t i = 0; i <= p; ++i)
+            bound += ord[i]->pending() ? ord[i]->block_max_score(pivot)
+                                       : ord[i]->weight() * impact(ord[i]->freq(), norm);
+          if (bound * (1 + kBoundSlack) < threshold) {
+            ++counters.docs_scored;
+            for (std::size_t i = 0; i <= p; ++i) {
+              if (ord[i]->pending())
+                ord[i]->skip_to(pivot + 1);
+              else
+                ord[i]->next();
+            }
+            for (std::size_t i = p + 1; i-- > 0;) bubble_up(ord, i);
+            continue;
+          }
+        }
+        bool moved = false;
+        for (std::size_t i = 0; i <= p; ++i) {
+          if (!ord[i]->pending()) continue;
+          ord[i]->materialize();
+          moved |= ord[i]->docid() != pivot;
+        }
+        if (moved) {
+          for (std::size_t i = p + 1; i-- > 0;) bubble_up(ord, i);
+          continue;
+        }
         ++counters.docs_scored;
         ctx.offer(top, pivot, score_in_term_order(ctx, terms, pivot));
         for (std::size_t i = 0; i <= p; ++i) {
           ord[i]->next();
           ctx.prefetch(ord[i]->docid());
         }
-        std::sort(ord.begin(), ord.end(), by_docid);
-      } else {
-        std::size_t q = p;
-        while (ord[q]->docid() == pivot) --q;
-        ord[q]->next_geq(pivot);
-        bubble_up(ord, q);
+        // ord[p + 1..] is still sorted: insert the moved lists into it from the right (no full
+        // sort per candidate; lists are few and move a short way).
+        for (std::size_t i = p + 1; i-- > 0;) bubble_up(ord, i);
       }
     } else {
       // No document before the end of the shortest of those blocks (nor before the next list's
-      // docID) can qualify: move the list with the largest bound past it.
+      // docID) can qualify: move every list at or before the pivot past it (shallowly).
       const DocId cap = p + 1 < ord.size() ? ord[p + 1]->docid() : kNoDoc;
       DocId next = pivot;
       // Skip shallowly (no decoding) over the following blocks of lists 0..p for as long as
@@ -229,11 +276,12 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
         if (!(bound < threshold)) break;
       }
       if (next <= pivot) next = pivot + 1;
-      std::size_t q = 0;
-      for (std::size_t i = 1; i <= p; ++i)
-        if (ord[i]->max_score() > ord[q]->max_score()) q = i;
-      ord[q]->next_geq(next);
-      bubble_up(ord, q);
+      // No document before `next` can qualify: lists 0..p-1 alone stay below the threshold
+      // before the pivot (pivot selection) and lists 0..p below it in [pivot, next) (block
+      // maxima), lists p+1.. start at or after `next`. Move all of lists 0..p there,
+      // shallowly (skip_to decodes nothing past the current block).
+      for (std::size_t i = 0; i <= p; ++i) ord[i]->skip_to(next);
+      for (std::size_t i = p + 1; i-- > 0;) bubble_up(ord, i);
     }
   }
   return stats;

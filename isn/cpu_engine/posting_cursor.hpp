@@ -85,8 +85,40 @@ class PostingCursor {
     if (d <= docid_) return;
     if (d >= end_) {
       docid_ = kNoDoc;
+      pending_ = false;
       return;
     }
+    seek(d);
+  }
+
+  // Shallow move (block-max WAND): when d lies past the decoded block, the cursor only records
+  // d as a lower bound of its next docID (docid() returns d, pending() is true) and decodes
+  // nothing; materialize() or next_geq() later finds the real posting. A block skipped again
+  // before that is never decoded.
+  void skip_to(DocId d) {
+    if (d <= docid_) return;
+    if (d >= end_ || d > last_[num_blocks_ - 1]) {
+      docid_ = kNoDoc;
+      pending_ = false;
+      return;
+    }
+    if (!pending_ && d <= last_[block_]) {
+      while (docs_[pos_] < d) ++pos_;
+      set_current();
+      return;
+    }
+    docid_ = d;
+    pending_ = true;
+  }
+  bool pending() const { return pending_; }
+  // Replaces the lower bound of skip_to() by the real docID (>= it).
+  void materialize() {
+    if (pending_) seek(docid_);
+  }
+
+ private:
+  // next_geq(d) for end_ > d > docid(), docid() possibly a pending lower bound.
+  void seek(DocId d) {
     if (d > last_[block_]) {
       // Gallop over the block last docIDs, then binary search: long skips stay logarithmic.
       std::uint32_t lo = block_ + 1, step = 1, hi = lo;
@@ -95,6 +127,7 @@ class PostingCursor {
       const std::uint32_t b = std::uint32_t(std::lower_bound(last_ + lo, last_ + hi, d) - last_);
       if (b >= num_blocks_) {
         docid_ = kNoDoc;
+        pending_ = false;
         return;
       }
       load_block(b);
@@ -104,6 +137,7 @@ class PostingCursor {
     set_current();
   }
 
+ public:
   // Frequency of the current posting; decodes the block's frequencies on first use.
   std::uint32_t freq() {
     if (!freqs_decoded_) {
@@ -134,6 +168,7 @@ class PostingCursor {
     block_ = b;
     count_ = b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
     freqs_decoded_ = false;
+    pending_ = false;
     ++blocks_decoded_;
     if (counters_) {
       ++counters_->blocks_decoded;
@@ -155,7 +190,7 @@ class PostingCursor {
   DocId docid_ = kNoDoc, end_ = kNoDoc;
   std::uint32_t num_blocks_ = 0, block_ = kNone, shallow_ = 0, pos_ = 0, count_ = 0;
   std::uint32_t blocks_in_range_ = 0, blocks_decoded_ = 0;
-  bool freqs_decoded_ = false;
+  bool freqs_decoded_ = false, pending_ = false;
   alignas(16) DocId docs_[kBlockSize];
   alignas(16) std::uint32_t freqs_[kBlockSize];
 };
