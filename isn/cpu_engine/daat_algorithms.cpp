@@ -126,6 +126,21 @@ RunStats ranked_and(const QueryContext& ctx, std::span<PostingCursor> terms, Top
   return stats;
 }
 
+// WAND's pivot over lists sorted by docID: the first list p at which the sum of the list upper
+// bounds (plus the static part's bound) may reach the threshold. False when no list can: no
+// document left can enter the top-k.
+namespace {
+bool find_pivot(const QueryContext& ctx, const std::vector<PostingCursor*>& ord, DocId first,
+                double threshold, std::size_t& p) {
+  double upper = ctx.static_bound(first);
+  for (p = 0; p < ord.size() && ord[p]->docid() != kNoDoc; ++p) {
+    upper += ord[p]->max_score();
+    if (!(upper < threshold)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 RunStats wand(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
               QueryCounters& counters) {
   RunStats stats;
@@ -138,15 +153,9 @@ RunStats wand(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top
       stats.early_terminated = true;
       break;
     }
-    // Pivot: the first list where the sum of list upper bounds may reach the threshold.
-    double upper = ctx.static_bound(first);
     std::size_t p = 0;
-    for (; p < ord.size() && ord[p]->docid() != kNoDoc; ++p) {
-      upper += ord[p]->max_score();
-      if (!(upper < threshold)) break;
-    }
-    if (p == ord.size() || ord[p]->docid() == kNoDoc) {
-      if (first != kNoDoc && threshold > kMinusInf) stats.early_terminated = true;
+    if (!find_pivot(ctx, ord, first, threshold, p)) {
+      if (threshold > kMinusInf) stats.early_terminated = true;
       break;
     }
     const DocId pivot = ord[p]->docid();
@@ -181,13 +190,8 @@ RunStats block_max_wand(const QueryContext& ctx, std::span<PostingCursor> terms,
       stats.early_terminated = true;
       break;
     }
-    double upper = ctx.static_bound(first);
     std::size_t p = 0;
-    for (; p < ord.size() && ord[p]->docid() != kNoDoc; ++p) {
-      upper += ord[p]->max_score();
-      if (!(upper < threshold)) break;
-    }
-    if (p == ord.size() || ord[p]->docid() == kNoDoc) {
+    if (!find_pivot(ctx, ord, first, threshold, p)) {
       if (threshold > kMinusInf) stats.early_terminated = true;
       break;
     }
