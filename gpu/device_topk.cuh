@@ -49,7 +49,7 @@ __device__ __forceinline__ void topk_offer(TopKState& st, double* score, std::ui
 }
 
 // Collective: merges the buffer into the top-k. Every thread of the block must call it.
-__device__ void topk_flush(TopKState& st, double* score, std::uint32_t* doc) {
+__device__ inline void topk_flush(TopKState& st, double* score, std::uint32_t* doc) {
   __syncthreads();
   const unsigned total = st.n_top + st.n_buf;
   if (st.n_buf == 0) return;

@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   // search
   auto* srch = app.add_subcommand("search", "answer a query file on an index, write a TREC run");
   SearchSessionOptions so;
+  so.engine.engine = "auto";
   std::string mode = "or", scoring = "bm25";
   double alpha = NAN;
   fs::path run_path, metrics_path;
@@ -129,9 +130,11 @@ int main(int argc, char** argv) {
   srch->add_option("--k", so.params.k, "results per query")->capture_default_str()->check(CLI::Range(1u, 100000u));
   srch->add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
   srch->add_option("--alpha", alpha, "bm25-pr alpha (default: the index's)")->check(CLI::Range(0.0, 1.0));
-  srch->add_option("--engine", so.engine.engine, "engine: reference, cpu, gpu")->capture_default_str();
+  srch->add_option("--engine", so.engine.engine,
+                   "engine: auto (gpu where a device is present, else cpu), cpu, gpu, or reference "
+                   "(the exhaustive oracle)")->capture_default_str();
   srch->add_option("--algorithm", so.engine.algorithm,
-                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: bmw, window, exhaustive; default: the engine's best)");
+                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: window, bmw, exhaustive; default: the engine's best)");
   srch->add_option("--intra-query", so.engine.intra_query_threads,
                    "cpu: threads that split one query's docID range (latency)")->capture_default_str();
   srch->add_option("--gpu", so.engine.gpu_device, "gpu: device ordinal (default: the process's)");
@@ -143,6 +146,12 @@ int main(int argc, char** argv) {
   srch->add_option("--bmw-threads", so.engine.gpu_bmw_threads,
                    "gpu bmw: threads that split one query's docID space (32..256)")
       ->capture_default_str();
+  srch->add_option("--gpu-blocks-per-sm", so.engine.gpu_blocks_per_sm,
+                   "gpu: thread blocks a batch aims at per multiprocessor (queries are cut into "
+                   "docID segments to reach it)")->capture_default_str()->check(CLI::Range(1u, 64u));
+  srch->add_option("--gpu-max-segments", so.engine.gpu_max_segments,
+                   "gpu: most docID segments per query (1: one thread block per query)")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
   srch->add_option("--run", run_path, "TREC run output")->required();
   srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();
   srch->add_option("--metrics", metrics_path, "metrics JSON output");
