@@ -256,12 +256,17 @@ int main(int argc, char** argv) {
     for (const std::string& mode_name : split(modes)) {
       SearchParams params = base;
       params.mode = parse_mode(mode_name);
-      for (const std::string& algo : split(algorithms)) {
+      for (const std::string& algo_spec : split(algorithms)) {
+        // "window:8192" runs the window algorithm with an 8192-document accumulator window.
+        const std::string algo = algo_spec.substr(0, algo_spec.find(':'));
+        const unsigned window = algo_spec.find(':') == std::string::npos
+                                    ? or_window
+                                    : unsigned(std::stoul(algo_spec.substr(algo_spec.find(':') + 1)));
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
           go.batch_size = unsigned(std::stoul(bs));
-          go.or_window = or_window;
+          go.or_window = window;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
@@ -319,7 +324,8 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"batch_size", go.batch_size},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window},
+              {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
               {"latency_ms_p99", percentile(batch_ms, 99)},
@@ -343,7 +349,7 @@ int main(int argc, char** argv) {
           std::cerr << fmt::format(
               "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, "
               "{:.1f} G postings/s, {:.0f} GB/s postings, {} wrong of {}\n",
-              algo, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
+              algo_spec, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
               percentile(batch_ms, 99), kernel_ms,
               double(c.postings_decoded) / std::max(kernel_ms, 1e-9) / 1e6,
               double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6, wrong, checked);
