@@ -26,7 +26,7 @@ struct GpuEngineOptions {
   // no pruning at all.
   std::string algorithm = "bmw";
   unsigned batch_size = 4096;     // queries per launch
-  unsigned or_window = 4096;      // OR accumulator window, in documents (shared memory)
+  unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
   // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query

@@ -3,9 +3,9 @@
 // become one flat list of work items; the block's warps take items in any order, decode them
 // and add float contributions to shared-memory accumulators with atomics, so no list waits for
 // another (the order of additions changes a sum by float rounding only, about 1e-7 relative:
-// inside the exactness contract, ARCHITECTURE.md). A document enters the window's touched list
-// the first time its accumulator leaves zero; after one barrier the touched documents are
-// scored and offered to the segment's top-k. Empty stretches of the docID space are jumped
+// inside the exactness contract, ARCHITECTURE.md). A document becomes a candidate (a bit in the
+// window's bitmap) the first time its accumulator leaves zero; after a barrier the candidates
+// are scored and offered to the segment's top-k. Empty stretches of the docID space are jumped
 // over. Pruning (exact), against the query's running k-th score theta (shared by its segments):
 // - MaxScore lists (Turtle and Flood): the lists whose maxima sum, with the static part's, below
 //   theta are non-essential: a document in them alone cannot enter the top-k. Essential lists'
@@ -29,9 +29,9 @@ constexpr unsigned kWarps = kThreadsPerQuery / 32;
 constexpr unsigned kTopKBuffer = 2 * kThreadsPerQuery;
 
 struct OrLayout {
-  std::size_t state, counters, cursor, end, item_begin, item_term, block_ub, max_score, by_max,
-      essential, weight, acc, touched, bitmap, warp_docs, warp_freqs, warp_stage, top_score,
-      top_doc, total;
+  std::size_t state, counters, cursor, end, next_cursor, next_floor, item_begin, item_term,
+      block_ub, max_score, by_max, essential, weight, acc, bitmap, warp_docs, warp_freqs,
+      top_score, top_doc, total;
 };
 __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, unsigned window) {
   OrLayout l{};
@@ -40,6 +40,8 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
   l.counters = o; o = align16(o + kNumCounters * sizeof(unsigned long long));
   l.cursor = o; o = align16(o + terms * 8);
   l.end = o; o = align16(o + terms * 8);
+  l.next_cursor = o; o = align16(o + terms * 8);  // first block ending at or past hi
+  l.next_floor = o; o = align16(o + terms * 4);   // its first possible docID
   l.item_begin = o; o = align16(o + (terms + 1) * 4);
   l.item_term = o; o = align16(o + terms * 4);    // terms in item order: essential first
   l.block_ub = o; o = align16(o + terms * 8);
@@ -48,11 +50,10 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
   l.essential = o; o = align16(o + terms * 4);
   l.weight = o; o = align16(o + terms * 4);
   l.acc = o; o = align16(o + std::size_t(window) * 4);          // float accumulators
-  l.touched = o; o = align16(o + std::size_t(window) * 2);      // window offsets (u16)
   l.bitmap = o; o = align16(o + std::size_t(window) / 8);       // candidates of the window
   l.warp_docs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
   l.warp_freqs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
-  l.warp_stage = o; o = align16(o + kWarps * kStageWords * 4);
+  // No staging buffers: shared memory goes to more resident blocks, which hide more latency.
   const unsigned cap = topk_capacity(k, kTopKBuffer);
   l.top_score = o; o = align16(o + cap * 8);
   l.top_doc = o; o = align16(o + cap * 4);
@@ -63,15 +64,14 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
 enum Control : std::uint32_t { kProcess = 0, kSkipWindow = 1, kStop = 2 };
 
 // Adds one decoded block's contributions to the window's accumulators. Essential blocks mark
-// first touches (touched list and candidate bitmap) and report the smallest docID at or past hi
-// (where the next window may start); non-essential blocks add only to candidates.
+// their documents as candidates (bitmap) and report the smallest docID at or past hi (where the
+// next window may start); non-essential blocks add only to candidates.
 template <bool kEssential>
 __device__ __forceinline__ void accumulate_block(const ShardView& shard, const std::uint32_t* docs,
                                                  const std::uint32_t* freqs, unsigned n, float w,
                                                  std::uint32_t lo, std::uint32_t hi, float* acc,
-                                                 std::uint16_t* touched, std::uint32_t* bitmap,
-                                                 std::uint32_t* touched_count,
-                                                 std::uint32_t* next_lo, unsigned lane) {
+                                                 std::uint32_t* bitmap, std::uint32_t* next_lo,
+                                                 unsigned lane) {
   std::uint32_t next_here = kEndDoc;
   // First every lane gathers its four postings' norms, so that the loads are in flight
   // together; then the accumulators are updated.
@@ -99,24 +99,12 @@ __device__ __forceinline__ void accumulate_block(const ShardView& shard, const s
       if (in_window) atomicAdd(acc + (d - lo), cv[r]);
       continue;
     }
-    bool first_touch = false;
     if (in_window) {
-      // Never add zero, so that "was zero" means "first touch" (FLT_MIN is far below the
-      // contract's tolerance of any score).
-      const float old = atomicAdd(acc + (d - lo), fmaxf(cv[r], FLT_MIN));
-      first_touch = old == 0.0f;
-    }
-    const unsigned fresh = __ballot_sync(kFullMask, first_touch);
-    if (fresh) {  // one shared-memory atomic per warp, not per document
-      const unsigned leader = __ffs(fresh) - 1;
-      unsigned at = 0;
-      if (lane == leader) at = atomicAdd(touched_count, __popc(fresh));
-      at = __shfl_sync(kFullMask, at, leader);
-      if (first_touch) {
-        const unsigned slot = d - lo;
-        touched[at + __popc(fresh & ((1u << lane) - 1u))] = static_cast<std::uint16_t>(slot);
-        atomicOr(bitmap + (slot >> 5), 1u << (slot & 31u));
-      }
+      // Never add zero, so that "was zero" means "first touch": only the first sets the
+      // document's candidate bit (FLT_MIN is far below the contract's tolerance of any score).
+      const unsigned slot = d - lo;
+      const float old = atomicAdd(acc + slot, fmaxf(cv[r], FLT_MIN));
+      if (old == 0.0f) atomicOr(bitmap + (slot >> 5), 1u << (slot & 31u));
     }
   }
   if (kEssential) {
@@ -156,14 +144,14 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   auto* by_max = carve<std::uint32_t>(smem, L.by_max);
   auto* essential = carve<std::uint32_t>(smem, L.essential);
   auto* weight = carve<float>(smem, L.weight);
+  auto* next_cursor = carve<std::uint64_t>(smem, L.next_cursor);
+  auto* next_floor = carve<std::uint32_t>(smem, L.next_floor);
   auto* acc = carve<float>(smem, L.acc);
-  auto* touched = carve<std::uint16_t>(smem, L.touched);
   auto* bitmap = carve<std::uint32_t>(smem, L.bitmap);
   auto* top_score = carve<double>(smem, L.top_score);
   auto* top_doc = carve<std::uint32_t>(smem, L.top_doc);
   std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
   std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
-  std::uint32_t* my_stage = carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords;
   const TermDesc* terms = batch.terms + q.term_begin;
   const bool prune = (q.flags & kPruneBlockMax) != 0;
   const bool early = (q.flags & kEarlyTerminate) && q.gs_bound_factor >= 0;
@@ -171,7 +159,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   unsigned long long* theta_query = batch.theta_or + seg.query;
   const unsigned bitmap_words = window / 32;
 
-  __shared__ std::uint32_t window_lo, next_lo, touched_count, control, essential_items;
+  __shared__ std::uint32_t window_lo, next_lo, control, essential_items;
   __shared__ double theta_window;  // the query's k-th score lower bound, read once per window
   topk_init(st, batch.k);
   if (tid < kNumCounters) counters[tid] = 0;
@@ -184,10 +172,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   }
   for (unsigned i = tid; i < window; i += blockDim.x) acc[i] = 0.0f;
   for (unsigned i = tid; i < bitmap_words; i += blockDim.x) bitmap[i] = 0;
-  if (tid == 0) {
-    window_lo = seg.doc_lo;
-    touched_count = 0;
-  }
+  if (tid == 0) window_lo = seg.doc_lo;
   __syncthreads();
   if (tid == 0) {  // terms by max_score ascending (insertion sort: T is small)
     for (unsigned t = 0; t < T; ++t) {
@@ -205,40 +190,64 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   while (window_lo < seg.doc_hi) {
     const std::uint32_t lo = window_lo;
     const std::uint32_t hi = (seg.doc_hi - lo > window) ? lo + window : seg.doc_hi;
-    // Each list's blocks overlapping [lo, hi): [cursor, end). A non-essential list's cursor can
-    // lag behind a jump of the window: it gallops to lo first (those blocks are skipped).
+    // Thread 0's loads for the window's decisions go out first, to overlap the list scans.
+    double theta_loaded = 0.0, gs_lo = 0.0;
+    if (tid == 0) {
+      theta_loaded = load_theta(theta_query);
+      if (early) gs_lo = static_cast<double>(__ldg(shard.global_score + lo));
+    }
+    // Each list's blocks overlapping [lo, hi): [cursor, end); one warp per list, 32 block
+    // boundaries per load. A list lagging behind a jump of the window (a non-essential one)
+    // gallops to lo first; those blocks are skipped.
     for (unsigned t = warp; t < T; t += kWarps) {
       const TermDesc& term = terms[t];
       const std::uint64_t list_end = term.first_block + term.num_blocks;
-      std::uint64_t c = cursor[t];
-      if (lane == 0) {
-        const std::uint64_t g = gallop_block(shard, c, list_end, lo);
-        if (g > c) atomicAdd(&counters[kBlocksSkipped], static_cast<unsigned long long>(g - c));
-        c = g;
-      }
-      c = __shfl_sync(kFullMask, c, 0);
-      std::uint64_t f = list_end;
+      std::uint64_t f = list_end;      // first block whose last docID is >= hi
+      std::uint64_t first = list_end;  // first block whose last docID is >= lo
+      std::uint32_t f_floor = kEndDoc;
       float ub = 0.0f;
-      for (std::uint64_t base = c; base < list_end; base += 32) {
+      for (std::uint64_t base = cursor[t]; base < list_end; base += 32) {
         const std::uint64_t b = base + lane;
         const bool in_list = b < list_end;
-        const std::uint32_t last = in_list ? __ldg(shard.block_last_docid + b) : 0u;
+        const std::uint32_t last = in_list ? __ldg(shard.block_last_docid + b) : kEndDoc;
+        const std::uint32_t before = __shfl_up_sync(kFullMask, last, 1);  // last of b - 1
+        const unsigned ge_lo = __ballot_sync(kFullMask, in_list && last >= lo);
+        if (ge_lo == 0) {
+          // The whole chunk ends before lo: gallop over the rest of the gap.
+          std::uint64_t g = 0;
+          if (lane == 0) g = gallop_block(shard, base + 32, list_end, lo);
+          base = __shfl_sync(kFullMask, g, 0) - 32;  // the loop adds 32
+          continue;
+        }
+        if (first == list_end) first = base + __ffs(ge_lo) - 1;
         const unsigned ge = __ballot_sync(kFullMask, in_list && last >= hi);
         const std::uint64_t first_ge = ge ? base + __ffs(ge) - 1 : list_end;
-        // Blocks before the first ending at or past hi overlap the window; so does that one
-        // if it starts before hi.
-        bool overlaps = in_list && b < first_ge;
-        if (in_list && b == first_ge) overlaps = block_floor(shard, term, b) < hi;
+        const std::uint32_t floor_b = b == term.first_block ? 0u
+                                      : lane > 0             ? before + 1u
+                                                             : block_floor(shard, term, b);
+        // Blocks ending before lo are behind the window; blocks before the first ending at or
+        // past hi overlap it; so does that one if it starts before hi.
+        bool overlaps = in_list && last >= lo && b < first_ge;
+        if (in_list && b == first_ge) overlaps = floor_b < hi;
         if (overlaps) ub = fmaxf(ub, __ldg(shard.block_max_impact + b));
         if (ge) {
           f = first_ge;
+          f_floor = __shfl_sync(kFullMask, floor_b, __ffs(ge) - 1);
           break;
         }
       }
       for (unsigned d = 16; d > 0; d >>= 1) ub = fmaxf(ub, __shfl_xor_sync(kFullMask, ub, d));
+      if (first > f) first = f;
       if (lane == 0) {
-        cursor[t] = c;
-        end[t] = (f < list_end && block_floor(shard, term, f) < hi) ? f + 1 : f;
+        // Blocks before `first` end below lo: passed over without decoding.
+        if (first > cursor[t])
+          atomicAdd(&counters[kBlocksSkipped], static_cast<unsigned long long>(first - cursor[t]));
+        cursor[t] = first;
+        end[t] = (f < list_end && f_floor < hi) ? f + 1 : f;
+        // After this window the list resumes at f (the straddler, decoded again, or the block
+        // after the window), whose first docID is f_floor.
+        next_cursor[t] = f;
+        next_floor[t] = f_floor;
         block_ub[t] = __dmul_rn(term.weight, static_cast<double>(ub));
       }
     }
@@ -246,7 +255,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
     if (tid == 0) {
       next_lo = kEndDoc;
       control = kProcess;
-      double theta = load_theta(theta_query);
+      double theta = theta_loaded;
       if (st.full) {
         raise_theta(theta_query, st.threshold_score);
         if (st.threshold_score > theta) theta = st.threshold_score;
@@ -280,9 +289,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
       item_begin[T] = items;
       if (j == T) {
         control = kStop;  // every list is non-essential: nothing more can enter the top-k
-      } else if (theta > 0.0 && early &&
-                 q.gs_bound_factor * static_cast<double>(__ldg(shard.global_score + lo)) * slack <
-                     theta) {
+      } else if (theta > 0.0 && early && q.gs_bound_factor * gs_lo * slack < theta) {
         control = kStop;
       } else if (essential_items == 0) {
         control = kSkipWindow;  // no candidate can start in this window
@@ -324,7 +331,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
             }
           }
           unsigned words;
-          const unsigned n = warp_decode_posting_block(shard, b, floor, my_stage, my_docs,
+          const unsigned n = warp_decode_posting_block(shard, b, floor, nullptr, my_docs,
                                                        my_freqs, lane, &words);
           if (lane == 0) {
             atomicAdd(&counters[kPostings], n);
@@ -332,55 +339,71 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
             atomicAdd(&counters[kBytesRead], 4ull * words);
           }
           if (phase == 0)
-            accumulate_block<true>(shard, my_docs, my_freqs, n, weight[t], lo, hi, acc, touched,
-                                   bitmap, &touched_count, &next_lo, lane);
+            accumulate_block<true>(shard, my_docs, my_freqs, n, weight[t], lo, hi, acc, bitmap,
+                                   &next_lo, lane);
           else
-            accumulate_block<false>(shard, my_docs, my_freqs, n, weight[t], lo, hi, acc, touched,
-                                    bitmap, &touched_count, &next_lo, lane);
+            accumulate_block<false>(shard, my_docs, my_freqs, n, weight[t], lo, hi, acc, bitmap,
+                                    &next_lo, lane);
           __syncwarp();  // my_docs / my_freqs are rewritten by the warp's next item
         }
         __syncthreads();
       }
-      // Score the candidates and offer those that can still enter the top-k.
-      const unsigned n_touched = touched_count;
+      // Score the candidates (set bits; each thread owns bitmap words tid, tid + blockDim, ...)
+      // and offer those that can still enter the top-k, at most one per thread per round so
+      // that the top-k buffer never overflows. Bits and accumulators are cleared on the way.
       const double theta = theta_window;
-      for (unsigned i = tid; i < bitmap_words; i += blockDim.x) bitmap[i] = 0;
-      for (unsigned base = 0; base < n_touched; base += blockDim.x) {
-        const unsigned i = base + tid;
-        if (i < n_touched) {
-          const unsigned slot = touched[i];
+      unsigned word = tid;
+      std::uint32_t bits = 0;
+      if (word < bitmap_words) {
+        bits = bitmap[word];
+        bitmap[word] = 0;
+      }
+      unsigned long long scored = 0;
+      while (true) {
+        bool have = false;
+        double offer_score = 0.0;
+        std::uint32_t offer_doc = 0;
+        while (!have) {
+          if (bits == 0) {
+            word += blockDim.x;
+            if (word >= bitmap_words) break;
+            bits = bitmap[word];
+            bitmap[word] = 0;
+            continue;
+          }
+          const unsigned slot = word * 32 + (__ffs(bits) - 1);
+          bits &= bits - 1;
           const std::uint32_t d = lo + slot;
           float score = acc[slot];
-          if (static_weight != 0.0f) score += static_weight * __ldg(shard.pagerank + d);
           acc[slot] = 0.0f;
+          if (static_weight != 0.0f) score += static_weight * __ldg(shard.pagerank + d);
+          ++scored;
           // Strictly below a k-th score some segment already holds: cannot enter the top-k.
-          if (static_cast<double>(score) >= theta)
-            topk_offer(st, top_score, top_doc, static_cast<double>(score), d);
+          if (static_cast<double>(score) >= theta && topk_admits(st, score, d)) {
+            have = true;
+            offer_score = score;
+            offer_doc = d;
+          }
         }
+        if (!__syncthreads_or(have)) break;
+        if (have) topk_offer(st, top_score, top_doc, offer_score, offer_doc);
         topk_maybe_flush(st, top_score, top_doc, kTopKBuffer);
       }
-      if (tid == 0) {
-        counters[kDocsScored] += n_touched;
-        touched_count = 0;
-      }
+      if (scored) atomicAdd(&counters[kDocsScored], scored);
     }
     __syncthreads();
-    // Advance: a list's cursor keeps its straddling block (decoded again in the next window);
-    // the next window starts at the smallest docID an essential list can still hold at or past
-    // hi (a document in non-essential lists alone cannot enter the top-k).
+    // Advance: a list resumes at its first block ending at or past hi (the straddler, decoded
+    // again in the next window); the next window starts at the smallest docID an essential list
+    // can still hold at or past hi (a document in non-essential lists alone cannot enter).
     for (unsigned t = tid; t < T; t += blockDim.x) {
-      const TermDesc& term = terms[t];
-      const std::uint64_t list_end = term.first_block + term.num_blocks;
-      const std::uint64_t e = end[t];
-      std::uint64_t c = e;
-      if (e > cursor[t] && __ldg(shard.block_last_docid + e - 1) >= hi) c = e - 1;
+      const std::uint64_t c = next_cursor[t];
       if (control != kProcess)
         atomicAdd(&counters[kBlocksSkipped], static_cast<unsigned long long>(c - cursor[t]));
       // A processed essential straddler's postings at or past hi already went into next_lo.
-      const bool processed = control == kProcess && c < e;
+      const bool processed = control == kProcess && c < end[t];
       cursor[t] = c;
-      if (essential[t] && c < list_end && !processed) {
-        const std::uint32_t f = block_floor(shard, term, c);
+      if (essential[t] && c < terms[t].first_block + terms[t].num_blocks && !processed) {
+        const std::uint32_t f = next_floor[t];
         atomicMin(&next_lo, f > hi ? f : hi);
       }
     }

@@ -65,8 +65,8 @@ __device__ __forceinline__ std::uint64_t gallop_block(const ShardView& s, std::u
 // Decodes posting block b (docIDs from `floor`, and frequencies) into docs/freqs (shared
 // memory, 128 words each). The block's words are first staged in shared memory with one round
 // of independent coalesced loads, so a block costs one trip to memory instead of four
-// dependent ones (header, packed words, then the frequency part's header and words). Executed
-// by a whole warp. Returns the count; *words is the block's size in words.
+// dependent ones (header, packed words, then the frequency part's header and words); a kernel
+// short of shared memory passes no stage. Executed by a whole warp. Returns the count; *words is the block's size in words.
 __device__ __forceinline__ unsigned warp_decode_posting_block(const ShardView& s, std::uint64_t b,
                                                               std::uint32_t floor,
                                                               std::uint32_t* stage,
@@ -76,7 +76,7 @@ __device__ __forceinline__ unsigned warp_decode_posting_block(const ShardView& s
   const std::uint64_t begin = __ldg(s.block_offsets + b), end = __ldg(s.block_offsets + b + 1);
   const unsigned n_words = static_cast<unsigned>(end - begin);
   const std::uint32_t* in = s.postings + begin;
-  if (n_words <= kStageWords) {
+  if (stage != nullptr && n_words <= kStageWords) {  // no stage: decode from global memory
     for (unsigned i = lane; i < n_words; i += 32) stage[i] = __ldg(in + i);
     __syncwarp();
     in = stage;

@@ -17,7 +17,7 @@ struct EngineOptions {
   unsigned intra_query_threads = 1;  // cpu: split one query's docID range over threads
   int gpu_device = -1;               // gpu: device ordinal; -1: this process's default
   unsigned gpu_batch_size = 4096;    // gpu: queries per kernel launch
-  unsigned gpu_or_window = 4096;     // gpu: OR accumulator window in documents
+  unsigned gpu_or_window = 8192;     // gpu: OR accumulator window in documents
   unsigned gpu_bmw_threads = 128;    // gpu bmw: threads splitting one query's docID space
   unsigned gpu_blocks_per_sm = 8;    // gpu: thread blocks a batch aims at per multiprocessor
   unsigned gpu_max_segments = 64;    // gpu: most docID segments (blocks) per query; 1: one

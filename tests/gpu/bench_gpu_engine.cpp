@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
               scoring = "bm25";
   unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
-  unsigned or_window = 4096, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
+  unsigned or_window = 8192, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
   app.add_option("--out", out_path, "JSON output")->required();
