@@ -97,6 +97,7 @@ void append_segments(const ShardIndex& shard, std::uint32_t query, const Segment
 std::vector<std::string> gpu_algorithms() { return {"window", "bmw", "exhaustive"}; }
 
 bool gpu_available() { return cuda_device_count() > 0; }
+int gpu_device_count() { return cuda_device_count(); }
 
 struct GpuEngine::Impl {
   const ShardIndex& shard;
@@ -107,6 +108,7 @@ struct GpuEngine::Impl {
   std::unique_ptr<DeviceShard> image;
   std::array<Lane, 2> lanes;
   std::unique_ptr<QueryEngine> host_engine;
+  std::uint64_t calls = 0;
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
       : shard(s), shard_id(id), options(std::move(o)) {}
@@ -169,6 +171,14 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
                                std::span<ShardResult> out) {
   Impl& m = *impl_;
   ScopedDevice scoped(m.device);
+  ++m.calls;
+  if (m.options.inject_fault_at_call > 0 && m.calls >= m.options.inject_fault_at_call) {
+    // A real CUDA failure (an invalid argument; not sticky, so the device stays usable).
+    const cudaError_t status = cudaMemsetAsync(nullptr, 0, 1, m.lanes[0].stream.get());
+    throw_cuda_error(status == cudaSuccess ? cudaErrorUnknown : status,
+                     "injected GPU fault (--inject-gpu-fault-at-batch): cudaMemsetAsync(nullptr)",
+                     __FILE__, __LINE__);
+  }
   const ShardIndex& shard = m.shard;
   const IndexParams& ip = shard.params();
   const unsigned k = params.k;

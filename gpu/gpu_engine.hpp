@@ -38,6 +38,9 @@ struct GpuEngineOptions {
   // Tests only: every pruning bound is multiplied by this (1 keeps them safe); the weakened-bound
   // test sets 0.97 and expects wrong answers.
   float bound_scale = 1.0f;
+  // Tests only: from this search() call on (counting from 1), the engine makes a real failing
+  // CUDA call and throws CudaError through its checked path; 0: never.
+  std::uint64_t inject_fault_at_call = 0;
 };
 
 // Timings and traffic of one launch.
@@ -50,8 +53,9 @@ struct GpuBatchStats {
 };
 
 std::vector<std::string> gpu_algorithms();
-// Whether a CUDA device is usable by this process.
+// Whether a CUDA device is usable by this process, and how many.
 bool gpu_available();
+int gpu_device_count();
 
 class GpuEngine final : public QueryEngine {
  public:

@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   unsigned long long* theta_query = batch.theta_or + seg.query;
   const unsigned bitmap_words = window / 32;
 
-  __shared__ std::uint32_t window_lo, next_lo, control, essential_items;
+  __shared__ std::uint32_t next_lo, control, essential_items;
   __shared__ double theta_window;  // the query's k-th score lower bound, read once per window
   topk_init(st, batch.k);
   if (tid < kNumCounters) counters[tid] = 0;
@@ -172,7 +172,6 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   }
   for (unsigned i = tid; i < window; i += blockDim.x) acc[i] = 0.0f;
   for (unsigned i = tid; i < bitmap_words; i += blockDim.x) bitmap[i] = 0;
-  if (tid == 0) window_lo = seg.doc_lo;
   __syncthreads();
   if (tid == 0) {  // terms by max_score ascending (insertion sort: T is small)
     for (unsigned t = 0; t < T; ++t) {
@@ -187,8 +186,10 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   unsigned stopped_early = 0;
   __syncthreads();
 
-  while (window_lo < seg.doc_hi) {
-    const std::uint32_t lo = window_lo;
+  // Every thread keeps the window start itself (from next_lo, after a barrier): no broadcast.
+  std::uint32_t window_start = seg.doc_lo;
+  while (window_start < seg.doc_hi) {
+    const std::uint32_t lo = window_start;
     const std::uint32_t hi = (seg.doc_hi - lo > window) ? lo + window : seg.doc_hi;
     // Thread 0's loads for the window's decisions go out first, to overlap the list scans.
     double theta_loaded = 0.0, gs_lo = 0.0;
@@ -408,8 +409,8 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
       }
     }
     __syncthreads();
-    if (tid == 0) window_lo = next_lo < hi ? hi : next_lo;
-    __syncthreads();
+    // next_lo is reset by thread 0 only after the next window's first barrier.
+    window_start = next_lo < hi ? hi : next_lo;
   }
   topk_flush(st, top_score, top_doc);
   write_partial(st, top_score, top_doc, batch, row);

@@ -19,6 +19,14 @@ std::vector<std::string> engine_names() {
   return names;
 }
 
+int gpu_device_count() {
+#if defined(GPUSEARCH_HAVE_CUDA)
+  return gpu::gpu_device_count();
+#else
+  return 0;
+#endif
+}
+
 std::string resolve_engine_name(const std::string& name) {
   if (name != "auto") return name;
 #if defined(GPUSEARCH_HAVE_CUDA)
@@ -48,6 +56,7 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     g.bmw_threads = options.gpu_bmw_threads;
     g.blocks_per_sm = options.gpu_blocks_per_sm;
     g.max_segments_per_query = options.gpu_max_segments;
+    g.inject_fault_at_call = options.gpu_inject_fault_at_call;
     auto engine = std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
     // Queries longer than the kernels take go to the CPU engine, not the slow reference.
     engine->set_host_engine(std::make_unique<cpu::CpuEngine>(shard, shard_id, cpu::CpuEngineOptions{}));

@@ -21,7 +21,11 @@ struct EngineOptions {
   unsigned gpu_bmw_threads = 128;    // gpu bmw: threads splitting one query's docID space
   unsigned gpu_blocks_per_sm = 8;    // gpu: thread blocks a batch aims at per multiprocessor
   unsigned gpu_max_segments = 64;    // gpu: most docID segments (blocks) per query; 1: one
+  std::uint64_t gpu_inject_fault_at_call = 0;  // gpu, tests: a real CUDA failure from this call
 };
+
+// CUDA devices this process sees (0 without a CUDA build or device).
+int gpu_device_count();
 
 // The engine `auto` stands for on this machine: gpu where this build has it and a device is
 // present, else cpu.

@@ -13,6 +13,7 @@
 #     bench      2.5M-document synthetic index (built once per host), bench_gpu_engine
 #     real       Debian descriptions + MS MARCO queries: cluster.sh with one ISN, cpu vs gpu
 #     ncu        Nsight Compute sections of the OR and AND kernels on the synthetic index
+#     mpi        the MPI fault test with the fault injected into the GPU engine (CPU fallback)
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
@@ -175,7 +176,24 @@ EOF
         grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Eligible Warps|Registers Per|No Eligible|Warp Cycles Per Issued" \
           "$OUT/ncu_$mode.txt" | sed "s/^/ncu $mode: /" | head -14
       done
+      if [[ -n ${BEFORE_BIN:-} && -x ${BEFORE_BIN}/bench_gpu_engine ]]; then
+        # The earlier engine's OR kernel (one block per query) under the same sections.
+        ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+          --section SchedulerStats --section LaunchStats \
+          --kernel-name "regex:^or_kernel" --launch-count 1 --launch-skip 2 \
+          "$BEFORE_BIN/bench_gpu_engine" --index $idx --queries $idx/queries.test.tsv --out /tmp/ncu.json \
+          --modes or --algorithms window --batch-sizes 4096 --limit 8192 --cpu-limit 64 \
+          --latency-limit 0 --verify 0 --cpu-algorithm exhaustive > "$OUT/ncu_or_before.txt" 2>&1 || status=1
+        grep -E "Duration|Compute \(SM\) Throughput|Achieved Occupancy|Issue Slots Busy|Eligible Warps|Registers Per" \
+          "$OUT/ncu_or_before.txt" | sed "s/^/ncu or before: /" | head -8
+      fi
       echo "ncu done: $(elapsed)"
+      ;;
+    mpi)
+      GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1
+      tail -2 "$OUT/mpi_fault.log"
+      grep -m1 "injected GPU fault" "$OUT/mpi_fault.log" 2>/dev/null | cut -c1-200
+      echo "mpi done: $(elapsed)"
       ;;
     *) echo "gpu-host.sh: unknown step '$step'" >&2; status=2 ;;
   esac
