@@ -112,7 +112,7 @@ for step in "${expanded[@]}"; do
       echo "tests done: $(elapsed)"
       ;;
     sanitize)
-      for tool in memcheck racecheck; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         compute-sanitizer --tool $tool --error-exitcode 9 "$bin/gpu_tests" \
           --gtest_filter='GpuTest.AdversarialQueries:GpuTest.DecoderMatchesCpuDecoderOnEveryBlock' \
           > "$OUT/sanitize_$tool.log" 2>&1 || status=1
