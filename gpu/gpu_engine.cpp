@@ -161,8 +161,15 @@ void GpuEngine::search(std::span<const Query> queries, const SearchParams& param
   try {
     search_batches(queries, params, out);
   } catch (...) {
-    // A failed call leaves no launch pending: the next call (or a CPU fallback) starts clean.
-    for (Lane& lane : impl_->lanes) lane.pending = false;
+    // A failed call leaves no launch pending: the next call (or a CPU fallback) starts clean,
+    // and no copy still in flight writes into buffers the next call reuses.
+    for (Lane& lane : impl_->lanes) {
+      try {
+        lane.stream.synchronize();
+      } catch (...) {
+      }
+      lane.pending = false;
+    }
     throw;
   }
 }
@@ -296,10 +303,19 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     const auto* hits = reinterpret_cast<const HitOut*>(
         lane.host_out.data() + align_up(nq * sizeof(QueryOut), 16));
     const auto ranks = shard.global_ranks();
-    auto to_ranked = [&](const HitOut* h, std::uint32_t n) {
+    // A result the kernels cannot have produced (a count above k, a docID past the shard) is
+    // refused with the batch's details instead of being read: the caller falls back.
+    auto to_ranked = [&](const HitOut* h, std::uint32_t n, std::size_t slot, const char* what) {
       std::vector<RankedDoc> v(n);
-      for (std::uint32_t j = 0; j < n; ++j)
+      for (std::uint32_t j = 0; j < n; ++j) {
+        if (h[j].doc >= shard.num_docs())
+          throw CudaError(fmt::format(
+              "GPU engine: corrupt {} result of batch slot {} of {} (k {}, launch of {} AND and "
+              "{} OR segments): hit {} of {} has docID {} in a shard of {} documents",
+              what, slot, lane.query_index.size(), k, lane.stats.and_segments,
+              lane.stats.or_segments, j, n, h[j].doc, shard.num_docs()));
         v[j] = RankedDoc{h[j].score, ranks[h[j].doc], m.shard_id, h[j].doc};
+      }
       return v;
     };
     for (std::size_t slot = 0; slot < nq; ++slot) {
@@ -312,10 +328,13 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       r.counters.blocks_skipped = o.blocks_skipped;
       r.counters.docs_scored = o.docs_scored;
       r.counters.early_terminations = o.early_terminated ? 1 : 0;
-      r.hits = to_ranked(h, std::min(o.num_hits, k));
+      if (o.num_hits > k || o.num_or_hits > k)
+        throw CudaError(fmt::format("GPU engine: corrupt result counts in batch slot {}: {} and {} "
+                                    "hits for k {}", slot, o.num_hits, o.num_or_hits, k));
+      r.hits = to_ranked(h, o.num_hits, slot, "first");
       if (params.mode == Mode::kAndOr) {
         r.and_matches = o.and_matches;
-        if (o.and_matches < k) r.or_hits = to_ranked(h + k, std::min(o.num_or_hits, k));
+        if (o.and_matches < k) r.or_hits = to_ranked(h + k, o.num_or_hits, slot, "or");
       }
       lane.stats.postings_bytes_read += o.bytes_read;
       lane.stats.postings_decoded += o.postings_decoded;
