@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--spin-us", o.pacing.spin_us,
                  "adaptive: poll without sleeping this long after any activity")
       ->capture_default_str();
+  app.add_option("--hot-poll-us", o.pacing.hot_poll_us,
+                 "adaptive: polling period while hot (0: yield and poll)")
+      ->capture_default_str();
   app.add_option("--max-sleep-us", o.pacing.max_sleep_us,
                  "adaptive and backoff: longest sleep between polling rounds")
       ->capture_default_str();

@@ -7,11 +7,15 @@
 //   spin      poll without sleeping (a yield between rounds, as Open MPI's own blocking calls do
 //             when a node is oversubscribed): reacts in microseconds, costs a core.
 //   backoff   the old sleep that doubles from 50 us to 1 ms: costs nothing idle, reacts late.
-//   adaptive  (default) poll without sleeping while the rank is hot: within spin_us of its last
+//   adaptive  (default) poll every hot_poll_us while the rank is hot: within spin_us of its last
 //             activity, or while the caller says a message is due (its own sends unfinished, a
-//             result predicted from measured service times). Otherwise sleep on a condition
-//             variable until the caller's next due time, at most max_sleep_us, woken at once by
-//             local events (a finished batch, a new query line) through notify().
+//             result predicted from measured service times). The polling thread's timer slack is
+//             cut to 1 us so that such a sleep lasts what it says: it reacts within tens of
+//             microseconds and leaves the cores to the engine, which a spinning or yielding
+//             thread does not (measured: on 2 cores the engine lost 25-35% to a yielding poller;
+//             tests/benchmarks/NOTES-cluster.md). Otherwise it sleeps until the caller's next due
+//             time, at most max_sleep_us. Either sleep is a condition variable that local events
+//             (a finished batch, a new query line) end at once through notify().
 #pragma once
 
 #include <chrono>
@@ -31,6 +35,7 @@ std::string_view to_string(ProgressMode m);
 struct ProgressOptions {
   ProgressMode mode = ProgressMode::kAdaptive;
   unsigned spin_us = 200;        // adaptive: stay hot this long after any activity
+  unsigned hot_poll_us = 20;     // adaptive: the polling period while hot; 0: yield and poll
   unsigned max_sleep_us = 1000;  // adaptive: longest sleep when nothing is due
   unsigned backoff_first_us = 50;  // backoff: first sleep (doubles to max_sleep_us)
 };
@@ -38,7 +43,8 @@ struct ProgressOptions {
 class ProgressPacer {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit ProgressPacer(ProgressOptions options) : options_(options) {}
+  // Construct on the thread that polls: it lowers that thread's timer slack (adaptive).
+  explicit ProgressPacer(ProgressOptions options);
 
   // The last polling round did something: stay hot for spin_us.
   void activity(Clock::time_point now) {
@@ -65,7 +71,7 @@ class ProgressPacer {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool notified_ = false;
-  std::uint64_t idle_rounds_ = 0, spin_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0;
+  std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0;
 };
 
 }  // namespace gpusearch::wire
