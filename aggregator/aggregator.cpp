@@ -195,14 +195,18 @@ struct IsnBook {
 struct LatencyModel {
   double compute_us = 0;   // the slowest ISN's engine time per batch
   double overhead_us = 0;  // to the ISN and back (wire, encode, decode), excluding its queue
+  // From the later of a batch's send and the previous batch's last answer to its own last
+  // answer: when the next answer is due, whether the ISNs work in series or pipelined.
+  double service_us = 0;
   bool seeded = false;
-  void add(double compute, double overhead) {
+  void add(double compute, double overhead, double service) {
     if (!seeded) {
-      compute_us = compute, overhead_us = overhead, seeded = true;
+      compute_us = compute, overhead_us = overhead, service_us = service, seeded = true;
       return;
     }
     compute_us = 0.8 * compute_us + 0.2 * compute;
     overhead_us = 0.8 * overhead_us + 0.2 * overhead;
+    service_us = 0.8 * service_us + 0.2 * service;
   }
   // An ISN that finishes a batch must find the next one waiting: batch n + depth - 1 is cut when
   // batch n's answer is back, so depth - 1 compute times must cover one round of overhead; one
@@ -427,6 +431,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms,
       merge_wait_ms, decode_ms, overhead_ms;
   nlohmann::json timeline = nlohmann::json::array();
+  Clock::time_point previous_last_answer{};
   auto rel_ms = [&](Clock::time_point t) { return std::round(ms_between(t_run, t) * 1000) / 1000; };
 
   auto record_answer = [&](std::uint64_t seq, const std::string& qid, CachedAnswer&& a,
@@ -532,10 +537,13 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                          std::max(0.0, ms_between(t.received, t.start));
       overhead_ms.push_back(std::max(0.0, own));
       // The depth model: the slowest compute, and the wire both ways without the ISN queue.
+      const double service_ms = ms_between(std::max(b.sent, previous_last_answer), t.arrived);
+      previous_last_answer = std::max(previous_last_answer, t.arrived);
       std::lock_guard lock(model_mutex);
       model.add(double(max_compute_us),
                 1000.0 * (ms_between(b.cut, t.received) + ms_between(t.end, t.arrived) +
-                          ms_between(t.arrived, t_done)));
+                          ms_between(t.arrived, t_done)),
+                1000.0 * std::max(0.0, service_ms));
     }
     if (timeline.size() < options.timeline_batches) {
       nlohmann::json per_isn = nlohmann::json::array();
@@ -813,22 +821,23 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pacer.activity(now3);
       continue;
     }
-    // Nothing happened: when is something next due? The oldest batch's answers (its ISNs work
-    // in order: one compute after the previous batch's answers, or one round trip after it
-    // was sent), a batch to cut by wait time, a scheduled arrival, a deadline.
+    // Nothing happened: when is something next due? The oldest batch's answers (the ISNs work
+    // in order: one service time after the later of its send and the previous batch's
+    // answers), a batch to cut by wait time, a scheduled arrival, a deadline.
     if (!in_flight.empty()) {
-      double compute_us = 0, overhead_us = 0;
+      double service_us = 0;
       {
         std::lock_guard lock(model_mutex);
-        compute_us = model.compute_us, overhead_us = model.overhead_us;
+        service_us = model.service_us;
       }
       const InFlightBatch& oldest = in_flight.begin()->second;
-      const auto predicted =
-          std::max(oldest.sent + std::chrono::microseconds(std::int64_t(compute_us + overhead_us)),
-                   last_batch_done + std::chrono::microseconds(std::int64_t(compute_us)));
-      // Overdue by more than two rounds: a slow ISN; poll like an idle rank until its deadline.
-      const auto give_up =
-          predicted + std::chrono::microseconds(std::int64_t(2 * (compute_us + overhead_us)) + 1000);
+      const auto service = std::chrono::microseconds(std::int64_t(service_us));
+      // A quarter of a service time early: answers come with the service time's variance, and
+      // hot polling until then costs a few wake-ups, not a core.
+      const auto predicted = std::max(oldest.sent, last_batch_done) + service * 3 / 4;
+      // Overdue by more than two service times: a slow ISN; poll like an idle rank until its
+      // answer or its deadline.
+      const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
       if (now3 < give_up) due = std::min(due, predicted);
     }
     if (!batcher.empty())
@@ -923,7 +932,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         {"cache_entries", options.cache_entries}}},
       {"pipeline_depth", summary(depth_samples)},
       {"depth_model_us",
-       {{"isn_compute", model.compute_us}, {"overhead", model.overhead_us}}},
+       {{"isn_compute", model.compute_us},
+        {"overhead", model.overhead_us},
+        {"service", model.service_us}}},
       {"batches",
        {{"count", batch_sizes.size()},
         {"size", summary(batch_sizes)},

@@ -290,6 +290,10 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
   };
 
   std::deque<PendingSend> sends;
+  // When batches arrive: the next is due about one gap after the last (a quarter early, for the
+  // variance), unless none has come for three gaps (the aggregator is idle or done).
+  Clock::time_point last_batch_at{};
+  double batch_gap_us = 0;
   // A stats request or a shutdown: answered once every batch received before it is sent.
   bool stats_wanted = false, shutdown_wanted = false;
   for (;;) {
@@ -303,6 +307,12 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
         continue;
       }
       if (m->tag == kTagQueryBatch) {
+        if (last_batch_at != Clock::time_point{}) {
+          const double gap =
+              std::chrono::duration<double, std::micro>(received - last_batch_at).count();
+          batch_gap_us = batch_gap_us == 0 ? gap : 0.8 * batch_gap_us + 0.2 * gap;
+        }
+        last_batch_at = received;
         {
           std::lock_guard lock(mutex);
           inbox.push_back({std::move(*m), received});
@@ -364,6 +374,11 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
       did = true;
     }
     const auto now = Clock::now();
+    if (batch_gap_us > 0) {
+      const auto gap = std::chrono::microseconds(std::int64_t(batch_gap_us));
+      if (now < last_batch_at + 3 * gap + std::chrono::milliseconds(1))
+        due = std::min(due, last_batch_at + gap * 3 / 4);
+    }
     if (did)
       pacer.activity(now);
     else

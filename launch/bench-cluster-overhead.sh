@@ -22,11 +22,16 @@
 #                     uses an existing 1-shard index instead; N-ISN runs re-shard it (partition)
 #   --queries         the first N test queries (default 8000)
 #   --reps            repeats of every configuration, interleaved (default 3); medians reported
+#   --probe-reps R    the fabric probe (default 3; 0: none): every variant at depth 1 on a small
+#                     index (4000 documents, OUT/probe-index) with each ISN sleeping 2 ms per batch
+#                     instead of computing, so what is left of a batch's wall time beyond the
+#                     sleep and the engine is the fabric's own round trip, free of engine noise
 # Offline: needs only the built trees, python3 (matplotlib for the plot) and mpirun.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" build="$root/build" before="" before_ref=410011d engine=cpu docs=200000 seed=7 nq=8000
 batches="64 1024" isns="1 4" reps=3 variants="before adaptive" index="" mode=and-or k=10
+probe_reps=3
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +46,7 @@ while [ $# -gt 0 ]; do
     --batches) batches=$2; shift 2 ;;
     --isns) isns=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --probe-reps) probe_reps=$2; shift 2 ;;
     --variants) variants=$2; shift 2 ;;
     --index) index=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
@@ -130,6 +136,32 @@ for rep in $(seq 1 "$reps"); do
   done
 done
 
+# The fabric probe: depth 1, 2 ms of sleep in place of compute, a tiny index (the engine's
+# share is ~0.1-1 ms), 1 ISN and the most ISNs.
+probe=$out/probe
+if [ "$probe_reps" -gt 0 ]; then
+  mkdir -p "$probe"
+  pidx=$out/probe-index
+  [ -f "$pidx/manifest.json" ] || "$gs" -q index --synthetic "docs=4000,seed=11,test_queries=3000,mean_length=150" \
+    --out "$pidx" > /dev/null
+  head -1920 "$pidx/queries.test.tsv" > "$probe/queries.tsv"
+  max_isns=$(echo $isns | tr ' ' '\n' | sort -n | tail -1)
+  log "fabric probe: depth 1, 64-query batches, ISNs sleep 2 ms per batch, $probe_reps rep(s)"
+  for rep in $(seq 1 "$probe_reps"); do
+    for n in $(echo "1 $max_isns" | tr ' ' '\n' | sort -un); do
+      pi=$pidx; [ "$n" = 1 ] || { pi=$out/probe-index-s$n; [ -f "$pi/manifest.json" ] || "$gs" -q partition --index "$pidx" --out "$pi" --shards "$n" --force >&2; }
+      for v in $variants; do
+        tag="$v-isns$n-rep$rep"
+        if [ "$v" = before ]; then dir=$before; flags=(); else dir=$build; flags=(--progress "$v"); fi
+        GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$pi" --queries "$probe/queries.tsv" \
+          --isns "$n" --mode "$mode" --k "$k" --run "$probe/$tag.run" --metrics "$probe/$tag.json" \
+          --engine "$engine" --batch-size 64 --cache-entries 0 --no-verify --max-in-flight 1 \
+          --inject-delay-ms 2 "${flags[@]}" > "$probe/$tag.log" 2>&1 || { tail -20 "$probe/$tag.log"; exit 1; }
+      done
+    done
+  done
+fi
+
 python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" <<'PY'
 import glob, json, os, platform, re, statistics, sys
 out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
@@ -190,11 +222,37 @@ try:
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10).stdout.strip()
 except Exception:
     pass
+probe = []
+for f in sorted(glob.glob(os.path.join(out, "probe", "*.json"))):
+    v, n, rep = re.match(r"(\w+)-isns(\d+)-rep(\d+)", os.path.basename(f)[:-5]).groups()
+    m = json.load(open(f))
+    nb = m["batches"]["count"] or 1
+    slowest = max(i["compute_seconds"] for i in m["isn"])
+    st = m["stages_ms"]
+    probe.append({"variant": v, "isns": int(n), "rep": int(rep), "batches": nb,
+                  "beyond_sleep_and_compute_ms": 1000 * (m["seconds"] - slowest) / nb - 2.0,
+                  "aggregator_overhead_p50_ms": st.get("aggregator_overhead", {}).get("p50"),
+                  "to_isn_p50_ms": st.get("to_isn", {}).get("p50"),
+                  "from_isn_p50_ms": st.get("from_isn", {}).get("p50"),
+                  "merge_p50_ms": st.get("merge", {}).get("p50"),
+                  "polling_rounds": (m.get("progress") or {}).get("idle_rounds"),
+                  "metrics_file": os.path.relpath(f, out)})
+probe_table = []
+for key in sorted({(p["variant"], p["isns"]) for p in probe}, key=lambda t: (t[1], t[0] != "before", t[0])):
+    ps = [p for p in probe if (p["variant"], p["isns"]) == key]
+    g = lambda name: med([p[name] for p in ps if p[name] is not None])
+    probe_table.append({"variant": key[0], "isns": key[1], "reps": len(ps),
+                        "beyond_sleep_and_compute_ms": g("beyond_sleep_and_compute_ms"),
+                        "aggregator_overhead_p50_ms": g("aggregator_overhead_p50_ms"),
+                        "to_isn_p50_ms": g("to_isn_p50_ms"), "from_isn_p50_ms": g("from_isn_p50_ms"),
+                        "merge_p50_ms": g("merge_p50_ms"),
+                        "polling_rounds_per_batch": g("polling_rounds") / ps[0]["batches"] if g("polling_rounds") == g("polling_rounds") else None})
 result = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": platform.node(),
                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
           "config": {"engine": engine, "mode": mode, "k": k, "queries": nq, "index": index,
                      "index_docs": sum(s.get("num_docs", 0) for s in json.load(open(os.path.join(index, "manifest.json"))).get("shards", []))},
-          "inprocess_queries_per_second": inproc, "table": table, "runs": runs}
+          "inprocess_queries_per_second": inproc, "table": table, "runs": runs,
+          "probe_table": probe_table, "probe": probe}
 json.dump(result, open(os.path.join(out, "cluster-overhead.json"), "w"), indent=1)
 fmt = "%-9s %4s %6s %9s %6s %8s %8s %9s %9s %7s %9s %9s %6s %5s  %s"
 print()
@@ -209,6 +267,15 @@ print("in process:", ", ".join("batch %d: %.0f q/s" % (b, q) for b, q in inproc.
 print("ms per batch (means): compute = slowest ISN's engine; broadcast, gather (round trip - compute), merge as")
 print("the metrics define them; agg-ovh = cut to merged less the critical ISN's compute and queue")
 print("(new code only); uncov/b = (wall - slowest ISN's engine time) / batches, for both codes.")
+if probe_table:
+    print()
+    print("fabric probe (depth 1, batch 64, ISNs sleep 2 ms per batch; medians, ms per batch):")
+    pf = "%-9s %4s %22s %14s %8s %9s %7s %10s"
+    print(pf % ("variant", "ISNs", "beyond sleep+compute", "agg-ovh p50", "to ISN", "from ISN", "merge", "polls/b"))
+    for t in probe_table:
+        f = lambda x, p=3: "-" if x is None or x != x else ("%.*f" % (p, x))
+        print(pf % (t["variant"], t["isns"], f(t["beyond_sleep_and_compute_ms"]), f(t["aggregator_overhead_p50_ms"]),
+                    f(t["to_isn_p50_ms"]), f(t["from_isn_p50_ms"]), f(t["merge_p50_ms"]), f(t["polling_rounds_per_batch"], 0)))
 print("wrote", os.path.join(out, "cluster-overhead.json"))
 PY
 
