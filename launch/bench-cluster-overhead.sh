@@ -22,6 +22,7 @@
 #                     uses an existing 1-shard index instead; N-ISN runs re-shard it (partition)
 #   --queries         the first N test queries (default 8000)
 #   --reps            repeats of every configuration, interleaved (default 3); medians reported
+#   --summarize-only  no runs: rebuild the JSON and the table from OUT's runs
 #   --probe-reps R    the fabric probe (default 3; 0: none): every variant at depth 1 on a small
 #                     index (4000 documents, OUT/probe-index) with each ISN sleeping 2 ms per batch
 #                     instead of computing, so what is left of a batch's wall time beyond the
@@ -31,7 +32,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" build="$root/build" before="" before_ref=410011d engine=cpu docs=200000 seed=7 nq=8000
 batches="64 1024" isns="1 4" reps=3 variants="before adaptive" index="" mode=and-or k=10
-probe_reps=3
+probe_reps=3 summarize_only=0
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +48,7 @@ while [ $# -gt 0 ]; do
     --isns) isns=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --probe-reps) probe_reps=$2; shift 2 ;;
+    --summarize-only) summarize_only=1; shift ;;
     --variants) variants=$2; shift 2 ;;
     --index) index=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
@@ -66,6 +68,8 @@ gs=$build/bin/gpusearch
 log() { echo "== $*"; }
 
 # The code before issue 16: a given build, or built here from --before-ref.
+runs=$out/runs
+if [ "$summarize_only" = 0 ]; then
 if [[ " $variants " == *" before "* ]]; then
   if [ -z "$before" ]; then
     before=$out/before-build
@@ -162,6 +166,9 @@ if [ "$probe_reps" -gt 0 ]; then
   done
 fi
 
+fi  # summarize_only
+[ -n "$index" ] || index=$out/index
+
 python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" <<'PY'
 import glob, json, os, platform, re, statistics, sys
 out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
@@ -196,7 +203,8 @@ for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
         "metrics_file": os.path.relpath(f, out)})
 
 def med(xs):
-    return statistics.median(xs) if xs else float("nan")
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 inproc = {b: med([r["queries_per_second"] for r in runs if r["variant"] == "inprocess" and r["batch"] == b])
           for b in sorted({r["batch"] for r in runs})}
 table = []
@@ -206,7 +214,7 @@ for key in sorted({(r["variant"], r["isns"], r["batch"]) for r in runs if r["var
     s = lambda name: med([r["stages_mean_ms"].get(name) for r in rs if r["stages_mean_ms"].get(name) is not None])
     table.append({"variant": key[0], "isns": key[1], "batch": key[2], "reps": len(rs),
                   "queries_per_second": med([r["queries_per_second"] for r in rs]),
-                  "of_inprocess": med([r["queries_per_second"] for r in rs]) / inproc[key[2]],
+                  "of_inprocess": med([r["queries_per_second"] for r in rs]) / inproc[key[2]] if inproc.get(key[2]) else None,
                   "p50_ms": med([r["latency_ms"]["p50"] for r in rs]),
                   "isn_compute_ms": s("isn_compute_max"), "broadcast_ms": s("broadcast"),
                   "gather_overhead_ms": s("gather_overhead"), "merge_ms": s("merge"),
@@ -246,7 +254,7 @@ for key in sorted({(p["variant"], p["isns"]) for p in probe}, key=lambda t: (t[1
                         "aggregator_overhead_p50_ms": g("aggregator_overhead_p50_ms"),
                         "to_isn_p50_ms": g("to_isn_p50_ms"), "from_isn_p50_ms": g("from_isn_p50_ms"),
                         "merge_p50_ms": g("merge_p50_ms"),
-                        "polling_rounds_per_batch": g("polling_rounds") / ps[0]["batches"] if g("polling_rounds") == g("polling_rounds") else None})
+                        "polling_rounds_per_batch": None if g("polling_rounds") is None else g("polling_rounds") / ps[0]["batches"]})
 result = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": platform.node(),
                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
           "config": {"engine": engine, "mode": mode, "k": k, "queries": nq, "index": index,
@@ -259,10 +267,10 @@ print()
 print(fmt % ("variant", "ISNs", "batch", "q/s", "of-in", "p50 ms", "compute", "broadcast", "gather", "merge", "agg-ovh", "uncov/b", "busy", "depth", "answers"))
 for t in table:
     f = lambda x, p=2: "-" if x is None or x != x else ("%.*f" % (p, x))
-    print(fmt % (t["variant"], t["isns"], t["batch"], f(t["queries_per_second"], 0), f(100 * t["of_inprocess"], 0) + "%",
+    print(fmt % (t["variant"], t["isns"], t["batch"], f(t["queries_per_second"], 0), f(100 * (t["of_inprocess"] or 0), 0) + "%",
                  f(t["p50_ms"]), f(t["isn_compute_ms"]), f(t["broadcast_ms"]), f(t["gather_overhead_ms"]),
                  f(t["merge_ms"]), f(t["aggregator_overhead_ms"]), f(t["uncovered_ms_per_batch"]),
-                 f(100 * t["isn_busy_fraction"], 0) + "%", f(t["depth"], 1), "equal" if t["answers_equal"] else "DIFFER"))
+                 f(100 * (t["isn_busy_fraction"] or 0), 0) + "%", f(t["depth"], 1), "equal" if t["answers_equal"] else "DIFFER"))
 print("in process:", ", ".join("batch %d: %.0f q/s" % (b, q) for b, q in inproc.items()))
 print("ms per batch (means): compute = slowest ISN's engine; broadcast, gather (round trip - compute), merge as")
 print("the metrics define them; agg-ovh = cut to merged less the critical ISN's compute and queue")
@@ -279,8 +287,8 @@ if probe_table:
 print("wrote", os.path.join(out, "cluster-overhead.json"))
 PY
 
-# The timeline of one run of this tree (the first batch size, the most ISNs).
-last=$(ls "$runs"/adaptive-isns*-batch*-rep1.json "$runs"/spin-isns*-batch*-rep1.json 2>/dev/null | head -1 || true)
+# The timeline of one run of this tree (the fewest ISNs, the smallest batch).
+last=$(ls "$runs"/adaptive-isns*-batch*-rep1.json "$runs"/spin-isns*-batch*-rep1.json 2>/dev/null | sort -V | head -1 || true)
 if [ -n "$last" ]; then
   py=python3; /usr/bin/python3 -c "import matplotlib" 2>/dev/null && py=/usr/bin/python3
   "$py" "$root/launch/plot-cluster.py" --timeline "$last" "$out/timeline.png" || true

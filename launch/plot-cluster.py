@@ -36,10 +36,10 @@ def plot_timeline(metrics_path, out_path, first=None, count=24):
     gantt = ax[0]
     used = set()
 
-    def bar(row, start, end, stage, label=None):
+    def bar(row, start, end, stage, label=None, height=0.6):
         if end is None or start is None or end <= start:
             return
-        gantt.barh(row, end - start, left=start, height=0.6, color=STAGE_COLORS[stage],
+        gantt.barh(row, end - start, left=start, height=height, color=STAGE_COLORS[stage],
                    edgecolor="black", linewidth=0.3, label=None if stage in used else stage)
         used.add(stage)
         if label is not None:
@@ -50,13 +50,17 @@ def plot_timeline(metrics_path, out_path, first=None, count=24):
         bar(0, b["sent"], b.get("sends_done"), "broadcast")
         bar(0, b["complete"], b["merge_start"], "merge wait")
         bar(0, b["merge_start"], b["merged"], "merge")
+    # Waiting stages thin and underneath: with several batches in flight a batch waits at an ISN
+    # while the one before it computes there.
+    for b in window:
         for j, i in enumerate(b["isn"]):
-            row = j + 1
-            bar(row, b["sent"], i["received"], "to ISN")
-            bar(row, i["received"], i["start"], "queued at ISN")
-            bar(row, i["start"], i["end"], "compute", str(b["batch"]))
-            bar(row, i["end"], i["encoded"], "ISN encode")
-            bar(row, i["encoded"], i["arrived"], "back")
+            bar(j + 1.25, b["sent"], i["received"], "to ISN", height=0.2)
+            bar(j + 1.25, i["received"], i["start"], "queued at ISN", height=0.2)
+            bar(j + 1.25, i["encoded"], i["arrived"], "back", height=0.2)
+    for b in window:
+        for j, i in enumerate(b["isn"]):
+            bar(j + 0.9, i["start"], i["end"], "compute", str(b["batch"]), height=0.4)
+            bar(j + 0.9, i["end"], i["encoded"], "ISN encode", height=0.4)
     gantt.set_yticks(range(isns + 1))
     gantt.set_yticklabels(["aggregator"] + ["ISN rank %d" % i["rank"] for i in window[0]["isn"]])
     gantt.invert_yaxis()
