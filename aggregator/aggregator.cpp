@@ -824,7 +824,11 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     // Nothing happened: when is something next due? The oldest batch's answers (the ISNs work
     // in order: one service time after the later of its send and the previous batch's
     // answers), a batch to cut by wait time, a scheduled arrival, a deadline.
-    if (!in_flight.empty()) {
+    // Only while the pipeline is thin: with two or more batches in flight every ISN has work
+    // queued, a late receive costs nothing, and each early wake-up takes a core from the
+    // engines (measured on 2 cores; NOTES-cluster.md). The automatic depth is chosen from
+    // latencies that include these late receives.
+    if (in_flight.size() == 1) {
       double service_us = 0;
       {
         std::lock_guard lock(model_mutex);
@@ -840,7 +844,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
       if (now3 < give_up) due = std::min(due, predicted);
     }
-    if (!batcher.empty())
+    if (!batcher.empty() && in_flight.size() < depth)  // a cut by wait time needs room
       due = std::min(due, batcher.oldest_arrival() +
                               std::chrono::microseconds(options.batching.max_wait_us));
     due = std::min(due, source.next_arrival(t_run));
