@@ -12,8 +12,8 @@
 //             result predicted from measured service times). The polling thread's timer slack is
 //             cut to 1 us so that such a sleep lasts what it says: it reacts within tens of
 //             microseconds and leaves the cores to the engine, which a spinning or yielding
-//             thread does not (on the 2-core machine spin was the slowest mode with 4 ISNs and
-//             polled 40x as often per batch; tests/benchmarks/NOTES-cluster.md, issue 16).
+//             thread does not (on the 2-core machine spin polled 12x as often per batch and
+//             slowed the engine most in most runs; tests/benchmarks/NOTES-cluster.md, issue 16).
 //             Otherwise it sleeps until the caller's next due time, at most max_sleep_us. Either
 //             sleep is a condition variable that local events (a finished batch, a new query
 //             line) end at once through notify().
