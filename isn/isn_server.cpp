@@ -377,7 +377,7 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
     const auto now = Clock::now();
     // The next batch matters only when none waits for the engine: with batches queued, a late
     // receive costs nothing, and each early wake-up takes a core from the engine (measured on
-    // 2 cores: ~40 wake-ups per batch cost a third of the engine's speed; NOTES-cluster.md).
+    // 2 cores: with 40-90 wake-ups per batch the engine ran 1.4-2.6x slower; NOTES-cluster.md).
     if (batch_gap_us > 0 && inbox_empty) {
       const auto gap = std::chrono::microseconds(std::int64_t(batch_gap_us));
       if (now < last_batch_at + 3 * gap + std::chrono::milliseconds(1))
