@@ -1,7 +1,10 @@
 #include "aggregator/aggregator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -12,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "aggregator/arrival_order_writer.hpp"
+#include "aggregator/kway_merge.hpp"
 #include "aggregator/result_cache.hpp"
 #include "common/index_format.hpp"
 #include "common/progress.hpp"
@@ -49,7 +54,9 @@ nlohmann::json summary(std::vector<double> v) {
 // a thread (std::getline blocks; the MPI loop must not).
 class QuerySource {
  public:
-  QuerySource(const AggregatorOptions& o) : options_(o) {
+  // `on_line` runs on the reader thread after each standard-input line (wakes the MPI thread).
+  QuerySource(const AggregatorOptions& o, std::function<void()> on_line)
+      : options_(o), on_line_(std::move(on_line)) {
     if (o.queries == "-") {
       stdin_ = true;
       reader_ = std::thread([this] { read_stdin(); });
@@ -89,6 +96,13 @@ class QuerySource {
       out.emplace_back(file_.queries[next_++], arrival);
     }
   }
+  // When the next query arrives in open-loop replay (--qps); max() when that is not known.
+  Clock::time_point next_arrival(Clock::time_point start) const {
+    if (stdin_ || options_.qps <= 0 || next_ >= file_.queries.size())
+      return Clock::time_point::max();
+    return start + std::chrono::duration_cast<Clock::duration>(
+                       std::chrono::duration<double>(double(next_) / options_.qps));
+  }
   bool exhausted() const {
     if (!stdin_) return next_ >= file_.queries.size();
     std::lock_guard lock(mutex_);
@@ -111,17 +125,24 @@ class QuerySource {
       QueryText q;
       QueryProblem p;
       const bool ok = parse_tsv_query_line(line, line_no, q, p, "<stdin>");
-      std::lock_guard lock(mutex_);
-      if (ok)
-        lines_.emplace_back(std::move(q), Clock::now());
-      else
-        problems_.push_back(std::move(p));
+      {
+        std::lock_guard lock(mutex_);
+        if (ok)
+          lines_.emplace_back(std::move(q), Clock::now());
+        else
+          problems_.push_back(std::move(p));
+      }
+      on_line_();
     }
-    std::lock_guard lock(mutex_);
-    eof_ = true;
+    {
+      std::lock_guard lock(mutex_);
+      eof_ = true;
+    }
+    on_line_();
   }
 
   const AggregatorOptions& options_;
+  std::function<void()> on_line_;
   bool stdin_ = false;
   QueryFile file_;
   std::size_t next_ = 0;
@@ -132,22 +153,69 @@ class QuerySource {
   std::thread reader_;
 };
 
+// A batch's life at one ISN, on the aggregator's clock.
+struct IsnTimes {
+  Clock::time_point received, start, end, encoded, arrived;
+};
+
 struct InFlightBatch {
   std::uint64_t id = 0;
   std::vector<PendingQuery> queries;
-  Clock::time_point cut, sent, deadline, sends_done;
+  Clock::time_point cut, encoded, sent, deadline, sends_done, complete;
+  std::size_t bytes = 0;
   std::vector<PendingSend> sends;
   bool all_sent = false;
-  std::vector<std::optional<ResultBatch>> results;  // by ISN (rank - 1)
-  std::vector<Clock::time_point> received_at;
+  std::vector<std::optional<Received>> messages;  // by ISN (rank - 1), decoded by the merger
+  std::vector<ResultHeader> headers;              // read on arrival (O(1))
+  std::vector<IsnTimes> times;
   std::size_t received = 0;
+};
+
+// What the merge thread gets: a completed batch, or a query answered at admission (result
+// cache, no known term) that only needs its place in the run file.
+struct MergeJob {
+  std::optional<InFlightBatch> batch;
+  std::uint64_t sequence = 0;
+  std::string qid;
+  CachedAnswer answer;
+  Clock::time_point arrival, answered;
 };
 
 struct IsnBook {
   nlohmann::json hello, stats;
-  std::uint64_t batches_answered = 0, batches_missed = 0, late_results = 0, errors = 0;
+  std::uint64_t batches_answered = 0, batches_missed = 0, errors = 0;
+  std::atomic<std::uint64_t> late_results{0};
   std::uint64_t compute_us = 0, idle_us = 0;
   bool fallback_seen = false;
+  std::int64_t clock_offset_us = 0;  // ISN steady clock minus the aggregator's
+  double clock_rtt_us = -1;          // of the sample the offset came from; < 0: not measured
+};
+
+// Exponentially weighted means of the latencies the pipeline depth is chosen from.
+struct LatencyModel {
+  double compute_us = 0;   // the slowest ISN's engine time per batch
+  double overhead_us = 0;  // to the ISN and back (wire, encode, decode), excluding its queue
+  // From the later of a batch's send and the previous batch's last answer to its own last
+  // answer: when the next answer is due, whether the ISNs work in series or pipelined.
+  double service_us = 0;
+  bool seeded = false;
+  void add(double compute, double overhead, double service) {
+    if (!seeded) {
+      compute_us = compute, overhead_us = overhead, service_us = service, seeded = true;
+      return;
+    }
+    compute_us = 0.8 * compute_us + 0.2 * compute;
+    overhead_us = 0.8 * overhead_us + 0.2 * overhead;
+    service_us = 0.8 * service_us + 0.2 * service;
+  }
+  // An ISN that finishes a batch must find the next one waiting: batch n + depth - 1 is cut when
+  // batch n's answer is back, so depth - 1 compute times must cover one round of overhead; one
+  // more batch absorbs the variance.
+  std::size_t depth(std::size_t max_depth) const {
+    if (!seeded) return 2;
+    const double need = 1.0 + std::ceil(overhead_us / std::max(compute_us, 1.0)) + 1.0;
+    return std::size_t(std::clamp(need, 1.0, double(std::max<std::size_t>(max_depth, 1))));
+  }
 };
 
 }  // namespace
@@ -165,22 +233,25 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   AggregatorOutcome outcome;
   const std::string me = "gpusearch-aggregator";
   const auto t_start = Clock::now();
+  ProgressPacer pacer(options.pacing);
 
   std::vector<IsnBook> isns(num_isns);
   auto shut_down_isns = [&](std::uint64_t grace_ms) {
     // Every ISN that said hello without an error gets a shutdown and returns its stats.
     std::vector<PendingSend> sends;
-    auto msg = std::make_shared<const WireBytes>(encode(Control{Control::Kind::kShutdown, ""}));
+    auto msg = std::make_shared<const OutgoingMessage>(
+        encode_message(Control{Control::Kind::kShutdown, ""}));
     std::vector<bool> waiting(num_isns, false);
     for (std::size_t i = 0; i < num_isns; ++i) {
       if (isns[i].hello.is_null() || isns[i].hello.contains("error")) continue;
-      sends.emplace_back(msg, msg->size() * 8, int(i + 1), kTagControl, world);
+      sends.emplace_back(msg, int(i + 1), kTagControl, world);
       waiting[i] = true;
     }
     const auto until = Clock::now() + std::chrono::milliseconds(grace_ms);
     std::size_t left = std::size_t(std::count(waiting.begin(), waiting.end(), true));
     while (left > 0 && Clock::now() < until) {
-      for (auto& s : sends) s.test();
+      bool all_sent = true;
+      for (auto& s : sends) all_sent = s.test() && all_sent;
       bool any = false;
       while (auto m = try_receive(world)) {
         any = true;
@@ -200,7 +271,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
           }
         }
       }
-      if (!any) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      const auto now = Clock::now();
+      any ? pacer.activity(now) : pacer.idle(now, until, !all_sent);
     }
     std::vector<int> stuck;
     for (std::size_t i = 0; i < num_isns; ++i)
@@ -237,7 +309,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     while (got < num_isns && Clock::now() < until) {
       auto m = try_receive(world, MPI_ANY_SOURCE, kTagControl);
       if (!m) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        pacer.idle(Clock::now(), until, false);
         continue;
       }
       const std::size_t i = std::size_t(m->source - 1);
@@ -279,129 +351,300 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         h.value("mapped_bytes", 0.0) / 1048576.0, h.value("rss_bytes", 0.0) / 1048576.0,
         h.value("engine", "?"), h.value("gpu_device", -1));
   }
+
+  // One clock: each ISN's steady clock against ours, from ping-pongs (NTP's estimate: the pong
+  // carries the ISN's time at arrival, taken as the middle of the round trip; the sample of
+  // least round trip bounds the error by half of it). Equal clocks on one host give ~0.
+  for (std::size_t i = 0; i < num_isns; ++i) {
+    for (std::uint64_t ping = 0; ping < 8; ++ping) {
+      const auto t0 = Clock::now();
+      send_blocking(encode_message(Control{Control::Kind::kClockPing, "", ping}), int(i + 1),
+                    kTagControl, world);
+      std::optional<Received> m;
+      const auto give_up = t0 + std::chrono::seconds(2);
+      while (!(m = try_receive(world, int(i + 1), kTagControl)) && Clock::now() < give_up)
+        std::this_thread::yield();  // a few microseconds, and the round trip is what we measure
+      const auto t2 = Clock::now();
+      if (!m || !m->rejected.empty()) break;
+      const Control c = decode_control(m->data());
+      if (c.kind != Control::Kind::kClockPong) continue;
+      const double rtt = std::chrono::duration<double, std::micro>(t2 - t0).count();
+      if (isns[i].clock_rtt_us >= 0 && rtt >= isns[i].clock_rtt_us) continue;
+      const double mid_us =
+          std::chrono::duration<double, std::micro>((t0 + (t2 - t0) / 2).time_since_epoch())
+              .count();
+      isns[i].clock_offset_us = std::int64_t(double(c.value) - mid_us);
+      isns[i].clock_rtt_us = rtt;
+    }
+  }
+  auto isn_time = [&](std::size_t i, std::uint64_t isn_us) {
+    return Clock::time_point(std::chrono::microseconds(std::int64_t(isn_us) - isns[i].clock_offset_us));
+  };
   const double start_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
 
   SearchParams params = options.params;
   params.alpha = std::isnan(options.alpha) ? index_params.gs_alpha : options.alpha;
   const ShardIndex& vocabulary = vocab_index->shard(0);
+  // Term IDs on the wire when every ISN's vocabulary is ours.
+  const std::string our_vocabulary =
+      vocabulary_fingerprint(vocabulary.manifest(), vocabulary.num_terms());
+  bool send_term_ids = true;
+  for (const IsnBook& b : isns)
+    send_term_ids = send_term_ids && b.hello.value("vocabulary", "") == our_vocabulary;
 
   std::ofstream run(options.run_path);
   if (!run) throw InputError(options.run_path.string(), 0, "cannot write run file");
 
-  QuerySource source(options);
+  QuerySource source(options, [&pacer] { pacer.notify(); });
   Batcher batcher(options.batching);
+  std::mutex cache_mutex;  // admission looks up, the merge thread inserts
   ResultCache cache(options.cache_entries);
-  const std::size_t window = options.window > 0
-                                 ? options.window
-                                 : options.batching.batch_size * (options.max_in_flight + 1);
+  const bool auto_depth = options.max_in_flight == 0;
   Progress bar("cluster", source.total(), "queries", options.progress);
 
-  // Counters and samples.
+  // Main thread's counters and samples.
   std::vector<QueryProblem> problems;
-  std::uint64_t read = 0, answered = 0, no_known_terms = 0, unknown_tokens = 0, empty_results = 0,
-                answered_by_or = 0, partial_answers = 0, cache_hits = 0, hits_written = 0,
-                rejected_messages = 0, late_discarded = 0, batches_with_misses = 0;
-  QueryCounters counters;
-  std::vector<double> latency_ms, wait_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms,
-      merge_ms, isn_idle_ms, batch_sizes;
+  std::uint64_t read = 0, no_known_terms = 0, unknown_tokens = 0, cache_hits = 0,
+                cache_hits_by_or = 0, rejected_messages = 0, late_discarded = 0, bytes_sent = 0,
+                messages_sent = 0, bytes_received = 0;
+  std::vector<double> wait_ms, encode_ms, depth_samples;
   std::map<std::uint64_t, InFlightBatch> in_flight;
   std::size_t in_flight_queries = 0;
-  std::uint64_t next_batch_id = 1;
+  std::atomic<std::size_t> merging_queries{0};
+  std::uint64_t next_batch_id = 1, next_sequence = 0;
+  LatencyModel model;
+  std::mutex model_mutex;  // the merge thread measures, the main thread reads
+  Clock::time_point last_batch_done{};
 
-  auto answer = [&](const std::string& qid, const std::vector<CachedHit>& hits,
-                    Clock::time_point arrival, Clock::time_point now) {
-    for (std::size_t i = 0; i < hits.size(); ++i)
-      write_run_line(run, qid, hits[i].docid, int(i + 1), hits[i].score, options.run_tag);
-    hits_written += hits.size();
-    if (hits.empty()) ++empty_results;
+  // The merge thread's state: answers, stage samples, the timeline.
+  std::mutex merge_mutex;
+  std::condition_variable merge_ready;
+  std::deque<MergeJob> merge_queue;
+  bool merge_stop = false;
+  std::exception_ptr merge_error;
+  const auto t_run = Clock::now();
+  ArrivalOrderWriter writer(run, options.run_tag);
+  std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
+                hits_written = 0, batches_with_misses = 0;
+  QueryCounters counters;
+  std::vector<double> latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
+      isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms,
+      merge_wait_ms, decode_ms, overhead_ms;
+  nlohmann::json timeline = nlohmann::json::array();
+  Clock::time_point previous_last_answer{};
+  auto rel_ms = [&](Clock::time_point t) { return std::round(ms_between(t_run, t) * 1000) / 1000; };
+
+  auto record_answer = [&](std::uint64_t seq, const std::string& qid, CachedAnswer&& a,
+                           Clock::time_point arrival, Clock::time_point at) {
+    hits_written += a.hits.size();
+    if (a.hits.empty()) ++empty_results;
     ++answered;
-    latency_ms.push_back(ms_between(arrival, now));
+    latency_ms.push_back(ms_between(arrival, at));
+    writer.add(seq, qid, std::move(a.hits));
     bar.add(1);
   };
 
-  auto finish_batch = [&](InFlightBatch& b, Clock::time_point now) {
+  auto merge_batch = [&](InFlightBatch& b) {
     const auto t_merge = Clock::now();
     bool missed = false;
-    std::uint64_t max_compute_us = 0, max_idle_us = 0;
-    Clock::time_point last_result = b.sent;
+    std::vector<ResultBatch> results(num_isns);
     std::vector<std::size_t> present;
     for (std::size_t i = 0; i < num_isns; ++i) {
-      if (!b.results[i] || !b.results[i]->error.empty()) {
+      if (!b.messages[i] || !b.headers[i].error.empty()) {
         missed = true;
-        if (!b.results[i]) ++isns[i].batches_missed;
+        if (!b.messages[i]) ++isns[i].batches_missed;
         continue;
       }
-      if (b.results[i]->answers.size() != b.queries.size()) {
+      try {
+        results[i] = decode_result_batch(b.messages[i]->data());
+      } catch (const WireError& e) {
+        ++isns[i].errors;
+        missed = true;
+        std::cerr << me << ": from ISN rank " << i + 1 << ": " << e.what() << '\n';
+        continue;
+      }
+      if (results[i].answers.size() != b.queries.size()) {
         ++isns[i].errors;
         missed = true;
         continue;
       }
       present.push_back(i);
-      max_compute_us = std::max(max_compute_us, b.results[i]->compute_us);
-      max_idle_us = std::max(max_idle_us, b.results[i]->idle_us);
-      last_result = std::max(last_result, b.received_at[i]);
     }
+    const auto t_decoded = Clock::now();
     if (missed) ++batches_with_misses;
-    std::vector<const ShardResult*> shards(present.size());
-    std::vector<std::size_t> cursor(present.size());
+    std::vector<const ShardAnswer*> shards(present.size());
+    const auto now = Clock::now();
     for (std::size_t q = 0; q < b.queries.size(); ++q) {
       for (std::size_t j = 0; j < present.size(); ++j)
-        shards[j] = &b.results[present[j]]->answers[q].result;
-      QueryResult r = merge_shard_results(params, shards);
-      r.partial = r.partial || missed;
-      // The merged list interleaves each shard's list in its own order: walk one cursor per
-      // shard to find the external ids.
-      std::fill(cursor.begin(), cursor.end(), 0);
-      CachedAnswer ca;
-      ca.answered_by_or = r.answered_by_or;
-      for (const RankedDoc& h : r.hits) {
-        std::string id;
-        for (std::size_t j = 0; j < present.size(); ++j) {
-          const ShardAnswer& a = b.results[present[j]]->answers[q];
-          if (b.results[present[j]]->shard_id != h.shard) continue;
-          const bool use_or = params.mode == Mode::kAndOr && r.answered_by_or;
-          const auto& list = use_or ? a.result.or_hits : a.result.hits;
-          const auto& ids = use_or ? a.or_hit_ids : a.hit_ids;
-          std::size_t& c = cursor[j];
-          while (c < list.size() && list[c].doc != h.doc) ++c;  // normally no step
-          if (c < list.size() && c < ids.size()) id = ids[c++];
-          break;
-        }
-        ca.hits.push_back({std::move(id), h.score});
-      }
-      counters.add(r.counters);
-      if (r.answered_by_or) ++answered_by_or;
-      if (r.partial) ++partial_answers;
+        shards[j] = &results[present[j]].answers[q];
+      MergedAnswer m = merge_answers(params, shards);
+      const bool partial = m.partial || missed;
+      counters.add(m.counters);
+      if (m.answer.answered_by_or) ++answered_by_or;
+      if (partial) ++partial_answers;
       const PendingQuery& pq = b.queries[q];
-      answer(pq.id, ca.hits, pq.arrival, now);
-      if (!r.partial && cache.enabled()) cache.insert(pq.cache_key, std::move(ca));
+      if (!partial && cache.enabled()) {
+        std::lock_guard lock(cache_mutex);
+        cache.insert(pq.cache_key, m.answer);
+      }
+      record_answer(pq.sequence, pq.id, std::move(m.answer), pq.arrival, now);
     }
+    const auto t_done = Clock::now();
+    run.flush();
+
+    // Stages and the timeline.
+    std::uint64_t max_compute_us = 0, max_idle_us = 0;
+    Clock::time_point last_result = b.sent;
+    std::size_t critical = num_isns;  // the ISN whose answer came last
+    double to_isn = 0, isn_queue = 0, isn_encode = 0, from_isn = 0;
     for (std::size_t i : present) {
+      const ResultHeader& h = b.headers[i];
       ++isns[i].batches_answered;
-      isns[i].compute_us += b.results[i]->compute_us;
-      isns[i].idle_us += b.results[i]->idle_us;
-      isns[i].fallback_seen = isns[i].fallback_seen || b.results[i]->fallback_active;
+      isns[i].compute_us += h.compute_us;
+      isns[i].idle_us += h.idle_us;
+      isns[i].fallback_seen = isns[i].fallback_seen || h.fallback_active;
+      max_compute_us = std::max(max_compute_us, h.compute_us);
+      max_idle_us = std::max(max_idle_us, h.idle_us);
+      const IsnTimes& t = b.times[i];
+      if (t.arrived >= last_result) last_result = t.arrived, critical = i;
+      to_isn = std::max(to_isn, ms_between(b.sent, t.received));
+      isn_queue = std::max(isn_queue, ms_between(t.received, t.start));
+      isn_encode = std::max(isn_encode, ms_between(t.end, t.encoded));
+      from_isn = std::max(from_isn, ms_between(t.encoded, t.arrived));
     }
     batch_sizes.push_back(double(b.queries.size()));
-    broadcast_ms.push_back(ms_between(b.cut, b.all_sent ? b.sends_done : now));
+    broadcast_ms.push_back(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
     round_trip_ms.push_back(ms_between(b.sent, last_result));
     compute_ms.push_back(double(max_compute_us) / 1000.0);
     gather_ms.push_back(
         std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
-    merge_ms.push_back(ms_between(t_merge, Clock::now()));
+    merge_ms.push_back(ms_between(t_merge, t_done));
+    decode_ms.push_back(ms_between(t_merge, t_decoded));
+    merge_wait_ms.push_back(ms_between(b.complete, t_merge));
     isn_idle_ms.push_back(double(max_idle_us) / 1000.0);
-    in_flight_queries -= b.queries.size();
+    if (!present.empty()) {
+      to_isn_ms.push_back(to_isn);
+      isn_queue_ms.push_back(isn_queue);
+      isn_encode_ms.push_back(isn_encode);
+      from_isn_ms.push_back(from_isn);
+    }
+    if (critical < num_isns) {
+      // The cluster's own cost for this batch: from the cut to the merged answers, less the
+      // critical ISN's compute and the time the batch queued there behind earlier batches
+      // (the pipeline's overlap, not a cost).
+      const IsnTimes& t = b.times[critical];
+      const double own = ms_between(b.cut, t_done) - ms_between(t.start, t.end) -
+                         std::max(0.0, ms_between(t.received, t.start));
+      overhead_ms.push_back(std::max(0.0, own));
+      // The depth model: the slowest compute, and the wire both ways without the ISN queue.
+      const double service_ms = ms_between(std::max(b.sent, previous_last_answer), t.arrived);
+      previous_last_answer = std::max(previous_last_answer, t.arrived);
+      std::lock_guard lock(model_mutex);
+      model.add(double(max_compute_us),
+                1000.0 * (ms_between(b.cut, t.received) + ms_between(t.end, t.arrived) +
+                          ms_between(t.arrived, t_done)),
+                1000.0 * std::max(0.0, service_ms));
+    }
+    if (timeline.size() < options.timeline_batches) {
+      nlohmann::json per_isn = nlohmann::json::array();
+      for (std::size_t i = 0; i < num_isns; ++i) {
+        if (!b.messages[i]) {
+          per_isn.push_back({{"rank", i + 1}, {"missing", true}});
+          continue;
+        }
+        const IsnTimes& t = b.times[i];
+        per_isn.push_back({{"rank", i + 1},
+                           {"received", rel_ms(t.received)},
+                           {"start", rel_ms(t.start)},
+                           {"end", rel_ms(t.end)},
+                           {"encoded", rel_ms(t.encoded)},
+                           {"arrived", rel_ms(t.arrived)}});
+      }
+      timeline.push_back({{"batch", b.id},
+                          {"queries", b.queries.size()},
+                          {"bytes_sent", b.bytes},
+                          {"cut", rel_ms(b.cut)},
+                          {"encoded", rel_ms(b.encoded)},
+                          {"sent", rel_ms(b.sent)},
+                          {"sends_done", b.all_sent ? nlohmann::json(rel_ms(b.sends_done)) : nlohmann::json()},
+                          {"complete", rel_ms(b.complete)},
+                          {"merge_start", rel_ms(t_merge)},
+                          {"merged", rel_ms(t_done)},
+                          {"isn", per_isn}});
+    }
   };
 
-  const auto t_run = Clock::now();
-  unsigned idle_rounds = 0;  // polling back-off: 1x, 2x, 4x ... idle_sleep_us, at most 1 ms
+  std::thread merger([&] {
+    try {
+      for (;;) {
+        MergeJob job;
+        {
+          std::unique_lock lock(merge_mutex);
+          merge_ready.wait(lock, [&] { return merge_stop || !merge_queue.empty(); });
+          if (merge_queue.empty()) return;
+          job = std::move(merge_queue.front());
+          merge_queue.pop_front();
+        }
+        if (job.batch) {
+          const std::size_t n = job.batch->queries.size();
+          merge_batch(*job.batch);
+          merging_queries -= n;
+        } else {
+          if (job.answer.answered_by_or) ++answered_by_or;
+          record_answer(job.sequence, job.qid, std::move(job.answer), job.arrival, job.answered);
+        }
+        pacer.notify();  // the window has room again
+      }
+    } catch (...) {
+      std::lock_guard lock(merge_mutex);
+      merge_error = std::current_exception();
+    }
+  });
+  auto to_merger = [&](MergeJob job) {
+    {
+      std::lock_guard lock(merge_mutex);
+      merge_queue.push_back(std::move(job));
+    }
+    merge_ready.notify_one();
+  };
+  auto stop_merger = [&] {
+    {
+      std::lock_guard lock(merge_mutex);
+      merge_stop = true;
+    }
+    merge_ready.notify_one();
+    if (merger.joinable()) merger.join();
+  };
+  struct StopOnExit {
+    std::function<void()> stop;
+    ~StopOnExit() { stop(); }
+  } stop_on_exit{stop_merger};
+
+  auto answer_now = [&](std::uint64_t seq, std::string qid, CachedAnswer a,
+                        Clock::time_point arrival) {
+    MergeJob job;
+    job.sequence = seq;
+    job.qid = std::move(qid);
+    job.answer = std::move(a);
+    job.arrival = arrival;
+    job.answered = Clock::now();
+    to_merger(std::move(job));
+  };
+
+  std::size_t depth = auto_depth ? 2 : options.max_in_flight;
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
+    if (auto_depth) {
+      std::lock_guard lock(model_mutex);
+      depth = model.depth(options.max_depth);
+    }
+    const std::size_t window = options.window > 0 ? options.window
+                                                  : options.batching.batch_size * (depth + 1);
 
     // Admit arrived queries: resolve, answer from the cache, or queue for a batch.
     std::vector<std::pair<QueryText, Clock::time_point>> arrived;
-    const std::size_t outstanding = batcher.size() + in_flight_queries;
+    const std::size_t outstanding = batcher.size() + in_flight_queries + merging_queries;
     source.poll(t_run, now, outstanding < window ? window - outstanding : 0, arrived);
     for (auto& p : source.take_problems()) problems.push_back(std::move(p));
     for (auto& [qt, arrival] : arrived) {
@@ -413,35 +656,43 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         problems.push_back(std::move(problem));
         continue;
       }
+      const std::uint64_t seq = next_sequence++;
       unknown_tokens += q.unknown_tokens;
       if (q.terms.empty()) {  // matches nothing on any shard: no broadcast needed
         ++no_known_terms;
-        answer(q.id, {}, arrival, Clock::now());
+        answer_now(seq, std::move(q.id), {}, arrival);
         continue;
       }
       PendingQuery pq;
       pq.id = std::move(q.id);
       pq.arrival = arrival;
+      pq.sequence = seq;
       pq.cost = std::numeric_limits<double>::max();
       for (TermId t : q.terms) {
         pq.terms.emplace_back(vocabulary.term_string(t));
         pq.cost = std::min(pq.cost, double(vocabulary.term(t).df_global));
       }
+      if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
       if (cache.enabled()) {
         pq.cache_key = result_cache_key(params, pq.terms);
-        if (auto hit = cache.find(pq.cache_key)) {
+        std::optional<CachedAnswer> hit;
+        {
+          std::lock_guard lock(cache_mutex);
+          hit = cache.find(pq.cache_key);
+        }
+        if (hit) {
           ++cache_hits;
-          if (hit->answered_by_or) ++answered_by_or;
-          answer(pq.id, hit->hits, arrival, Clock::now());
+          if (hit->answered_by_or) ++cache_hits_by_or;
+          hit->answered_by_or = false;  // counted here, not again by the merger
+          answer_now(seq, std::move(pq.id), std::move(*hit), arrival);
           continue;
         }
       }
       batcher.add(std::move(pq));
     }
 
-    // Cut and broadcast batches while the in-flight window has room.
-    while (in_flight.size() < options.max_in_flight &&
-           batcher.due(Clock::now(), source.exhausted())) {
+    // Cut, encode once and broadcast batches while the pipeline has room.
+    while (in_flight.size() < depth && batcher.due(Clock::now(), source.exhausted())) {
       progress = true;
       InFlightBatch b;
       b.id = next_batch_id++;
@@ -452,33 +703,51 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       qb.params = params;
       qb.queries.reserve(b.queries.size());
       for (const PendingQuery& pq : b.queries) {
-        qb.queries.push_back({pq.id, pq.terms});
+        if (send_term_ids)
+          qb.queries.push_back({pq.id, {}, pq.term_ids});
+        else
+          qb.queries.push_back({pq.id, pq.terms, {}});
         wait_ms.push_back(ms_between(pq.arrival, b.cut));
       }
-      auto msg = std::make_shared<const WireBytes>(encode(qb));
-      b.sent = Clock::now();
+      auto msg = std::make_shared<const OutgoingMessage>(encode_message(qb));
+      b.encoded = Clock::now();
+      encode_ms.push_back(ms_between(b.cut, b.encoded));
+      b.bytes = msg->bytes();
       for (std::size_t i = 0; i < num_isns; ++i)
-        b.sends.emplace_back(msg, msg->size() * 8, int(i + 1), kTagQueryBatch, world);
+        b.sends.emplace_back(msg, int(i + 1), kTagQueryBatch, world);
+      b.sent = Clock::now();
+      bytes_sent += msg->bytes() * num_isns;
+      messages_sent += num_isns;
       b.deadline = options.deadline_ms == 0
                        ? Clock::time_point::max()
                        : b.sent + std::chrono::milliseconds(options.deadline_ms);
-      b.results.resize(num_isns);
-      b.received_at.resize(num_isns);
+      b.messages.resize(num_isns);
+      b.headers.resize(num_isns);
+      b.times.resize(num_isns);
       in_flight_queries += b.queries.size();
+      depth_samples.push_back(double(depth));
       in_flight.emplace(b.id, std::move(b));
     }
 
     // Progress of the sends.
+    bool sends_pending = false;
     for (auto& [id, b] : in_flight) {
       if (b.all_sent) continue;
       bool all = true;
       for (auto& s : b.sends) all = s.test() && all;
-      if (all) b.all_sent = true, b.sends_done = Clock::now(), b.sends.clear();
+      if (all) {
+        b.all_sent = true, b.sends_done = Clock::now(), b.sends.clear();
+        progress = true;
+      } else {
+        sends_pending = true;
+      }
     }
 
-    // Gather results; a batch already answered without this ISN drops it.
+    // Receive results and route them by their header; the merge thread decodes the rest. A
+    // batch already answered without this ISN drops it.
     while (auto m = try_receive(world, MPI_ANY_SOURCE, kTagResultBatch)) {
       progress = true;
+      const auto arrived_at = Clock::now();
       const std::size_t i = std::size_t(m->source - 1);
       if (!m->rejected.empty() || i >= num_isns) {
         ++rejected_messages;
@@ -486,32 +755,38 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                   << '\n';
         continue;
       }
-      ResultBatch rb;
+      bytes_received += m->bytes;
+      ResultHeader h;
       try {
-        rb = decode_result_batch(m->data());
+        h = decode_result_header(m->data());
       } catch (const WireError& e) {
         ++rejected_messages;
         std::cerr << me << ": from ISN rank " << m->source << ": " << e.what() << '\n';
         continue;
       }
-      const auto it = in_flight.find(rb.batch_id);
-      if (it == in_flight.end() || it->second.results[i]) {
+      const auto it = in_flight.find(h.batch_id);
+      if (it == in_flight.end() || it->second.messages[i]) {
         ++late_discarded;
         ++isns[i].late_results;
         continue;
       }
-      if (!rb.error.empty()) {
+      if (!h.error.empty()) {
         ++isns[i].errors;
-        std::cerr << me << ": ISN rank " << m->source << " could not answer batch " << rb.batch_id
-                  << ": " << rb.error << '\n';
+        std::cerr << me << ": ISN rank " << m->source << " could not answer batch " << h.batch_id
+                  << ": " << h.error << '\n';
       }
-      it->second.received_at[i] = Clock::now();
-      it->second.results[i] = std::move(rb);
-      ++it->second.received;
+      InFlightBatch& b = it->second;
+      b.times[i] = {isn_time(i, h.received_us), isn_time(i, h.start_us), isn_time(i, h.end_us),
+                    isn_time(i, h.encoded_us), arrived_at};
+      b.headers[i] = std::move(h);
+      b.messages[i] = std::move(*m);
+      ++b.received;
     }
 
-    // Complete batches: all ISNs answered, or the deadline passed.
+    // Complete batches: all ISNs answered, or the deadline passed. They go to the merge thread
+    // at once, which frees their place in the pipeline.
     const auto now2 = Clock::now();
+    auto due = Clock::time_point::max();
     for (auto it = in_flight.begin(); it != in_flight.end();) {
       InFlightBatch& b = it->second;
       if (b.received == num_isns || now2 >= b.deadline) {
@@ -520,29 +795,73 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
               "{}: batch {} missed its deadline of {} ms on {} ISN(s); its "
               "{} queries are answered partially\n",
               me, b.id, options.deadline_ms, num_isns - b.received, b.queries.size());
-        finish_batch(b, now2);
+        b.complete = now2;
+        b.sends.clear();  // a send to an ISN that missed the deadline stays with MPI
+        in_flight_queries -= b.queries.size();
+        merging_queries += b.queries.size();
+        last_batch_done = now2;
+        MergeJob job;
+        job.batch = std::move(b);
+        to_merger(std::move(job));
         it = in_flight.erase(it);
         progress = true;
       } else {
+        due = std::min(due, b.deadline);
         ++it;
       }
     }
-    run.flush();
+    {
+      std::lock_guard lock(merge_mutex);
+      if (merge_error) std::rethrow_exception(merge_error);
+    }
 
     if (source.exhausted() && batcher.empty() && in_flight.empty()) break;
+    const auto now3 = Clock::now();
     if (progress) {
-      idle_rounds = 0;
-    } else {
-      const std::uint64_t sleep_us = std::min<std::uint64_t>(
-          1000, std::uint64_t(options.idle_sleep_us) << std::min(idle_rounds, 4u));
-      ++idle_rounds;
-      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      pacer.activity(now3);
+      continue;
     }
+    // Nothing happened: when is something next due? The oldest batch's answers (the ISNs work
+    // in order: one service time after the later of its send and the previous batch's
+    // answers), a batch to cut by wait time, a scheduled arrival, a deadline.
+    // Only while the pipeline is thin: with two or more batches in flight every ISN has work
+    // queued, a late receive costs nothing, and each early wake-up takes a core from the
+    // engines (measured on 2 cores; NOTES-cluster.md). The automatic depth is chosen from
+    // latencies that include these late receives.
+    if (in_flight.size() == 1) {
+      double service_us = 0;
+      {
+        std::lock_guard lock(model_mutex);
+        service_us = model.service_us;
+      }
+      const InFlightBatch& oldest = in_flight.begin()->second;
+      const auto service = std::chrono::microseconds(std::int64_t(service_us));
+      // A quarter of a service time early: answers come with the service time's variance, and
+      // hot polling until then costs a few wake-ups, not a core.
+      const auto predicted = std::max(oldest.sent, last_batch_done) + service * 3 / 4;
+      // Overdue by more than two service times: a slow ISN; poll like an idle rank until its
+      // answer or its deadline.
+      const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
+      if (now3 < give_up) due = std::min(due, predicted);
+    }
+    if (!batcher.empty() && in_flight.size() < depth)  // a cut by wait time needs room
+      due = std::min(due, batcher.oldest_arrival() +
+                              std::chrono::microseconds(options.batching.max_wait_us));
+    due = std::min(due, source.next_arrival(t_run));
+    pacer.idle(now3, due, sends_pending);
+  }
+  stop_merger();
+  {
+    std::lock_guard lock(merge_mutex);
+    if (merge_error) std::rethrow_exception(merge_error);
   }
   bar.finish();
   const double run_seconds = std::chrono::duration<double>(Clock::now() - t_run).count();
   run.close();
   if (!run) throw Error("write failed: " + options.run_path.string());
+  if (writer.waiting() > 0)
+    throw Error(fmt::format("{} answers never reached the run file (a sequence gap)",
+                            writer.waiting()));
   for (auto& p : source.take_problems()) problems.push_back(std::move(p));
   for (std::size_t i = 0; i < problems.size() && i < 20; ++i)
     std::cerr << me << ": skipped " << problems[i].message() << '\n';
@@ -555,20 +874,28 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         "will end with MPI_Abort\n",
         me, r, options.shutdown_grace_ms);
 
+  answered_by_or += cache_hits_by_or;
   nlohmann::json isn_json = nlohmann::json::array();
-  for (std::size_t i = 0; i < num_isns; ++i)
+  nlohmann::json offsets = nlohmann::json::array();
+  for (std::size_t i = 0; i < num_isns; ++i) {
+    offsets.push_back({{"rank", i + 1},
+                       {"offset_us", isns[i].clock_offset_us},
+                       {"rtt_us", isns[i].clock_rtt_us}});
+    const double isn_compute = isns[i].compute_us / 1e6;
     isn_json.push_back(
         {{"rank", i + 1},
          {"hello", isns[i].hello},
          {"stats", isns[i].stats},
          {"batches_answered", isns[i].batches_answered},
          {"batches_missed", isns[i].batches_missed},
-         {"late_results_discarded", isns[i].late_results},
+         {"late_results_discarded", isns[i].late_results.load()},
          {"errors", isns[i].errors},
-         {"compute_seconds", isns[i].compute_us / 1e6},
+         {"compute_seconds", isn_compute},
          {"idle_seconds", isns[i].idle_us / 1e6},
+         {"busy_fraction", run_seconds > 0 ? isn_compute / run_seconds : 0.0},
          {"fallback_seen", isns[i].fallback_seen},
          {"stuck_at_shutdown", std::find(stuck.begin(), stuck.end(), int(i + 1)) != stuck.end()}});
+  }
   nlohmann::json problem_lines = nlohmann::json::array();
   for (std::size_t i = 0; i < problems.size() && i < 100; ++i)
     problem_lines.push_back(problems[i].message());
@@ -601,22 +928,44 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         {"max_wait_us", options.batching.max_wait_us},
         {"cost_buckets", options.batching.cost_buckets},
         {"max_in_flight", options.max_in_flight},
-        {"window", window},
+        {"depth", auto_depth ? "auto" : "fixed"},
+        {"max_depth", options.max_depth},
+        {"window", options.window},
         {"qps", options.qps},
         {"deadline_ms", options.deadline_ms},
         {"cache_entries", options.cache_entries}}},
+      {"pipeline_depth", summary(depth_samples)},
+      {"depth_model_us",
+       {{"isn_compute", model.compute_us},
+        {"overhead", model.overhead_us},
+        {"service", model.service_us}}},
       {"batches",
        {{"count", batch_sizes.size()},
         {"size", summary(batch_sizes)},
         {"with_missing_isns", batches_with_misses}}},
       {"stages_ms",
        {{"batching_wait_per_query", summary(wait_ms)},
+        {"encode", summary(encode_ms)},
         {"broadcast", summary(broadcast_ms)},
-        {"round_trip", summary(round_trip_ms)},
+        {"to_isn", summary(to_isn_ms)},
+        {"isn_queue", summary(isn_queue_ms)},
         {"isn_compute_max", summary(compute_ms)},
         {"isn_idle_max", summary(isn_idle_ms)},
+        {"isn_encode", summary(isn_encode_ms)},
+        {"from_isn", summary(from_isn_ms)},
+        {"round_trip", summary(round_trip_ms)},
         {"gather_overhead", summary(gather_ms)},
-        {"merge", summary(merge_ms)}}},
+        {"merge_wait", summary(merge_wait_ms)},
+        {"decode", summary(decode_ms)},
+        {"merge", summary(merge_ms)},
+        {"aggregator_overhead", summary(overhead_ms)}}},
+      {"wire",
+       {{"term_ids", send_term_ids},
+        {"messages_sent", messages_sent},
+        {"bytes_sent", bytes_sent},
+        {"bytes_received", bytes_received}}},
+      {"progress", pacer.stats()},
+      {"run_file_order", {{"order", "arrival"}, {"max_answers_waiting", writer.max_waiting()}}},
       {"cache",
        {{"entries", cache.size()}, {"evictions", cache.evictions()}, {"hits", cache_hits}}},
       {"messages",
@@ -628,6 +977,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
            return n;
          }()}}},
       {"isn", isn_json},
+      {"timeline",
+       {{"clock", "aggregator steady clock, ms since the run started"},
+        {"isn_clocks", offsets},
+        {"batches", timeline}}},
       {"counters", to_json(counters)},
       {"peak_rss_bytes", peak_rss_bytes()}};
   if (!options.metrics_path.empty()) {

@@ -8,9 +8,21 @@
 // Deadlines: an ISN that has not answered a batch by --deadline-ms after its broadcast is left
 // out of it: the batch's queries are answered from the other ISNs, marked partial, counted and
 // never cached; its late message is received and dropped by batch id. Nothing waits on an MPI
-// call that a stuck peer could block: every receive is polled (MPI_Iprobe). At shutdown the ISNs
-// get --shutdown-grace-ms to return their stats; a rank that does not is reported and the job
-// ends with MPI_Abort (exit code 3) after the run and metrics are written.
+// call that a stuck peer could block: every receive is polled (MPI_Iprobe), paced by
+// common/wire/progress_pacer.hpp. At shutdown the ISNs get --shutdown-grace-ms to return their
+// stats; a rank that does not is reported and the job ends with MPI_Abort (exit code 3) after
+// the run and metrics are written.
+//
+// Threads: the main thread does every MPI call (admission, batching, encoding once, the
+// broadcast, receiving and routing results by their O(1) header); a merge thread decodes the
+// results of each completed batch, merges them (aggregator/kway_merge.hpp), fills the result
+// cache and writes answers in arrival order (aggregator/arrival_order_writer.hpp), off the
+// receive path. Pipeline depth: with --max-in-flight 0 (the default) the number of batches in
+// flight follows the measured latencies (enough that an ISN has its next batch before it
+// finishes the current one), between 1 and --max-depth. Every batch's life (cut, encoded, sent,
+// at each ISN received / started / finished / encoded, back, merged) goes into the metrics'
+// timeline on the aggregator's clock; ISN clocks are mapped onto it with an offset measured at
+// start (ping-pong, the sample of least round trip).
 #pragma once
 
 #include <mpi.h>
@@ -25,6 +37,7 @@
 #include "aggregator/batcher.hpp"
 #include "common/query.hpp"
 #include "common/search_result.hpp"
+#include "common/wire/progress_pacer.hpp"
 
 namespace gpusearch {
 
@@ -38,7 +51,8 @@ struct AggregatorOptions {
   double alpha = NAN;  // NaN: the index's GS alpha
   QueryLimits limits;
   BatchPolicy batching;
-  std::size_t max_in_flight = 2;
+  std::size_t max_in_flight = 0;  // batches broadcast and unanswered; 0: chosen from latencies
+  std::size_t max_depth = 8;      // the most that automatic choice goes to
   std::size_t window =
       0;  // replay without --qps: queries admitted ahead; 0: batch_size * (max_in_flight + 1)
   double qps = 0;  // replay at this arrival rate; 0: closed loop (as fast as answered)
@@ -46,7 +60,8 @@ struct AggregatorOptions {
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;
   std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
-  unsigned idle_sleep_us = 50;  // first polling back-off when nothing happened (doubles to 1 ms)
+  wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
+  std::size_t timeline_batches = 100000;  // batches kept in the metrics' timeline
   bool progress = true;
 };
 

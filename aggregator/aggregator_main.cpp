@@ -44,12 +44,33 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--cost-buckets", o.batching.cost_buckets,
                "batch queries of similar shortest-list length together (paper 003)");
-  app.add_option("--max-in-flight", o.max_in_flight, "batches broadcast and not yet answered")
+  app.add_option("--max-in-flight", o.max_in_flight,
+                 "batches broadcast and not yet answered; 0: chosen from measured latencies")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t(0), std::size_t(1024)));
+  app.add_option("--max-depth", o.max_depth, "the most batches in flight that --max-in-flight 0 "
+                 "chooses")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
+  std::string progress = "adaptive";
+  app.add_option("--progress", progress,
+                 "how the MPI thread waits: adaptive, spin or backoff (the old sleep-and-poll)")
+      ->capture_default_str();
+  app.add_option("--spin-us", o.pacing.spin_us,
+                 "adaptive: poll without sleeping this long after any activity")
+      ->capture_default_str();
+  app.add_option("--hot-poll-us", o.pacing.hot_poll_us,
+                 "adaptive: polling period while hot (0: yield and poll)")
+      ->capture_default_str();
+  app.add_option("--max-sleep-us", o.pacing.max_sleep_us,
+                 "adaptive and backoff: longest sleep between polling rounds")
+      ->capture_default_str();
+  app.add_option("--timeline-batches", o.timeline_batches,
+                 "batches recorded in the metrics' timeline")
+      ->capture_default_str();
   app.add_option(
       "--window", o.window,
-      "closed-loop replay: queries admitted ahead (default batch-size * (max-in-flight + 1))");
+      "closed-loop replay: queries admitted ahead (default batch-size * (pipeline depth + 1))");
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
@@ -83,6 +104,7 @@ int main(int argc, char** argv) {
     o.params.mode = parse_mode(mode);
     o.params.scoring = parse_scoring(scoring);
     o.progress = !quiet;
+    o.pacing.mode = wire::parse_progress_mode(progress);
     const AggregatorOutcome out = run_aggregator(o, MPI_COMM_WORLD);
     if (!out.metrics.is_null()) print_aggregator_summary(out.metrics, std::cout);
     if (out.metrics.is_object())

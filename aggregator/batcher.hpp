@@ -17,6 +17,8 @@ using AggregatorClock = std::chrono::steady_clock;
 struct PendingQuery {
   std::string id;
   std::vector<std::string> terms;  // normalized, in scoring order
+  std::vector<std::uint32_t> term_ids;  // the same terms as global vocabulary IDs
+  std::uint64_t sequence = 0;      // arrival order among answered queries (the run file's order)
   std::string cache_key;
   double cost = 0;  // shortest posting list (df) of its terms
   AggregatorClock::time_point arrival;
@@ -34,6 +36,7 @@ class Batcher {
   void add(PendingQuery q) { pending_.push_back(std::move(q)); }
   std::size_t size() const { return pending_.size(); }
   bool empty() const { return pending_.empty(); }
+  AggregatorClock::time_point oldest_arrival() const { return pending_.front().arrival; }
   // A batch is due when batch_size queries wait, when the oldest has waited max_wait_us, or
   // (flush) when no more queries will come.
   bool due(AggregatorClock::time_point now, bool flush) const;

@@ -41,6 +41,19 @@ int main(int argc, char** argv) {
   app.add_option("--inject-delay-ms", o.inject_delay_ms, "test: sleep this long before each batch");
   app.add_option("--inject-delay-rank", o.inject_delay_rank,
                  "test: only this rank sleeps (-1: all)");
+  std::string progress = "adaptive";
+  app.add_option("--progress", progress,
+                 "how the MPI thread waits: adaptive, spin or backoff (the old sleep-and-poll)")
+      ->capture_default_str();
+  app.add_option("--spin-us", o.pacing.spin_us, "adaptive: poll without sleeping this long "
+                 "after any activity")
+      ->capture_default_str();
+  app.add_option("--hot-poll-us", o.pacing.hot_poll_us,
+                 "adaptive: polling period while hot (0: yield and poll)")
+      ->capture_default_str();
+  app.add_option("--max-sleep-us", o.pacing.max_sleep_us,
+                 "adaptive and backoff: longest sleep between polling rounds")
+      ->capture_default_str();
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -53,6 +66,18 @@ int main(int argc, char** argv) {
     return rc;
   }
   o.verify_checksums = !no_verify;
+  // The engine thread never calls MPI; the main thread does it all (isn/isn_server.hpp).
+  if (provided < MPI_THREAD_FUNNELED) {
+    std::cerr << "gpusearch-isn: error: MPI provides thread level " << provided
+              << ", below MPI_THREAD_FUNNELED, which the engine thread needs\n";
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  try {
+    o.pacing.mode = wire::parse_progress_mode(progress);
+  } catch (const std::exception& e) {
+    std::cerr << "gpusearch-isn: error: " << e.what() << '\n';
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   std::unique_ptr<tbb::global_control> limit;
   if (threads > 0)
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include "common/progress.hpp"
 #include "common/shard_index.hpp"
 #include "common/wire/mpi_transport.hpp"
+#include "common/wire/progress_pacer.hpp"
 #include "isn/fallback_engine.hpp"
 #include "isn/parallel_batch_engine.hpp"
 
@@ -31,16 +34,16 @@ std::string host_name() {
   return buf;
 }
 
-// Blocks until a message from the aggregator arrives, polling with a sleep that doubles from
-// idle_sleep_us to 1 ms: a blocking MPI_Probe spins a core, which an oversubscribed node cannot
-// spare.
-Received receive_from_aggregator(MPI_Comm world, unsigned idle_sleep_us) {
-  for (unsigned round = 0;; ++round) {
-    if (auto m = try_receive(world, 0, MPI_ANY_TAG)) return std::move(*m);
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        std::min<std::uint64_t>(1000, std::uint64_t(idle_sleep_us) << std::min(round, 4u))));
-  }
+std::uint64_t steady_us(Clock::time_point t) {
+  return std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
 }
+
+// A batch received by the MPI thread, waiting for the engine thread.
+struct Inbound {
+  Received message;
+  Clock::time_point received;
+};
 
 std::uint64_t mapped_bytes(const ShardManifest& m) {
   std::uint64_t b = 0;
@@ -137,7 +140,9 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
              {"mapped_bytes", mapped_bytes(shard.manifest())},
              {"rss_bytes", current_rss_bytes()},
              {"open_seconds", std::chrono::duration<double>(Clock::now() - t_open).count()},
-             {"engine", std::string(engine->name())}};
+             {"engine", std::string(engine->name())},
+             {"vocabulary", vocabulary_fingerprint(shard.manifest(), shard.num_terms())},
+             {"clock_us", steady_us(Clock::now())}};
     std::cerr << fmt::format(
         "{}: shard {} on {}: {} docs (input positions {}..{}), {:.1f} MiB mapped, RSS {:.1f} "
         "MiB, engine {}, GPU ordinal {}\n",
@@ -147,25 +152,146 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
   } catch (const std::exception& e) {
     hello = {{"rank", rank}, {"error", e.what()}};
   }
-  send_blocking(encode(Control{Control::Kind::kHello, hello.dump()}), 0, kTagControl, world);
+  send_blocking(encode_message(Control{Control::Kind::kHello, hello.dump()}), 0, kTagControl,
+                world);
   if (hello.contains("error")) {
     // The aggregator reports it once and shuts every ISN down; this one is done.
     return 1;
   }
 
   const ShardIndex& shard = index->shard(0);
+
+  // Shared between the MPI thread and the engine thread, under `mutex`.
+  std::mutex mutex;
+  std::condition_variable work_ready;
+  std::deque<Inbound> inbox;
+  std::deque<std::shared_ptr<const OutgoingMessage>> outbox;
+  bool stop = false, engine_busy = false;
+  Clock::time_point busy_since{};
+  double compute_ewma_us = 0;  // the engine's time per batch, to predict when it needs the next
+  // Owned by the engine thread; read by the MPI thread only when the engine is idle.
   std::uint64_t batches = 0, queries = 0, compute_us = 0, unknown_terms = 0, rejected = 0,
-                failed_batches = 0;
-  std::deque<PendingSend> sends;
-  std::uint64_t idle_us = 0;
-  auto idle_since = Clock::now();  // when this ISN last had nothing to do
+                failed_batches = 0, idle_us = 0, encode_us = 0, answer_bytes = 0,
+                queries_by_id = 0;
+  ProgressPacer pacer(options.pacing);
+
+  auto answer_batch = [&](Inbound in, Clock::time_point idle_since) {
+    QueryBatch batch;
+    try {
+      batch = decode_query_batch(in.message.data());
+    } catch (const WireError& e) {
+      ++rejected;
+      std::cerr << who << ": " << e.what() << '\n';
+      return;
+    }
+    if (options.inject_delay_ms > 0 &&
+        (options.inject_delay_rank < 0 || options.inject_delay_rank == rank))
+      std::this_thread::sleep_for(std::chrono::milliseconds(options.inject_delay_ms));
+
+    const auto t0 = Clock::now();
+    std::vector<Query> qs(batch.queries.size());
+    for (std::size_t i = 0; i < qs.size(); ++i) {
+      WireQuery& wq = batch.queries[i];
+      qs[i].id = std::move(wq.id);
+      if (!wq.term_ids.empty()) ++queries_by_id;
+      for (std::uint32_t id : wq.term_ids) {
+        if (id < shard.num_terms())
+          qs[i].terms.push_back(id);
+        else
+          ++unknown_terms;  // the aggregator checked the vocabulary: only bad bytes get here
+      }
+      for (const std::string& t : wq.terms) {
+        if (auto id = shard.find_term(t))
+          qs[i].terms.push_back(*id);
+        else
+          ++unknown_terms;  // the vocabulary is global: only a mismatched index gets here
+      }
+    }
+    ResultHeader header;
+    header.batch_id = batch.batch_id;
+    header.isn_rank = std::uint32_t(rank);
+    header.shard_id = shard_id;
+    header.received_us = steady_us(in.received);
+    header.start_us = steady_us(t0);
+    std::vector<ShardResult> results(qs.size());
+    try {
+      engine->search(qs, batch.params, results);
+    } catch (const std::exception& e) {
+      ++failed_batches;
+      header.error = e.what();
+      results.clear();
+      std::cerr << who << ": batch " << batch.batch_id << " failed: " << e.what() << '\n';
+    }
+    const auto t1 = Clock::now();
+    header.end_us = steady_us(t1);
+    header.fallback_active = engine->fallback_active();
+    header.compute_us = std::uint64_t(
+        std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
+    header.idle_us = std::uint64_t(
+        std::chrono::duration_cast<std::chrono::microseconds>(t0 - idle_since).count());
+    auto message = std::make_shared<const OutgoingMessage>(encode_results(
+        header, results, [&](DocId d) { return shard.external_id(d); }));
+    const auto t2 = Clock::now();
+    compute_us += header.compute_us;
+    idle_us += header.idle_us;
+    encode_us += std::uint64_t(
+        std::chrono::duration_cast<std::chrono::microseconds>(t2 - t1).count());
+    answer_bytes += message->bytes();
+    ++batches;
+    queries += qs.size();
+    {
+      std::lock_guard lock(mutex);
+      outbox.push_back(std::move(message));
+      const double us = double(header.compute_us);
+      compute_ewma_us = compute_ewma_us == 0 ? us : 0.8 * compute_ewma_us + 0.2 * us;
+    }
+    pacer.notify();  // the MPI thread sends it now, not at its next polling round
+  };
+
+  std::thread engine_thread([&] {
+    auto idle_since = Clock::now();  // when the engine last finished (or started)
+    for (;;) {
+      Inbound in;
+      {
+        std::unique_lock lock(mutex);
+        engine_busy = false;
+        work_ready.wait(lock, [&] { return stop || !inbox.empty(); });
+        if (inbox.empty()) return;  // stop, nothing left
+        in = std::move(inbox.front());
+        inbox.pop_front();
+        engine_busy = true;
+        busy_since = Clock::now();
+      }
+      answer_batch(std::move(in), idle_since);
+      idle_since = Clock::now();
+    }
+  });
+  // The engine thread must end before the objects it uses, whatever happens below.
+  struct JoinOnExit {
+    std::thread& t;
+    std::mutex& m;
+    std::condition_variable& cv;
+    bool& stop;
+    ~JoinOnExit() {
+      {
+        std::lock_guard lock(m);
+        stop = true;
+      }
+      cv.notify_all();
+      t.join();
+    }
+  } join_on_exit{engine_thread, mutex, work_ready, stop};
+
   auto stats = [&] {
     return nlohmann::json{{"rank", rank},
                           {"shard", shard_id},
                           {"batches", batches},
                           {"queries", queries},
+                          {"queries_sent_as_term_ids", queries_by_id},
                           {"compute_seconds", compute_us / 1e6},
                           {"idle_seconds", idle_us / 1e6},
+                          {"encode_seconds", encode_us / 1e6},
+                          {"answer_bytes", answer_bytes},
                           {"unknown_terms", unknown_terms},
                           {"rejected_messages", rejected},
                           {"failed_batches", failed_batches},
@@ -173,98 +299,112 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
                           {"fallback_active", engine->fallback_active()},
                           {"fallback_reason", engine->failure()},
                           {"batches_on_fallback", engine->batches_on_fallback()},
+                          {"progress", pacer.stats()},
                           {"rss_bytes", current_rss_bytes()},
                           {"peak_rss_bytes", peak_rss_bytes()}};
   };
+
+  std::deque<PendingSend> sends;
+  // When batches arrive: the next is due about one gap after the last (a quarter early, for the
+  // variance), unless none has come for three gaps (the aggregator is idle or done).
+  Clock::time_point last_batch_at{};
+  double batch_gap_us = 0;
+  // A stats request or a shutdown: answered once every batch received before it is sent.
+  bool stats_wanted = false, shutdown_wanted = false;
   for (;;) {
-    while (!sends.empty() && sends.front().test()) sends.pop_front();
-    Received m = receive_from_aggregator(world, options.idle_sleep_us);
-    if (!m.rejected.empty()) {
-      ++rejected;
-      std::cerr << who << ": rejected " << m.rejected << '\n';
-      continue;
-    }
-    if (m.tag == kTagControl) {
+    bool did = false;
+    while (auto m = try_receive(world, 0, MPI_ANY_TAG)) {
+      did = true;
+      const auto received = Clock::now();
+      if (!m->rejected.empty()) {
+        ++rejected;
+        std::cerr << who << ": rejected " << m->rejected << '\n';
+        continue;
+      }
+      if (m->tag == kTagQueryBatch) {
+        if (last_batch_at != Clock::time_point{}) {
+          const double gap =
+              std::chrono::duration<double, std::micro>(received - last_batch_at).count();
+          batch_gap_us = batch_gap_us == 0 ? gap : 0.8 * batch_gap_us + 0.2 * gap;
+        }
+        last_batch_at = received;
+        {
+          std::lock_guard lock(mutex);
+          inbox.push_back({std::move(*m), received});
+        }
+        work_ready.notify_one();
+        continue;
+      }
+      if (m->tag != kTagControl) {
+        ++rejected;
+        continue;
+      }
       Control c;
       try {
-        c = decode_control(m.data());
+        c = decode_control(m->data());
       } catch (const WireError& e) {
         ++rejected;
         std::cerr << who << ": " << e.what() << '\n';
         continue;
       }
-      if (c.kind == Control::Kind::kShutdown || c.kind == Control::Kind::kStatsRequest) {
-        // Results go out before the stats so the aggregator sees them in order.
-        for (auto& s : sends)
-          while (!s.test()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-        sends.clear();
-        send_blocking(encode(Control{Control::Kind::kStatsReply, stats().dump()}), 0, kTagControl,
-                      world);
-        if (c.kind == Control::Kind::kShutdown) break;
+      if (c.kind == Control::Kind::kClockPing) {
+        // Answered at once, with the time the ping arrived: the aggregator's offset estimate is
+        // only as good as this reply is prompt.
+        Control pong{Control::Kind::kClockPong, "", steady_us(received)};
+        send_blocking(encode_message(pong), 0, kTagControl, world);
+      } else if (c.kind == Control::Kind::kShutdown || c.kind == Control::Kind::kStatsRequest) {
+        stats_wanted = true;
+        shutdown_wanted = shutdown_wanted || c.kind == Control::Kind::kShutdown;
       }
-      continue;  // ranker-cache commands: not implemented yet
+      // ranker-cache commands: not implemented yet
     }
-    if (m.tag != kTagQueryBatch) {
-      ++rejected;
-      continue;
+    std::deque<std::shared_ptr<const OutgoingMessage>> ready;
+    bool drained = false, inbox_empty = true;
+    auto due = Clock::time_point::max();
+    {
+      std::lock_guard lock(mutex);
+      ready.swap(outbox);
+      drained = inbox.empty() && !engine_busy;
+      inbox_empty = inbox.empty();
+      // The engine will want its next batch about when this one ends: be polling by then.
+      if (engine_busy && inbox.empty())
+        due = busy_since + std::chrono::microseconds(std::uint64_t(compute_ewma_us));
     }
-    QueryBatch batch;
-    try {
-      batch = decode_query_batch(m.data());
-    } catch (const WireError& e) {
-      ++rejected;
-      std::cerr << who << ": " << e.what() << '\n';
-      continue;
+    for (auto& msg : ready) {
+      did = true;
+      sends.emplace_back(std::move(msg), 0, kTagResultBatch, world);
     }
-    if (options.inject_delay_ms > 0 &&
-        (options.inject_delay_rank < 0 || options.inject_delay_rank == rank))
-      std::this_thread::sleep_for(std::chrono::milliseconds(options.inject_delay_ms));
-
-    const auto t0 = Clock::now();
-    const std::uint64_t batch_idle_us = std::uint64_t(
-        std::chrono::duration_cast<std::chrono::microseconds>(t0 - idle_since).count());
-    std::vector<Query> qs(batch.queries.size());
-    for (std::size_t i = 0; i < qs.size(); ++i) {
-      qs[i].id = batch.queries[i].id;
-      for (const std::string& t : batch.queries[i].terms) {
-        if (auto id = shard.find_term(t))
-          qs[i].terms.push_back(*id);
-        else
-          ++unknown_terms;  // the vocabulary is global: only a mismatched index gets here
-      }
+    while (!sends.empty() && sends.front().test()) {
+      sends.pop_front();
+      did = true;
     }
-    ResultBatch out;
-    out.batch_id = batch.batch_id;
-    out.isn_rank = std::uint32_t(rank);
-    out.shard_id = shard_id;
-    std::vector<ShardResult> results(qs.size());
-    try {
-      engine->search(qs, batch.params, results);
-      out.answers.resize(qs.size());
-      for (std::size_t i = 0; i < qs.size(); ++i) {
-        ShardAnswer& a = out.answers[i];
-        for (const RankedDoc& h : results[i].hits) a.hit_ids.emplace_back(shard.external_id(h.doc));
-        for (const RankedDoc& h : results[i].or_hits)
-          a.or_hit_ids.emplace_back(shard.external_id(h.doc));
-        a.result = std::move(results[i]);
-      }
-    } catch (const std::exception& e) {
-      ++failed_batches;
-      out.error = e.what();
-      out.answers.clear();
-      std::cerr << who << ": batch " << batch.batch_id << " failed: " << e.what() << '\n';
+    if (stats_wanted && drained && ready.empty()) {
+      // Results go out before the stats, so the aggregator sees them in order.
+      for (auto& s : sends)
+        while (!s.test()) std::this_thread::yield();
+      sends.clear();
+      send_blocking(encode_message(Control{Control::Kind::kStatsReply, stats().dump()}), 0,
+                    kTagControl, world);
+      if (shutdown_wanted) break;
+      stats_wanted = false;
+      did = true;
     }
-    out.fallback_active = engine->fallback_active();
-    out.compute_us = std::uint64_t(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-    out.idle_us = batch_idle_us;
-    compute_us += out.compute_us;
-    idle_us += batch_idle_us;
-    ++batches;
-    queries += qs.size();
-    auto buf = std::make_shared<const WireBytes>(encode(out));
-    sends.emplace_back(buf, buf->size() * sizeof(std::uint64_t), 0, kTagResultBatch, world);
-    idle_since = Clock::now();
+    const auto now = Clock::now();
+    // The next batch matters only when none waits for the engine: with batches queued, a late
+    // receive costs nothing, and each early wake-up takes a core from the engine (measured on
+    // 2 cores: with 40-90 wake-ups per batch the engine ran 1.4-2.6x slower; NOTES-cluster.md).
+    if (batch_gap_us > 0 && inbox_empty) {
+      const auto gap = std::chrono::microseconds(std::int64_t(batch_gap_us));
+      if (now < last_batch_at + 3 * gap + std::chrono::milliseconds(1))
+        due = std::min(due, last_batch_at + gap * 3 / 4);
+    }
+    if (did)
+      pacer.activity(now);
+    else
+      // An answer in flight needs this rank's progress: Open MPI's rendezvous for messages
+      // above the eager limit moves only while both sides poll (measured: without it an answer
+      // took ~1 ms longer to reach the aggregator).
+      pacer.idle(now, due, !sends.empty());
   }
   return 0;
 }

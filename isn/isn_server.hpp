@@ -5,6 +5,13 @@
 // (no ParallelBatchEngine around the GPU engine, which batches itself)
 //                   ParallelBatchEngine( make_engine(kFallbackEngineName) ) )
 // and its compute time goes back with the results.
+//
+// Two threads: the main thread is the only one that calls MPI (MPI_THREAD_FUNNELED): it
+// receives batches ahead into a queue while the engine works, answers clock pings at once, and
+// sends each answer the moment the engine thread has encoded it. The engine thread decodes,
+// resolves, searches and encodes, one batch after the other, and waits on a condition variable
+// when the queue is empty. How the main thread waits between polling rounds is the pacer's
+// business (common/wire/progress_pacer.hpp, --progress).
 #pragma once
 
 #include <mpi.h>
@@ -13,6 +20,7 @@
 #include <filesystem>
 #include <string>
 
+#include "common/wire/progress_pacer.hpp"
 #include "isn/engine_factory.hpp"
 
 namespace gpusearch {
@@ -33,7 +41,7 @@ struct IsnOptions {
   std::uint64_t inject_gpu_fault_at_batch = 0;  // 0: never
   unsigned inject_delay_ms = 0;                 // sleep before each batch
   int inject_delay_rank = -1;                   // the rank that sleeps; -1: every ISN
-  unsigned idle_sleep_us = 50;  // first polling back-off when no message waits (doubles to 1 ms)
+  wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

@@ -16,12 +16,14 @@ struct SearchParams {
   k @3 :UInt32;
 }
 
-# Terms travel as normalized strings (tokenized, de-duplicated, unknown terms dropped, in query
-# order): each ISN resolves them against its own shard's lexicon, and the order is the order
-# scores are summed in.
+# A query's terms, tokenized, de-duplicated, unknown terms dropped, in query order (the order
+# scores are summed in). Where every shard carries the same global vocabulary (the aggregator
+# checks each ISN's vocabulary fingerprint at hello) they travel as term IDs, resolved once at
+# the aggregator; otherwise as normalized strings that each ISN resolves against its lexicon.
 struct Query {
   id @0 :Text;
   terms @1 :List(Text);
+  termIds @2 :List(UInt32);
 }
 
 struct QueryBatch {
@@ -30,38 +32,38 @@ struct QueryBatch {
   queries @2 :List(Query);
 }
 
-struct Hit {
-  score @0 :Float64;
-  rank @1 :UInt32;    # collection-wide GS rank: the tie-break key
-  doc @2 :UInt32;     # shard-local docID
-  extId @3 :Text;     # external document id, so the aggregator needs no shard data
-}
-
-struct Counters {
-  postingsDecoded @0 :UInt64;
-  blocksDecoded @1 :UInt64;
-  blocksSkipped @2 :UInt64;
-  docsScored @3 :UInt64;
-  earlyTerminations @4 :UInt64;
-}
-
-struct QueryResult {
-  hits @0 :List(Hit);
-  andMatches @1 :UInt64;
-  orHits @2 :List(Hit);
-  counters @3 :Counters;
-  partial @4 :Bool;
-}
-
+# A batch's answers from one ISN, packed column by column: one list per field for all hits of
+# the batch rather than one struct (and one text pointer) per hit, so that encoding, the bytes
+# on the wire and decoding grow with the data, not with pointer chasing. Query q's AND (or only)
+# hits come first, then its OR hits (and-or), each list best first; hitCounts holds the two
+# lengths per query.
 struct ResultBatch {
   batchId @0 :UInt64;
   isnRank @1 :UInt32;
   shardId @2 :UInt32;
   computeUs @3 :UInt64;       # the ISN's time for this batch (engine, incl. fallback reruns)
   fallbackActive @4 :Bool;    # answered by the fallback engine
-  results @5 :List(QueryResult);
-  error @6 :Text;             # non-empty: the ISN could not answer this batch at all
-  idleUs @7 :UInt64;          # the ISN's wait for this batch since it finished its previous one
+  error @5 :Text;             # non-empty: the ISN could not answer this batch at all
+  idleUs @6 :UInt64;          # the ISN's engine waited this long for this batch
+
+  # The batch's life at the ISN, on the ISN's steady clock in microseconds (the aggregator maps
+  # them onto its own clock with the offset measured at start): the message received, the engine
+  # started and finished, the answer encoded and handed to MPI.
+  receivedUs @7 :UInt64;
+  startUs @8 :UInt64;
+  endUs @9 :UInt64;
+  encodedUs @10 :UInt64;
+
+  hitCounts @11 :List(UInt32);   # 2 per query: hits, OR hits
+  scores @12 :List(Float64);
+  ranks @13 :List(UInt32);       # collection-wide GS rank: the tie-break key
+  docs @14 :List(UInt32);        # shard-local docIDs
+  extIdEnds @15 :List(UInt32);   # hit i's external id is extIds[extIdEnds[i-1] .. extIdEnds[i])
+  extIds @16 :Data;
+  andMatches @17 :List(UInt64);  # per query
+  partial @18 :List(Bool);       # per query
+  counters @19 :List(UInt64);    # 5 per query: postings decoded, blocks decoded, blocks
+                                 # skipped, docs scored, early terminations
 }
 
 # Placeholder for the GPU ranker cache coordination of paper 004 (not implemented yet).
@@ -77,5 +79,7 @@ struct Control {
     statsReply @2 :Text;     # ISN -> aggregator: JSON
     shutdown @3 :Void;
     rankerCache @4 :RankerCacheCommand;
+    clockPing @5 :UInt64;    # aggregator -> ISN: a sequence number; the ISN answers at once
+    clockPong @6 :UInt64;    # ISN -> aggregator: its steady clock (us) when the ping arrived
   }
 }

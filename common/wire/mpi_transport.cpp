@@ -52,14 +52,50 @@ Received receive(MPI_Comm comm, int source, int tag) {
   return receive_probed(comm, status);
 }
 
-PendingSend::PendingSend(std::shared_ptr<const WireBytes> buffer, std::size_t bytes, int dest,
-                         int tag, MPI_Comm comm)
-    : buffer_(std::move(buffer)), dest_(dest) {
-  GPUSEARCH_MPI_CHECK(MPI_Isend(buffer_->data(), int(bytes), MPI_BYTE, dest, tag, comm, &request_));
+OutgoingMessage::OutgoingMessage(EncodedMessage message) : message_(std::move(message)) {
+  const auto& pieces = message_.pieces();
+  if (pieces.size() <= 1) return;
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> addresses;
+  for (const auto& p : pieces) {
+    MPI_Aint a = 0;
+    GPUSEARCH_MPI_CHECK(MPI_Get_address(p.data(), &a));
+    lengths.push_back(int(p.size()));
+    addresses.push_back(a);
+  }
+  GPUSEARCH_MPI_CHECK(MPI_Type_create_hindexed(int(pieces.size()), lengths.data(),
+                                               addresses.data(), MPI_BYTE, &type_));
+  GPUSEARCH_MPI_CHECK(MPI_Type_commit(&type_));
+}
+
+OutgoingMessage::~OutgoingMessage() {
+  if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
+}
+
+void OutgoingMessage::isend(int dest, int tag, MPI_Comm comm, MPI_Request* request) const {
+  if (type_ == MPI_DATATYPE_NULL) {
+    const auto& pieces = message_.pieces();
+    GPUSEARCH_MPI_CHECK(MPI_Isend(pieces.empty() ? nullptr : pieces[0].data(),
+                                  int(message_.bytes()), MPI_BYTE, dest, tag, comm, request));
+  } else {
+    GPUSEARCH_MPI_CHECK(MPI_Isend(MPI_BOTTOM, 1, type_, dest, tag, comm, request));
+  }
+}
+
+void OutgoingMessage::send(int dest, int tag, MPI_Comm comm) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  isend(dest, tag, comm, &request);
+  GPUSEARCH_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+}
+
+PendingSend::PendingSend(std::shared_ptr<const OutgoingMessage> message, int dest, int tag,
+                         MPI_Comm comm)
+    : message_(std::move(message)), dest_(dest) {
+  message_->isend(dest, tag, comm, &request_);
 }
 
 PendingSend::PendingSend(PendingSend&& o) noexcept
-    : buffer_(std::move(o.buffer_)), request_(o.request_), dest_(o.dest_) {
+    : message_(std::move(o.message_)), request_(o.request_), dest_(o.dest_) {
   o.request_ = MPI_REQUEST_NULL;
 }
 
@@ -69,9 +105,9 @@ PendingSend::~PendingSend() {
   MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
   if (done) return;
   // Still in flight (a peer that never received it; we are shutting down): let MPI finish or
-  // drop it on its own, and keep the buffer alive for it rather than free memory MPI may read.
+  // drop it on its own, and keep the message alive for it rather than free memory MPI may read.
   MPI_Request_free(&request_);
-  new std::shared_ptr<const WireBytes>(std::move(buffer_));  // deliberately leaked
+  new std::shared_ptr<const OutgoingMessage>(std::move(message_));  // deliberately leaked
 }
 
 bool PendingSend::test() {
@@ -81,9 +117,8 @@ bool PendingSend::test() {
   return done != 0;
 }
 
-void send_blocking(const WireBytes& msg, int dest, int tag, MPI_Comm comm) {
-  GPUSEARCH_MPI_CHECK(
-      MPI_Send(msg.data(), int(msg.size() * sizeof(std::uint64_t)), MPI_BYTE, dest, tag, comm));
+void send_blocking(EncodedMessage message, int dest, int tag, MPI_Comm comm) {
+  OutgoingMessage(std::move(message)).send(dest, tag, comm);
 }
 
 }  // namespace gpusearch::wire

@@ -1,6 +1,7 @@
 // Wire messages over MPI: one flat Cap'n Proto message per MPI message, its root struct named by
-// the tag. Sends are nonblocking and own their buffer until MPI is done with it; receives poll
-// (MPI_Iprobe) so that no rank ever waits forever on a peer that is slow or stuck.
+// the tag. Sends are nonblocking and own their message until MPI is done with it; receives poll
+// (MPI_Iprobe, paced by common/wire/progress_pacer.hpp) so that no rank ever waits forever on a
+// peer that is slow or stuck.
 #pragma once
 
 #include <mpi.h>
@@ -36,12 +37,30 @@ std::optional<Received> try_receive(MPI_Comm comm, int source = MPI_ANY_SOURCE,
 // Blocks until a matching message arrives.
 Received receive(MPI_Comm comm, int source = MPI_ANY_SOURCE, int tag = MPI_ANY_TAG);
 
-// One nonblocking send (MPI_Isend) that shares its buffer with the other sends of a broadcast
-// and keeps it alive until MPI has finished with it.
+// An encoded message as MPI sees it: the builder's own memory, one contiguous buffer in the
+// usual one-segment case, else a derived datatype (MPI_Type_create_hindexed over absolute
+// addresses, sent from MPI_BOTTOM) over the segment table and the segments where they lie.
+// Either way nothing is copied before MPI. Shared by the sends of a broadcast.
+class OutgoingMessage {
+ public:
+  explicit OutgoingMessage(EncodedMessage message);
+  ~OutgoingMessage();
+  OutgoingMessage(const OutgoingMessage&) = delete;
+  OutgoingMessage& operator=(const OutgoingMessage&) = delete;
+  std::size_t bytes() const { return message_.bytes(); }
+  void isend(int dest, int tag, MPI_Comm comm, MPI_Request* request) const;
+  void send(int dest, int tag, MPI_Comm comm) const;  // blocking
+
+ private:
+  EncodedMessage message_;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;  // several pieces only
+};
+
+// One nonblocking send (MPI_Isend) of a message that the other sends of a broadcast share; the
+// message stays alive until MPI has finished with it.
 class PendingSend {
  public:
-  PendingSend(std::shared_ptr<const WireBytes> buffer, std::size_t bytes, int dest, int tag,
-              MPI_Comm comm);
+  PendingSend(std::shared_ptr<const OutgoingMessage> message, int dest, int tag, MPI_Comm comm);
   PendingSend(PendingSend&& o) noexcept;
   PendingSend& operator=(PendingSend&&) = delete;
   PendingSend(const PendingSend&) = delete;
@@ -50,12 +69,12 @@ class PendingSend {
   int dest() const { return dest_; }
 
  private:
-  std::shared_ptr<const WireBytes> buffer_;
+  std::shared_ptr<const OutgoingMessage> message_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   int dest_ = -1;
 };
 
 // Sends a whole message and waits for the send to complete (small control messages).
-void send_blocking(const WireBytes& msg, int dest, int tag, MPI_Comm comm);
+void send_blocking(EncodedMessage message, int dest, int tag, MPI_Comm comm);
 
 }  // namespace gpusearch::wire

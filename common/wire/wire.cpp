@@ -1,6 +1,8 @@
 #include "common/wire/wire.hpp"
 
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include <capnp/message.h>
@@ -14,13 +16,104 @@ namespace gpusearch::wire {
 
 namespace {
 
+// A message builder whose first segment starts one word into its buffer: that word takes the
+// flat format's segment table (segment count - 1, then the size) when the message is one
+// segment, so the bytes MPI sends are the builder's own memory, contiguous, without a copy.
+// Later segments (a message that outgrew its estimate) are separate pieces.
+class PrefixedMessageBuilder final : public capnp::MessageBuilder {
+ public:
+  explicit PrefixedMessageBuilder(std::size_t first_segment_words)
+      : first_words_(first_segment_words) {}
+  kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override {
+    // Value-initialized vectors are zeroed, which Cap'n Proto requires of a new segment.
+    if (first_.empty()) {
+      first_.assign(1 + std::max<std::size_t>(minimum_words, first_words_), 0);
+      return {reinterpret_cast<capnp::word*>(first_.data() + 1), first_.size() - 1};
+    }
+    const std::size_t n = std::max<std::size_t>(minimum_words, first_.size());
+    more_.emplace_back(n, 0);
+    return {reinterpret_cast<capnp::word*>(more_.back().data()), n};
+  }
+  std::uint64_t* prefix() { return first_.data(); }
+
+ private:
+  std::size_t first_words_;
+  std::vector<std::uint64_t> first_;
+  std::deque<std::vector<std::uint64_t>> more_;
+};
+
+}  // namespace
+
+struct EncodedMessage::Impl {
+  explicit Impl(std::size_t first_segment_words)
+      : builder(std::min<std::size_t>(first_segment_words, std::size_t(1) << 28)) {}
+  PrefixedMessageBuilder builder;
+  std::vector<std::uint32_t> table;  // the segment table, when there is more than one segment
+  std::vector<std::span<const std::byte>> pieces;
+  std::size_t bytes = 0;
+
+  // Writes the segment table once the message is complete; the builder must not change after.
+  void seal() {
+    const auto segments = builder.getSegmentsForOutput();
+    pieces.clear();
+    if (segments.size() == 1) {
+      auto* header = reinterpret_cast<std::uint32_t*>(builder.prefix());
+      header[0] = 0;
+      header[1] = std::uint32_t(segments[0].size());
+      pieces.push_back(std::as_bytes(
+          std::span<const std::uint64_t>(builder.prefix(), 1 + segments[0].size())));
+      bytes = pieces.back().size();
+      return;
+    }
+    table.assign(segments.size() + 1 + (segments.size() + 1) % 2, 0);
+    table[0] = std::uint32_t(segments.size() - 1);
+    for (std::size_t i = 0; i < segments.size(); ++i)
+      table[i + 1] = std::uint32_t(segments[i].size());
+    pieces.push_back(std::as_bytes(std::span<const std::uint32_t>(table)));
+    bytes = pieces.back().size();
+    for (const auto& seg : segments) {
+      pieces.push_back(std::as_bytes(std::span<const capnp::word>(seg.begin(), seg.size())));
+      bytes += pieces.back().size();
+    }
+  }
+};
+
+EncodedMessage::EncodedMessage() = default;
+EncodedMessage::EncodedMessage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->seal();
+}
+EncodedMessage::EncodedMessage(EncodedMessage&&) noexcept = default;
+EncodedMessage& EncodedMessage::operator=(EncodedMessage&&) noexcept = default;
+EncodedMessage::~EncodedMessage() = default;
+std::size_t EncodedMessage::bytes() const { return impl_ ? impl_->bytes : 0; }
+const std::vector<std::span<const std::byte>>& EncodedMessage::pieces() const {
+  static const std::vector<std::span<const std::byte>> none;
+  return impl_ ? impl_->pieces : none;
+}
+WireBytes EncodedMessage::flat() const {
+  WireBytes out((bytes() + 7) / 8);
+  std::size_t at = 0;
+  for (const auto& p : pieces()) {
+    std::memcpy(reinterpret_cast<std::byte*>(out.data()) + at, p.data(), p.size());
+    at += p.size();
+  }
+  return out;
+}
+
+namespace {
+
 namespace s = schema;
 
-WireBytes flatten(capnp::MessageBuilder& builder) {
-  const kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
-  WireBytes out(words.size());
-  std::memcpy(out.data(), words.begin(), words.size() * sizeof(capnp::word));
-  return out;
+// The first segment is sized for the message at hand (estimate_words), so that a message is
+// almost always one segment; more segments are fine too (they travel as more pieces).
+std::unique_ptr<EncodedMessage::Impl> new_message(std::size_t estimate_words) {
+  return std::make_unique<EncodedMessage::Impl>(std::max<std::size_t>(estimate_words, 64));
+}
+
+std::uint64_t steady_us() {
+  return std::uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch())
+                           .count());
 }
 
 // Runs `read` on a reader over `bytes` with the wire's limits; every Cap'n Proto failure (short
@@ -86,33 +179,109 @@ Scoring from_wire(s::Scoring sc) {
   throw WireError(fmt::format("query batch: unknown scoring {}", unsigned(sc)));
 }
 
-void put_hits(capnp::List<s::Hit>::Builder out, const std::vector<RankedDoc>& hits,
-              const std::vector<std::string>& ids) {
-  for (std::size_t i = 0; i < hits.size(); ++i) {
-    auto h = out[unsigned(i)];
-    h.setScore(hits[i].score);
-    h.setRank(hits[i].rank);
-    h.setDoc(hits[i].doc);
-    if (i < ids.size()) h.setExtId(ids[i]);
+// Packs a batch's answers into the ResultBatch's columns. `answer(q)` gives query q's
+// ShardResult; `id(q, use_or, i)` the external id of its i-th hit (AND/only list or OR list).
+template <typename AnswerAt, typename IdAt>
+void pack_answers(s::ResultBatch::Builder root, std::size_t num_queries, AnswerAt&& answer,
+                  IdAt&& id) {
+  std::size_t total = 0, id_bytes = 0;
+  for (std::size_t q = 0; q < num_queries; ++q) {
+    const ShardResult& r = answer(q);
+    total += r.hits.size() + r.or_hits.size();
+    for (int o = 0; o < 2; ++o) {
+      const auto& list = o ? r.or_hits : r.hits;
+      for (std::size_t i = 0; i < list.size(); ++i) id_bytes += id(q, o == 1, i).size();
+    }
+  }
+  auto counts = root.initHitCounts(unsigned(2 * num_queries));
+  auto scores = root.initScores(unsigned(total));
+  auto ranks = root.initRanks(unsigned(total));
+  auto docs = root.initDocs(unsigned(total));
+  auto ends = root.initExtIdEnds(unsigned(total));
+  auto ids = root.initExtIds(unsigned(id_bytes));
+  auto and_matches = root.initAndMatches(unsigned(num_queries));
+  auto partial = root.initPartial(unsigned(num_queries));
+  auto counters = root.initCounters(unsigned(5 * num_queries));
+  unsigned h = 0;
+  std::size_t at = 0;
+  for (std::size_t q = 0; q < num_queries; ++q) {
+    const ShardResult& r = answer(q);
+    for (int o = 0; o < 2; ++o) {
+      const auto& list = o ? r.or_hits : r.hits;
+      counts.set(unsigned(2 * q + o), unsigned(list.size()));
+      for (std::size_t i = 0; i < list.size(); ++i, ++h) {
+        scores.set(h, list[i].score);
+        ranks.set(h, list[i].rank);
+        docs.set(h, list[i].doc);
+        const std::string_view x = id(q, o == 1, i);
+        std::memcpy(ids.begin() + at, x.data(), x.size());
+        at += x.size();
+        ends.set(h, unsigned(at));
+      }
+    }
+    and_matches.set(unsigned(q), r.and_matches);
+    partial.set(unsigned(q), r.partial);
+    const QueryCounters& c = r.counters;
+    const std::uint64_t cs[5] = {c.postings_decoded, c.blocks_decoded, c.blocks_skipped,
+                                 c.docs_scored, c.early_terminations};
+    for (unsigned j = 0; j < 5; ++j) counters.set(unsigned(5 * q + j), cs[j]);
   }
 }
 
-void get_hits(capnp::List<s::Hit>::Reader in, std::uint32_t shard_id, std::vector<RankedDoc>& hits,
-              std::vector<std::string>& ids) {
-  if (in.size() > kMaxK) throw WireError(fmt::format("result batch: {} hits, over k", in.size()));
-  hits.reserve(in.size());
-  ids.reserve(in.size());
-  for (auto h : in) {
-    hits.push_back({h.getScore(), h.getRank(), shard_id, h.getDoc()});
-    ids.emplace_back(h.getExtId().cStr(), h.getExtId().size());
-  }
+void set_header(s::ResultBatch::Builder root, const ResultHeader& b) {
+  root.setBatchId(b.batch_id);
+  root.setIsnRank(b.isn_rank);
+  root.setShardId(b.shard_id);
+  root.setComputeUs(b.compute_us);
+  root.setIdleUs(b.idle_us);
+  root.setFallbackActive(b.fallback_active);
+  root.setError(b.error);
+  root.setReceivedUs(b.received_us);
+  root.setStartUs(b.start_us);
+  root.setEndUs(b.end_us);
+  root.setEncodedUs(b.encoded_us);
+}
+
+ResultHeader get_header(s::ResultBatch::Reader root) {
+  ResultHeader b;
+  b.batch_id = root.getBatchId();
+  b.isn_rank = root.getIsnRank();
+  b.shard_id = root.getShardId();
+  b.compute_us = root.getComputeUs();
+  b.idle_us = root.getIdleUs();
+  b.fallback_active = root.getFallbackActive();
+  b.error.assign(root.getError().cStr(), root.getError().size());
+  b.received_us = root.getReceivedUs();
+  b.start_us = root.getStartUs();
+  b.end_us = root.getEndUs();
+  b.encoded_us = root.getEncodedUs();
+  return b;
+}
+
+// Words a result batch of this many hits and id bytes needs, so that it fits one segment.
+std::size_t result_words(std::size_t queries, std::size_t hits, std::size_t id_bytes) {
+  return 64 + 3 * queries + 2 * hits + id_bytes / 8 + 8 * queries;
 }
 
 }  // namespace
 
-WireBytes encode(const QueryBatch& b) {
-  capnp::MallocMessageBuilder builder;
-  auto root = builder.initRoot<s::QueryBatch>();
+std::string vocabulary_fingerprint(const ShardManifest& manifest, std::uint32_t num_terms) {
+  auto sum = [&](const char* name) {
+    const auto it = manifest.files.find(name);
+    return it == manifest.files.end() ? std::uint64_t(0) : it->second.xxh3;
+  };
+  return fmt::format("{}:{:016x}:{:016x}", num_terms, sum(shard_files::kLexiconOffsets),
+                     sum(shard_files::kLexiconStrings));
+}
+
+EncodedMessage encode_message(const QueryBatch& b) {
+  std::size_t estimate = 32;
+  for (const WireQuery& q : b.queries) {
+    estimate += 4 + (q.id.size() + 8) / 8 + (q.term_ids.size() + 1) / 2;
+    for (const std::string& t : q.terms) estimate += 2 + (t.size() + 8) / 8;
+  }
+  auto m = new_message(estimate);
+  auto root = m->builder.initRoot<s::QueryBatch>();
   root.setBatchId(b.batch_id);
   auto p = root.initParams();
   p.setMode(to_wire(b.params.mode));
@@ -121,12 +290,18 @@ WireBytes encode(const QueryBatch& b) {
   p.setK(b.params.k);
   auto qs = root.initQueries(unsigned(b.queries.size()));
   for (std::size_t i = 0; i < b.queries.size(); ++i) {
-    qs[unsigned(i)].setId(b.queries[i].id);
-    auto ts = qs[unsigned(i)].initTerms(unsigned(b.queries[i].terms.size()));
-    for (std::size_t t = 0; t < b.queries[i].terms.size(); ++t)
-      ts.set(unsigned(t), b.queries[i].terms[t]);
+    const WireQuery& wq = b.queries[i];
+    qs[unsigned(i)].setId(wq.id);
+    if (!wq.terms.empty()) {
+      auto ts = qs[unsigned(i)].initTerms(unsigned(wq.terms.size()));
+      for (std::size_t t = 0; t < wq.terms.size(); ++t) ts.set(unsigned(t), wq.terms[t]);
+    }
+    if (!wq.term_ids.empty()) {
+      auto ids = qs[unsigned(i)].initTermIds(unsigned(wq.term_ids.size()));
+      for (std::size_t t = 0; t < wq.term_ids.size(); ++t) ids.set(unsigned(t), wq.term_ids[t]);
+    }
   }
-  return flatten(builder);
+  return EncodedMessage(std::move(m));
 }
 
 QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
@@ -151,77 +326,127 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
       WireQuery wq;
       wq.id.assign(q.getId().cStr(), q.getId().size());
       const auto ts = q.getTerms();
-      if (ts.size() > kMaxQueryTerms)
-        throw WireError(fmt::format("query batch: query '{}' has {} terms", wq.id, ts.size()));
+      const auto ids = q.getTermIds();
+      if (ts.size() > kMaxQueryTerms || ids.size() > kMaxQueryTerms)
+        throw WireError(fmt::format("query batch: query '{}' has {} terms", wq.id,
+                                    std::max(ts.size(), ids.size())));
+      if (ts.size() > 0 && ids.size() > 0)
+        throw WireError(fmt::format("query batch: query '{}' has both terms and term IDs", wq.id));
+      wq.terms.reserve(ts.size());
       for (auto t : ts) wq.terms.emplace_back(t.cStr(), t.size());
+      wq.term_ids.reserve(ids.size());
+      for (auto id : ids) wq.term_ids.push_back(id);
       b.queries.push_back(std::move(wq));
     }
     return b;
   });
 }
 
-WireBytes encode(const ResultBatch& b) {
-  capnp::MallocMessageBuilder builder;
-  auto root = builder.initRoot<s::ResultBatch>();
-  root.setBatchId(b.batch_id);
-  root.setIsnRank(b.isn_rank);
-  root.setShardId(b.shard_id);
-  root.setComputeUs(b.compute_us);
-  root.setIdleUs(b.idle_us);
-  root.setFallbackActive(b.fallback_active);
-  root.setError(b.error);
-  auto rs = root.initResults(unsigned(b.answers.size()));
-  for (std::size_t i = 0; i < b.answers.size(); ++i) {
-    const ShardAnswer& a = b.answers[i];
-    auto r = rs[unsigned(i)];
-    put_hits(r.initHits(unsigned(a.result.hits.size())), a.result.hits, a.hit_ids);
-    put_hits(r.initOrHits(unsigned(a.result.or_hits.size())), a.result.or_hits, a.or_hit_ids);
-    r.setAndMatches(a.result.and_matches);
-    r.setPartial(a.result.partial);
-    auto c = r.initCounters();
-    c.setPostingsDecoded(a.result.counters.postings_decoded);
-    c.setBlocksDecoded(a.result.counters.blocks_decoded);
-    c.setBlocksSkipped(a.result.counters.blocks_skipped);
-    c.setDocsScored(a.result.counters.docs_scored);
-    c.setEarlyTerminations(a.result.counters.early_terminations);
+EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
+                              const std::function<std::string_view(DocId)>& external_id) {
+  std::size_t hits = 0;
+  for (const ShardResult& r : results) hits += r.hits.size() + r.or_hits.size();
+  auto m = new_message(result_words(results.size(), hits, hits * 24));
+  auto root = m->builder.initRoot<s::ResultBatch>();
+  set_header(root, header);
+  pack_answers(
+      root, results.size(), [&](std::size_t q) -> const ShardResult& { return results[q]; },
+      [&](std::size_t q, bool use_or, std::size_t i) {
+        return external_id((use_or ? results[q].or_hits : results[q].hits)[i].doc);
+      });
+  root.setEncodedUs(steady_us());
+  return EncodedMessage(std::move(m));
+}
+
+EncodedMessage encode_message(const ResultBatch& b) {
+  std::size_t hits = 0, id_bytes = 0;
+  for (const ShardAnswer& a : b.answers) {
+    hits += a.result.hits.size() + a.result.or_hits.size();
+    for (const auto& x : a.hit_ids) id_bytes += x.size();
+    for (const auto& x : a.or_hit_ids) id_bytes += x.size();
   }
-  return flatten(builder);
+  auto m = new_message(result_words(b.answers.size(), hits, id_bytes));
+  auto root = m->builder.initRoot<s::ResultBatch>();
+  set_header(root, b);
+  static const std::string kNone;
+  pack_answers(
+      root, b.answers.size(),
+      [&](std::size_t q) -> const ShardResult& { return b.answers[q].result; },
+      [&](std::size_t q, bool use_or, std::size_t i) -> std::string_view {
+        const auto& ids = use_or ? b.answers[q].or_hit_ids : b.answers[q].hit_ids;
+        return i < ids.size() ? std::string_view(ids[i]) : std::string_view(kNone);
+      });
+  return EncodedMessage(std::move(m));
+}
+
+ResultHeader decode_result_header(std::span<const std::byte> bytes) {
+  return with_reader(bytes, "result batch", [](capnp::MessageReader& reader) {
+    return get_header(reader.getRoot<s::ResultBatch>());
+  });
 }
 
 ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
   return with_reader(bytes, "result batch", [](capnp::MessageReader& reader) {
     const auto root = reader.getRoot<s::ResultBatch>();
     ResultBatch b;
-    b.batch_id = root.getBatchId();
-    b.isn_rank = root.getIsnRank();
-    b.shard_id = root.getShardId();
-    b.compute_us = root.getComputeUs();
-    b.idle_us = root.getIdleUs();
-    b.fallback_active = root.getFallbackActive();
-    b.error.assign(root.getError().cStr(), root.getError().size());
-    const auto rs = root.getResults();
-    if (rs.size() > kMaxBatchQueries)
-      throw WireError(
-          fmt::format("result batch: {} results, over {}", rs.size(), kMaxBatchQueries));
-    b.answers.resize(rs.size());
-    for (unsigned i = 0; i < rs.size(); ++i) {
-      const auto r = rs[i];
-      ShardAnswer& a = b.answers[i];
-      get_hits(r.getHits(), b.shard_id, a.result.hits, a.hit_ids);
-      get_hits(r.getOrHits(), b.shard_id, a.result.or_hits, a.or_hit_ids);
-      a.result.and_matches = r.getAndMatches();
-      a.result.partial = r.getPartial();
-      const auto c = r.getCounters();
-      a.result.counters = {c.getPostingsDecoded(), c.getBlocksDecoded(), c.getBlocksSkipped(),
-                           c.getDocsScored(), c.getEarlyTerminations()};
+    static_cast<ResultHeader&>(b) = get_header(root);
+    const auto counts = root.getHitCounts();
+    const auto scores = root.getScores();
+    const auto ranks = root.getRanks();
+    const auto docs = root.getDocs();
+    const auto ends = root.getExtIdEnds();
+    const auto ids = root.getExtIds();
+    const auto and_matches = root.getAndMatches();
+    const auto partial = root.getPartial();
+    const auto counters = root.getCounters();
+    // Every column must agree with the counts before anything is read through them.
+    const std::size_t nq = counts.size() / 2;
+    if (counts.size() % 2 != 0 || nq > kMaxBatchQueries)
+      throw WireError(fmt::format("result batch: {} hit counts", counts.size()));
+    std::size_t total = 0;
+    for (auto c : counts) {
+      if (c > kMaxK) throw WireError(fmt::format("result batch: {} hits, over k", c));
+      total += c;
+    }
+    if (scores.size() != total || ranks.size() != total || docs.size() != total ||
+        ends.size() != total)
+      throw WireError(fmt::format("result batch: columns of {}/{}/{}/{} hits for {} counted",
+                                  scores.size(), ranks.size(), docs.size(), ends.size(), total));
+    if (and_matches.size() != nq || partial.size() != nq || counters.size() != 5 * nq)
+      throw WireError("result batch: per-query columns do not match the query count");
+    b.answers.resize(nq);
+    unsigned h = 0;
+    std::uint32_t at = 0;
+    for (std::size_t q = 0; q < nq; ++q) {
+      ShardAnswer& a = b.answers[q];
+      for (int o = 0; o < 2; ++o) {
+        auto& list = o ? a.result.or_hits : a.result.hits;
+        auto& list_ids = o ? a.or_hit_ids : a.hit_ids;
+        const unsigned n = counts[unsigned(2 * q + o)];
+        list.reserve(n);
+        list_ids.reserve(n);
+        for (unsigned i = 0; i < n; ++i, ++h) {
+          list.push_back({scores[h], ranks[h], b.shard_id, docs[h]});
+          const std::uint32_t end = ends[h];
+          if (end < at || end > ids.size())
+            throw WireError(fmt::format("result batch: external id {} out of range", h));
+          list_ids.emplace_back(reinterpret_cast<const char*>(ids.begin()) + at, end - at);
+          at = end;
+        }
+      }
+      a.result.and_matches = and_matches[unsigned(q)];
+      a.result.partial = partial[unsigned(q)];
+      const unsigned c = unsigned(5 * q);
+      a.result.counters = {counters[c], counters[c + 1], counters[c + 2], counters[c + 3],
+                           counters[c + 4]};
     }
     return b;
   });
 }
 
-WireBytes encode(const Control& c) {
-  capnp::MallocMessageBuilder builder;
-  auto root = builder.initRoot<s::Control>();
+EncodedMessage encode_message(const Control& c) {
+  auto m = new_message(16 + c.payload.size() / 8);
+  auto root = m->builder.initRoot<s::Control>();
   switch (c.kind) {
     case Control::Kind::kHello:
       root.setHello(c.payload);
@@ -238,8 +463,14 @@ WireBytes encode(const Control& c) {
     case Control::Kind::kRankerCache:
       root.initRankerCache().setOp(c.payload);
       break;
+    case Control::Kind::kClockPing:
+      root.setClockPing(c.value);
+      break;
+    case Control::Kind::kClockPong:
+      root.setClockPong(c.value);
+      break;
   }
-  return flatten(builder);
+  return EncodedMessage(std::move(m));
 }
 
 Control decode_control(std::span<const std::byte> bytes) {
@@ -265,6 +496,14 @@ Control decode_control(std::span<const std::byte> bytes) {
         c.kind = Control::Kind::kRankerCache;
         c.payload.assign(root.getRankerCache().getOp().cStr(),
                          root.getRankerCache().getOp().size());
+        break;
+      case s::Control::CLOCK_PING:
+        c.kind = Control::Kind::kClockPing;
+        c.value = root.getClockPing();
+        break;
+      case s::Control::CLOCK_PONG:
+        c.kind = Control::Kind::kClockPong;
+        c.value = root.getClockPong();
         break;
       default:
         throw WireError("control message: unknown kind");

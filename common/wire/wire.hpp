@@ -6,11 +6,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/index_format.hpp"
 #include "common/search_result.hpp"
 
 namespace gpusearch::wire {
@@ -34,9 +38,12 @@ inline std::span<const std::byte> as_bytes(const WireBytes& w) {
   return std::as_bytes(std::span<const std::uint64_t>(w));
 }
 
+// A query's terms in scoring order: as term IDs of the global vocabulary (term_ids) when every
+// shard shares it, else as normalized strings (terms). One of the two is empty.
 struct WireQuery {
   std::string id;
-  std::vector<std::string> terms;  // normalized, de-duplicated, in scoring order
+  std::vector<std::string> terms;
+  std::vector<std::uint32_t> term_ids;
   bool operator==(const WireQuery&) const = default;
 };
 
@@ -53,30 +60,81 @@ struct ShardAnswer {
   std::vector<std::string> or_hit_ids;
 };
 
-struct ResultBatch {
+// Everything of a result batch but its answers: O(1) to read (decode_result_header), so that
+// the aggregator's receive path can route a message without decoding its hits.
+struct ResultHeader {
   std::uint64_t batch_id = 0;
   std::uint32_t isn_rank = 0;
   std::uint32_t shard_id = 0;
   std::uint64_t compute_us = 0;
-  std::uint64_t idle_us = 0;  // waiting for this batch since the previous one was done
+  std::uint64_t idle_us = 0;  // the ISN's engine waited this long for this batch
   bool fallback_active = false;
   std::string error;  // non-empty: no answers in this batch
+  // On the ISN's steady clock (us): message received, engine started and done, answer encoded.
+  // encode_results sets encoded_us itself, after the answers are packed.
+  std::uint64_t received_us = 0, start_us = 0, end_us = 0, encoded_us = 0;
+};
+
+struct ResultBatch : ResultHeader {
   std::vector<ShardAnswer> answers;
 };
 
 struct Control {
-  enum class Kind { kHello, kStatsRequest, kStatsReply, kShutdown, kRankerCache };
+  enum class Kind {
+    kHello,
+    kStatsRequest,
+    kStatsReply,
+    kShutdown,
+    kRankerCache,
+    kClockPing,  // value: sequence number
+    kClockPong,  // value: the ISN's steady clock (us) when the ping arrived
+  };
   Kind kind = Kind::kShutdown;
   std::string payload;  // hello / stats reply: JSON; ranker cache: the op
+  std::uint64_t value = 0;
 };
 
-WireBytes encode(const QueryBatch& b);
-WireBytes encode(const ResultBatch& b);
-WireBytes encode(const Control& c);
+// A message built once. Its Cap'n Proto segments stay where the builder put them: pieces() are
+// the segment table and the segments, which the transport hands to MPI as one derived datatype
+// (common/wire/mpi_transport.hpp), so nothing is flattened or copied before the send.
+class EncodedMessage {
+ public:
+  EncodedMessage();
+  EncodedMessage(EncodedMessage&&) noexcept;
+  EncodedMessage& operator=(EncodedMessage&&) noexcept;
+  ~EncodedMessage();
+  std::size_t bytes() const;
+  const std::vector<std::span<const std::byte>>& pieces() const;
+  WireBytes flat() const;  // one contiguous copy (tests, small blocking sends)
+
+  struct Impl;  // the builder and the segment table (wire.cpp)
+  explicit EncodedMessage(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+EncodedMessage encode_message(const QueryBatch& b);
+EncodedMessage encode_message(const ResultBatch& b);
+EncodedMessage encode_message(const Control& c);
+// The ISN's path: packs the engine's results straight from its ShardResults, looking up each
+// hit's external id; no intermediate ResultBatch. Sets the encoded_us timestamp at the end.
+EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
+                              const std::function<std::string_view(DocId)>& external_id);
+
+inline WireBytes encode(const QueryBatch& b) { return encode_message(b).flat(); }
+inline WireBytes encode(const ResultBatch& b) { return encode_message(b).flat(); }
+inline WireBytes encode(const Control& c) { return encode_message(c).flat(); }
+
+// Names the global vocabulary a shard carries (term count and the lexicon files' checksums):
+// when every ISN reports the aggregator's own, term IDs mean the same on every shard and
+// queries travel as IDs.
+std::string vocabulary_fingerprint(const ShardManifest& manifest, std::uint32_t num_terms);
 
 // Throw WireError naming what is wrong.
 QueryBatch decode_query_batch(std::span<const std::byte> bytes);
 ResultBatch decode_result_batch(std::span<const std::byte> bytes);
+ResultHeader decode_result_header(std::span<const std::byte> bytes);  // no answers read
 Control decode_control(std::span<const std::byte> bytes);
 
 }  // namespace gpusearch::wire

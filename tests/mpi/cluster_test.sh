@@ -11,6 +11,8 @@
 #   cluster_test.sh BUILD_DIR openloop     replay at a fixed arrival rate (--qps): paced, exact
 #   cluster_test.sh BUILD_DIR stuck        an ISN that never answers: run and metrics complete,
 #                                          the job ends (MPI_Abort) instead of hanging
+#   cluster_test.sh BUILD_DIR depths       pipeline depths 1..8 and automatic: every answer exact,
+#                                          the run file in arrival order, the same bytes for all
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -157,6 +159,35 @@ case "$case_name" in
     [ "$(metric "$tmp/m.json" 'm["isn"][1]["stuck_at_shutdown"]')" = True ] || fail "stuck ISN not reported"
     grep -q "did not answer the shutdown" "$tmp/out.txt" || fail "no shutdown message"
     echo "PASS: stuck ISN: all 40 queries answered (partially), metrics written, job ended in ${took}s (exit $rc)"
+    ;;
+  depths)
+    synthetic_index 2 "$tmp/idx"
+    # Repeats answered by the result cache come back before the batches in flight, and cost
+    # buckets reorder queries within and across batches: only the arrival-order writer puts the
+    # run file back in query-file order.
+    { cat "$tmp/idx/queries.test.tsv"; head -40 "$tmp/idx/queries.test.tsv" | sed 's/^/r/'; } > "$tmp/q.tsv"
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" --mode and-or --k 10 \
+      --run "$tmp/ref.txt" >/dev/null
+    awk '{print $1}' "$tmp/ref.txt" | uniq > "$tmp/ref-order.txt"
+    for depth in 1 2 3 4 5 6 7 8 0; do
+      cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
+        --run "$tmp/run-$depth.txt" --metrics "$tmp/m-$depth.json" --batch-size 6 --cost-buckets \
+        --cache-entries 1000 --max-in-flight "$depth" > "$tmp/out-$depth.txt" 2>&1 ||
+        { cat "$tmp/out-$depth.txt"; fail "depth $depth: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$depth.txt" || fail "depth $depth differs from the reference"
+      awk '{print $1}' "$tmp/run-$depth.txt" | uniq | cmp -s - "$tmp/ref-order.txt" ||
+        fail "depth $depth: the run file is not in arrival order"
+      cmp -s "$tmp/run-1.txt" "$tmp/run-$depth.txt" || fail "depth $depth: run file bytes differ from depth 1"
+      [ "$(metric "$tmp/m-$depth.json" 'm["queries"]["partial"]')" = 0 ] || fail "depth $depth: partial answers"
+      if [ "$depth" != 0 ]; then
+        [ "$(metric "$tmp/m-$depth.json" 'int(m["pipeline_depth"]["max"])')" = "$depth" ] ||
+          fail "depth $depth: ran at $(metric "$tmp/m-$depth.json" 'm["pipeline_depth"]')"
+      fi
+    done
+    [ "$(metric "$tmp/m-1.json" 'm["queries"]["cache_hits"] >= 40')" = True ] || fail "no cache hits"
+    [ "$(metric "$tmp/m-8.json" 'm["run_file_order"]["max_answers_waiting"] > 1')" = True ] ||
+      fail "depth 8: no answer ever came out of order (the writer was not exercised)"
+    echo "PASS: pipeline depths 1..8 and automatic: exact, in arrival order, identical run files"
     ;;
   *) fail "unknown case $case_name" ;;
 esac

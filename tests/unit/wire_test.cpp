@@ -15,7 +15,10 @@ QueryBatch sample_batch() {
   QueryBatch b;
   b.batch_id = 42;
   b.params = {Mode::kAndOr, Scoring::kBm25Pr, 0.25, 1000};
-  b.queries = {{"q1", {"apple", "pie"}}, {"q2", {}}, {"q3", {"z\xc3\xa9ro", "a", "b", "c"}}};
+  b.queries = {{"q1", {"apple", "pie"}, {}},
+               {"q2", {}, {}},
+               {"q3", {"z\xc3\xa9ro", "a", "b", "c"}, {}},
+               {"q4", {}, {7, 0, 4000000000u}}};
   return b;
 }
 
@@ -27,6 +30,7 @@ ResultBatch sample_results() {
   r.compute_us = 1234;
   r.idle_us = 77;
   r.fallback_active = true;
+  r.received_us = 10, r.start_us = 11, r.end_us = 12, r.encoded_us = 13;
   ShardAnswer a;
   a.result.hits = {{9.5, 17, 2, 4}, {8.25, 30, 2, 7}};
   a.hit_ids = {"doc-4", "doc-7"};
@@ -61,6 +65,10 @@ TEST(Wire, ResultBatchRoundTrips) {
   EXPECT_EQ(d.compute_us, 1234u);
   EXPECT_EQ(d.idle_us, 77u);
   EXPECT_TRUE(d.fallback_active);
+  EXPECT_EQ(d.received_us, 10u);
+  EXPECT_EQ(d.start_us, 11u);
+  EXPECT_EQ(d.end_us, 12u);
+  EXPECT_EQ(d.encoded_us, 13u);
   ASSERT_EQ(d.answers.size(), 2u);
   const ShardAnswer& a = d.answers[0];
   ASSERT_EQ(a.result.hits.size(), 2u);
@@ -140,4 +148,74 @@ TEST(Wire, MisalignedInputIsCopiedNotMisread) {
   std::memcpy(shifted.data() + 1, full.data(), full.size() * 8);
   const QueryBatch d = decode_query_batch(std::span<const std::byte>(shifted).subspan(1));
   EXPECT_EQ(d.queries, sample_batch().queries);
+}
+
+TEST(Wire, ResultHeaderReadsWithoutTheAnswers) {
+  const ResultHeader h = decode_result_header(as_bytes(encode(sample_results())));
+  EXPECT_EQ(h.batch_id, 42u);
+  EXPECT_EQ(h.isn_rank, 3u);
+  EXPECT_EQ(h.compute_us, 1234u);
+  EXPECT_TRUE(h.error.empty());
+}
+
+TEST(Wire, EncodeResultsPacksEngineResultsWithTheirIds) {
+  ResultHeader h;
+  h.batch_id = 9;
+  h.shard_id = 1;
+  std::vector<ShardResult> results(3);
+  results[0].hits = {{3.0, 5, 1, 2}, {1.5, 9, 1, 0}};
+  results[0].and_matches = 2;
+  results[0].or_hits = {{4.0, 4, 1, 1}};
+  results[2].hits = {{2.0, 7, 1, 1}};
+  results[2].counters = {10, 20, 30, 40, 1};
+  const std::vector<std::string> ids = {"zero", "one-with-a-longer-id", "2"};
+  const EncodedMessage m = encode_results(h, results, [&](DocId d) { return std::string_view(ids[d]); });
+  const ResultBatch d = decode_result_batch(as_bytes(m.flat()));
+  EXPECT_GT(d.encoded_us, 0u);  // set by encode_results
+  ASSERT_EQ(d.answers.size(), 3u);
+  EXPECT_EQ(d.answers[0].hit_ids, (std::vector<std::string>{"2", "zero"}));
+  EXPECT_EQ(d.answers[0].or_hit_ids, std::vector<std::string>{"one-with-a-longer-id"});
+  EXPECT_EQ(d.answers[0].result.hits[0].rank, 5u);
+  EXPECT_EQ(d.answers[0].result.or_hits[0].score, 4.0);
+  EXPECT_TRUE(d.answers[1].result.hits.empty());
+  EXPECT_EQ(d.answers[2].hit_ids, std::vector<std::string>{"one-with-a-longer-id"});
+  EXPECT_EQ(d.answers[2].result.counters.docs_scored, 40u);
+}
+
+TEST(Wire, MessagesGoOutInPlaceAsOneContiguousPiece) {
+  // The usual case: one segment, the table in the word before it, one piece for MPI.
+  const EncodedMessage m = encode_message(sample_batch());
+  ASSERT_EQ(m.pieces().size(), 1u);
+  EXPECT_EQ(m.pieces()[0].size(), m.bytes());
+  // Answers whose ids are far longer than encode_results' estimate grow more segments: several
+  // pieces (sent as one MPI datatype), and the same answers.
+  std::vector<ShardResult> results(500);
+  for (auto& r : results) r.hits = {{2.0, 1, 0, 0}, {1.0, 2, 0, 1}};
+  const std::string long_id(300, 'x');
+  ResultHeader h;
+  const EncodedMessage many =
+      encode_results(h, results, [&](DocId) { return std::string_view(long_id); });
+  EXPECT_GT(many.pieces().size(), 2u);
+  std::size_t sum = 0;
+  for (const auto& p : many.pieces()) sum += p.size();
+  EXPECT_EQ(sum, many.bytes());
+  const ResultBatch d = decode_result_batch(as_bytes(many.flat()));
+  ASSERT_EQ(d.answers.size(), 500u);
+  EXPECT_EQ(d.answers[499].hit_ids[1], long_id);
+  EXPECT_EQ(d.answers[499].result.hits[1].score, 1.0);
+}
+
+TEST(Wire, RejectsInconsistentColumns) {
+  // A query batch must not carry both term strings and term IDs.
+  QueryBatch b = sample_batch();
+  b.queries[0].term_ids = {1};
+  EXPECT_THROW(decode_query_batch(as_bytes(encode(b))), WireError);
+}
+
+TEST(Wire, ClockPingPongRoundTrips) {
+  for (auto kind : {Control::Kind::kClockPing, Control::Kind::kClockPong}) {
+    const Control d = decode_control(as_bytes(encode(Control{kind, "", 123456789012345u})));
+    EXPECT_EQ(d.kind, kind);
+    EXPECT_EQ(d.value, 123456789012345u);
+  }
 }

@@ -1,0 +1,42 @@
+#include "aggregator/kway_merge.hpp"
+
+#include <vector>
+
+namespace gpusearch {
+
+MergedAnswer merge_answers(const SearchParams& params,
+                           std::span<const wire::ShardAnswer* const> answers) {
+  MergedAnswer m;
+  bool use_or = false;
+  if (params.mode == Mode::kAndOr) {
+    std::uint64_t and_matches = 0;
+    for (const wire::ShardAnswer* a : answers) and_matches += a->result.and_matches;
+    use_or = and_matches < params.k;
+  }
+  m.answer.answered_by_or = use_or;
+  for (const wire::ShardAnswer* a : answers) {
+    m.counters.add(a->result.counters);
+    m.partial = m.partial || a->result.partial;
+  }
+  // One cursor per ISN; small ISN counts make a linear scan of the heads cheaper than a heap.
+  std::vector<std::size_t> cursor(answers.size(), 0);
+  auto list = [&](std::size_t j) -> const std::vector<RankedDoc>& {
+    return use_or ? answers[j]->result.or_hits : answers[j]->result.hits;
+  };
+  m.answer.hits.reserve(params.k);
+  while (m.answer.hits.size() < params.k) {
+    std::size_t best = answers.size();
+    for (std::size_t j = 0; j < answers.size(); ++j) {
+      if (cursor[j] >= list(j).size()) continue;
+      if (best == answers.size() || ranks_before(list(j)[cursor[j]], list(best)[cursor[best]]))
+        best = j;
+    }
+    if (best == answers.size()) break;
+    const auto& ids = use_or ? answers[best]->or_hit_ids : answers[best]->hit_ids;
+    const std::size_t i = cursor[best]++;
+    m.answer.hits.push_back({i < ids.size() ? ids[i] : std::string(), list(best)[i].score});
+  }
+  return m;
+}
+
+}  // namespace gpusearch

@@ -1,0 +1,28 @@
+// The aggregator's merge: each ISN's list is already sorted in the answer order (score
+// descending, then collection-wide GS rank ascending), so the top-k of their union is a k-way
+// merge of their heads: O(k * ISNs) comparisons, no copy of the union, no sort, and each hit
+// keeps the external id its ISN sent with it. (GS ranks are unique per document, so the answer
+// order is total and the result equals merge_shard_results' partial sort, which
+// AggregatorMerge.KWayEqualsPartialSort checks.)
+#pragma once
+
+#include <span>
+
+#include "aggregator/result_cache.hpp"
+#include "common/search_result.hpp"
+#include "common/wire/wire.hpp"
+
+namespace gpusearch {
+
+struct MergedAnswer {
+  CachedAnswer answer;  // hits with external ids, best first; answered_by_or for and-or
+  QueryCounters counters;
+  bool partial = false;  // some ISN's answer is partial (a missing ISN is the caller's to add)
+};
+
+// For and-or, OR answers when the ISNs together found fewer than k AND matches (each ISN's
+// count is exact below k), as merge_shard_results decides.
+MergedAnswer merge_answers(const SearchParams& params,
+                           std::span<const wire::ShardAnswer* const> answers);
+
+}  // namespace gpusearch

@@ -1,0 +1,101 @@
+#include "common/wire/progress_pacer.hpp"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace gpusearch::wire {
+
+ProgressMode parse_progress_mode(std::string_view name) {
+  if (name == "adaptive") return ProgressMode::kAdaptive;
+  if (name == "spin") return ProgressMode::kSpin;
+  if (name == "backoff") return ProgressMode::kBackoff;
+  throw Error("unknown progress mode '" + std::string(name) + "' (adaptive, spin or backoff)");
+}
+
+std::string_view to_string(ProgressMode m) {
+  switch (m) {
+    case ProgressMode::kAdaptive:
+      return "adaptive";
+    case ProgressMode::kSpin:
+      return "spin";
+    case ProgressMode::kBackoff:
+      return "backoff";
+  }
+  return "?";
+}
+
+ProgressPacer::ProgressPacer(ProgressOptions options) : options_(options) {
+  // Linux rounds a sleeping thread's wake-up up by its timer slack (50 us by default): a 20 us
+  // poll would last 70 us. 1 us costs nothing measurable at these rates.
+  if (options_.mode == ProgressMode::kAdaptive) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
+void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool hot) {
+  ++idle_rounds_;
+  switch (options_.mode) {
+    case ProgressMode::kSpin:
+      ++hot_rounds_;
+      std::this_thread::yield();
+      return;
+    case ProgressMode::kBackoff: {
+      const std::uint64_t us = std::min<std::uint64_t>(
+          options_.max_sleep_us, std::uint64_t(options_.backoff_first_us)
+                                     << std::min(backoff_round_, 4u));
+      ++backoff_round_;
+      sleep_until(now + std::chrono::microseconds(us));
+      return;
+    }
+    case ProgressMode::kAdaptive:
+      break;
+  }
+  const auto spin = std::chrono::microseconds(options_.spin_us);
+  if (hot || now - last_activity_ < spin || due_at <= now + spin) {
+    ++hot_rounds_;
+    if (options_.hot_poll_us == 0)
+      std::this_thread::yield();
+    else
+      sleep_until(now + std::chrono::microseconds(options_.hot_poll_us));
+    return;
+  }
+  // Sleep until spin_us before the next due time, so the rank is polling when it comes.
+  sleep_until(std::min(due_at - spin, now + std::chrono::microseconds(options_.max_sleep_us)));
+}
+
+void ProgressPacer::sleep_until(Clock::time_point until) {
+  const auto t0 = Clock::now();
+  if (until <= t0) return;
+  std::unique_lock lock(mutex_);
+  ++sleeps_;
+  if (cv_.wait_until(lock, until, [&] { return notified_; })) ++woken_early_;
+  notified_ = false;
+  slept_us_ += std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+}
+
+void ProgressPacer::notify() {
+  {
+    std::lock_guard lock(mutex_);
+    notified_ = true;
+  }
+  cv_.notify_one();
+}
+
+nlohmann::json ProgressPacer::stats() const {
+  return {{"mode", std::string(to_string(options_.mode))},
+          {"spin_us", options_.spin_us},
+          {"max_sleep_us", options_.max_sleep_us},
+          {"idle_rounds", idle_rounds_},
+          {"hot_poll_us", options_.hot_poll_us},
+          {"hot_rounds", hot_rounds_},
+          {"sleeps", sleeps_},
+          {"slept_seconds", double(slept_us_) / 1e6},
+          {"woken_early", woken_early_}};
+}
+
+}  // namespace gpusearch::wire

@@ -1,0 +1,78 @@
+// How a rank's MPI thread waits when a polling round (MPI_Iprobe, MPI_Test) found nothing to do.
+// Open MPI's shared-memory and TCP transports make progress only while some thread polls, and a
+// blocking call (MPI_Probe, MPI_Wait) polls inside the library: it spins a core. Issue 16
+// measured the old answer, a sleep that doubles from 50 us to 1 ms, at ~4.5 ms of broadcast and
+// ~4.5 ms of gather per batch. The modes, chosen per run (--progress) and compared by
+// launch/bench-cluster-overhead.sh:
+//   spin      poll without sleeping (a yield between rounds, as Open MPI's own blocking calls do
+//             when a node is oversubscribed): reacts in microseconds, costs a core.
+//   backoff   the old sleep that doubles from 50 us to 1 ms: costs nothing idle, reacts late.
+//   adaptive  (default) poll every hot_poll_us while the rank is hot: within spin_us of its last
+//             activity, or while the caller says a message is due (its own sends unfinished, a
+//             result predicted from measured service times). The polling thread's timer slack is
+//             cut to 1 us so that such a sleep lasts what it says: it reacts within tens of
+//             microseconds and leaves the cores to the engine, which a spinning or yielding
+//             thread does not (on the 2-core machine spin polled 12x as often per batch and
+//             slowed the engine most in most runs; tests/benchmarks/NOTES-cluster.md, issue 16).
+//             Otherwise it sleeps until the caller's next due time, at most max_sleep_us. Either
+//             sleep is a condition variable that local events (a finished batch, a new query
+//             line) end at once through notify().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace gpusearch::wire {
+
+enum class ProgressMode { kAdaptive, kSpin, kBackoff };
+ProgressMode parse_progress_mode(std::string_view name);  // throws Error on an unknown name
+std::string_view to_string(ProgressMode m);
+
+struct ProgressOptions {
+  ProgressMode mode = ProgressMode::kAdaptive;
+  unsigned spin_us = 200;        // adaptive: stay hot this long after any activity
+  unsigned hot_poll_us = 20;     // adaptive: the polling period while hot; 0: yield and poll
+  unsigned max_sleep_us = 1000;  // adaptive: longest sleep when nothing is due
+  unsigned backoff_first_us = 50;  // backoff: first sleep (doubles to max_sleep_us)
+};
+
+class ProgressPacer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Construct on the thread that polls: it lowers that thread's timer slack (adaptive).
+  explicit ProgressPacer(ProgressOptions options);
+
+  // The last polling round did something: stay hot for spin_us.
+  void activity(Clock::time_point now) {
+    last_activity_ = now;
+    backoff_round_ = 0;
+  }
+  // Nothing to do this round. `due_at`: when the caller next expects something (a message, a
+  // batch cut, a scheduled arrival); Clock::time_point::max() if nothing. `hot`: the caller
+  // needs polling now (its own sends unfinished, a message overdue).
+  void idle(Clock::time_point now, Clock::time_point due_at, bool hot);
+  // From another thread: local work is ready; a sleeping idle() returns at once.
+  void notify();
+
+  // Work counted, for the metrics: polling rounds that found nothing, sleeps and their time.
+  nlohmann::json stats() const;
+  const ProgressOptions& options() const { return options_; }
+
+ private:
+  void sleep_until(Clock::time_point until);
+
+  ProgressOptions options_;
+  Clock::time_point last_activity_{};
+  unsigned backoff_round_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool notified_ = false;
+  std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0;
+};
+
+}  // namespace gpusearch::wire

@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# The cluster's own cost (issue 16), before and after, in one command: the in-process engine
+# (gpusearch search) against the cluster (launch/cluster.sh) built from the code before issue 16
+# and from this tree, on the same synthetic index, queries, engine and host, runs interleaved.
+# Writes every run's metrics, a combined JSON and a timeline plot to OUT and prints a table.
+#
+#   launch/bench-cluster-overhead.sh --out OUT [--build DIR] [--before DIR | --before-ref REF]
+#       [--engine cpu|gpu] [--docs N] [--seed S] [--queries N] [--batches "64 1024"]
+#       [--isns "1 4"] [--reps R] [--variants "before adaptive"] [--index DIR] [--mode M] [--k K]
+#
+#   --build DIR       this tree's build (default: build/); needs bin/gpusearch,
+#                     bin/gpusearch-aggregator, bin/gpusearch-isn
+#   --before DIR      a build (DIR/bin/...) of the code before issue 16; default: --before-ref
+#                     (410011d, the commit issue 16 started from) is checked out into
+#                     OUT/before-src and built into OUT/before-build with the same CMake
+#                     settings as --build (compilers, CUDA, package paths; two targets only)
+#   --variants        which clusters run: "before" (old binaries, --max-in-flight 2, their
+#                     default) and any of "adaptive", "spin", "backoff" (this tree with that
+#                     --progress mode and the automatic pipeline depth); default "before adaptive"
+#   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
+#   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
+#                     uses an existing 1-shard index instead; N-ISN runs re-shard it (partition)
+#   --queries         the first N test queries (default 8000)
+#   --reps            repeats of every configuration, interleaved (default 3); medians reported
+#   --summarize-only  no runs: rebuild the JSON and the table from OUT's runs
+#   --probe-reps R    the fabric probe (default 3; 0: none): every variant at depth 1 on a small
+#                     index (4000 documents, OUT/probe-index) with each ISN sleeping 2 ms per batch
+#                     instead of computing, so what is left of a batch's wall time beyond the
+#                     sleep and the engine is the fabric's own round trip, free of engine noise
+# Offline: needs only the built trees, python3 (matplotlib for the plot) and mpirun.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out="" build="$root/build" before="" before_ref=410011d engine=cpu docs=200000 seed=7 nq=8000
+batches="64 1024" isns="1 4" reps=3 variants="before adaptive" index="" mode=and-or k=10
+probe_reps=3 summarize_only=0
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --before) before=$2; shift 2 ;;
+    --before-ref) before_ref=$2; shift 2 ;;
+    --engine) engine=$2; shift 2 ;;
+    --docs) docs=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --queries) nq=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    --isns) isns=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --probe-reps) probe_reps=$2; shift 2 ;;
+    --summarize-only) summarize_only=1; shift ;;
+    --variants) variants=$2; shift 2 ;;
+    --index) index=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    --k) k=$2; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) echo "bench-cluster-overhead: unknown flag $1" >&2; usage 2 ;;
+  esac
+done
+[ -n "$out" ] || { echo "bench-cluster-overhead: --out is required" >&2; usage 2; }
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+build=$(cd "$build" && pwd)
+for b in gpusearch gpusearch-aggregator gpusearch-isn; do
+  [ -x "$build/bin/$b" ] || { echo "bench-cluster-overhead: $build/bin/$b missing (build first)" >&2; exit 2; }
+done
+gs=$build/bin/gpusearch
+log() { echo "== $*"; }
+
+# The code before issue 16: a given build, or built here from --before-ref.
+runs=$out/runs
+if [ "$summarize_only" = 0 ]; then
+if [[ " $variants " == *" before "* ]]; then
+  if [ -z "$before" ]; then
+    before=$out/before-build
+    if [ ! -x "$before/bin/gpusearch-isn" ]; then
+      log "building $before_ref (before issue 16) into $before"
+      rm -rf "$out/before-src"
+      git -C "$root" worktree add --force --detach "$out/before-src" "$before_ref" >/dev/null
+      # The after build's settings, so both builds use the same compilers, CUDA and packages.
+      mapfile -t defs < <(sed -n -E 's/^((CMAKE_BUILD_TYPE|GPUSEARCH_[A-Z_]+|CMAKE_PREFIX_PATH|CMAKE_[A-Z]+_COMPILER|CMAKE_CUDA_ARCHITECTURES|CMAKE_CUDA_HOST_COMPILER|CMAKE_CXX_FLAGS|[A-Za-z0-9_]+_DIR|CAPNP[A-Z_]*)):(STRING|PATH|FILEPATH|BOOL)=(.*)$/-D\1=\5/p' "$build/CMakeCache.txt" | grep -v -- '-DCMAKE_BUILD_TYPE=$' || true)
+      cmake -S "$out/before-src" -B "$before" "${defs[@]}" > "$out/before-cmake.log" 2>&1 ||
+        { tail -20 "$out/before-cmake.log"; exit 1; }
+      cmake --build "$before" -j"$(nproc)" --target gpusearch-aggregator gpusearch-isn \
+        > "$out/before-build.log" 2>&1 || { tail -30 "$out/before-build.log"; exit 1; }
+      git -C "$root" worktree remove --force "$out/before-src" >/dev/null 2>&1 || true
+    fi
+  fi
+  before=$(cd "$before" && pwd)
+  [ -x "$before/bin/gpusearch-isn" ] || { echo "bench-cluster-overhead: no $before/bin/gpusearch-isn" >&2; exit 2; }
+fi
+
+# The index (1 shard) and its re-shardings, and the queries.
+if [ -z "$index" ]; then
+  index=$out/index
+  if [ ! -f "$index/manifest.json" ]; then
+    log "indexing $docs synthetic documents (seed $seed) into $index"
+    "$gs" -q index --synthetic "docs=$docs,seed=$seed,test_queries=$(( nq > 10000 ? nq : 10000 ))" \
+      --out "$index" > "$out/index.log"
+  fi
+fi
+index_for() {  # the index with N shards
+  [ "$1" = 1 ] && { echo "$index"; return; }
+  local d="$out/index-s$1"
+  [ -f "$d/manifest.json" ] || "$gs" -q partition --index "$index" --out "$d" --shards "$1" --force >&2
+  echo "$d"
+}
+head -"$nq" "$index/queries.test.tsv" > "$out/queries.tsv"
+runs=$out/runs
+mkdir -p "$runs"
+
+log "$nq queries, mode $mode, k $k, engine $engine, ISNs: $isns, batches: $batches, variants: $variants, $reps rep(s); $(nproc) cores"
+for rep in $(seq 1 "$reps"); do
+  for b in $batches; do
+    # The in-process engine: the target the cluster is measured against.
+    tag="inprocess-batch$b-rep$rep"
+    "$gs" -q search --index "$index" --queries "$out/queries.tsv" --mode "$mode" --k "$k" \
+      --engine "$engine" --batch-size "$b" --run "$runs/$tag.run" --metrics "$runs/$tag.json" \
+      > "$runs/$tag.log" 2>&1 || { tail -20 "$runs/$tag.log"; exit 1; }
+    for n in $isns; do
+      idx=$(index_for "$n")
+      for v in $variants; do
+        tag="$v-isns$n-batch$b-rep$rep"
+        if [ "$v" = before ]; then
+          dir=$before; flags=(--max-in-flight 2)
+        else
+          dir=$build; flags=(--progress "$v")
+        fi
+        GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
+          --queries "$out/queries.tsv" --isns "$n" --mode "$mode" --k "$k" \
+          --run "$runs/$tag.run" --metrics "$runs/$tag.json" --engine "$engine" \
+          --batch-size "$b" --cache-entries 0 --no-verify "${flags[@]}" \
+          > "$runs/$tag.log" 2>&1 || { tail -20 "$runs/$tag.log"; exit 1; }
+        if "$gs" compare-runs "$runs/inprocess-batch$b-rep1.run" "$runs/$tag.run" \
+             > "$runs/$tag.check" 2>&1; then echo equal; else echo DIFFER; fi > "$runs/$tag.answers"
+        printf '   %-9s %2s ISN(s) batch %5s rep %s: %s\n' "$v" "$n" "$b" "$rep" "$(
+          python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print("%.0f q/s" % m["queries_per_second"])' "$runs/$tag.json") $(cat "$runs/$tag.answers")"
+      done
+    done
+  done
+done
+
+# The fabric probe: depth 1, 2 ms of sleep in place of compute, a tiny index (the engine's
+# share is ~0.1-1 ms), 1 ISN and the most ISNs.
+probe=$out/probe
+if [ "$probe_reps" -gt 0 ]; then
+  mkdir -p "$probe"
+  pidx=$out/probe-index
+  [ -f "$pidx/manifest.json" ] || "$gs" -q index --synthetic "docs=4000,seed=11,test_queries=3000,mean_length=150" \
+    --out "$pidx" > /dev/null
+  head -1920 "$pidx/queries.test.tsv" > "$probe/queries.tsv"
+  max_isns=$(echo $isns | tr ' ' '\n' | sort -n | tail -1)
+  log "fabric probe: depth 1, 64-query batches, ISNs sleep 2 ms per batch, $probe_reps rep(s)"
+  for rep in $(seq 1 "$probe_reps"); do
+    for n in $(echo "1 $max_isns" | tr ' ' '\n' | sort -un); do
+      pi=$pidx; [ "$n" = 1 ] || { pi=$out/probe-index-s$n; [ -f "$pi/manifest.json" ] || "$gs" -q partition --index "$pidx" --out "$pi" --shards "$n" --force >&2; }
+      for v in $variants; do
+        tag="$v-isns$n-rep$rep"
+        if [ "$v" = before ]; then dir=$before; flags=(); else dir=$build; flags=(--progress "$v"); fi
+        GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$pi" --queries "$probe/queries.tsv" \
+          --isns "$n" --mode "$mode" --k "$k" --run "$probe/$tag.run" --metrics "$probe/$tag.json" \
+          --engine "$engine" --batch-size 64 --cache-entries 0 --no-verify --max-in-flight 1 \
+          --inject-delay-ms 2 "${flags[@]}" > "$probe/$tag.log" 2>&1 || { tail -20 "$probe/$tag.log"; exit 1; }
+      done
+    done
+  done
+fi
+
+fi  # summarize_only
+[ -n "$index" ] || index=$out/index
+
+python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" <<'PY'
+import glob, json, os, platform, re, statistics, sys
+out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+runs = []
+for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
+    name = os.path.basename(f)[:-5]
+    m = json.load(open(f))
+    if name.startswith("inprocess-"):
+        b, rep = re.match(r"inprocess-batch(\d+)-rep(\d+)", name).groups()
+        runs.append({"variant": "inprocess", "isns": 0, "batch": int(b), "rep": int(rep),
+                     "queries_per_second": m["queries_per_second"], "seconds": m["search_seconds"]})
+        continue
+    v, n, b, rep = re.match(r"(\w+)-isns(\d+)-batch(\d+)-rep(\d+)", name).groups()
+    st = m["stages_ms"]
+    nb = m["batches"]["count"] or 1
+    slowest = max(i["compute_seconds"] for i in m["isn"])
+    def mean(key):
+        return st.get(key, {}).get("mean")
+    runs.append({
+        "variant": v, "isns": int(n), "batch": int(b), "rep": int(rep),
+        "queries_per_second": m["queries_per_second"], "seconds": m["seconds"],
+        "latency_ms": m["latency_ms"], "batches": nb,
+        "answers_equal_inprocess": open(os.path.join(out, "runs", name + ".answers")).read().strip() == "equal",
+        # Wall time per batch that the slowest ISN's engine did not cover: the cluster's own
+        # cost, measured the same way for the old and the new code.
+        "uncovered_ms_per_batch": 1000 * (m["seconds"] - slowest) / nb,
+        "isn_busy_fraction": slowest / m["seconds"] if m["seconds"] else 0,
+        "stages_mean_ms": {key: mean(key) for key in st},
+        "pipeline_depth": m.get("pipeline_depth", {}).get("mean", m["batch_policy"].get("max_in_flight")),
+        "progress": m.get("progress"), "wire": m.get("wire"),
+        "isn_progress": [i.get("stats", {}).get("progress") for i in m["isn"]],
+        "metrics_file": os.path.relpath(f, out)})
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+inproc = {b: med([r["queries_per_second"] for r in runs if r["variant"] == "inprocess" and r["batch"] == b])
+          for b in sorted({r["batch"] for r in runs})}
+table = []
+for key in sorted({(r["variant"], r["isns"], r["batch"]) for r in runs if r["variant"] != "inprocess"},
+                  key=lambda t: (t[1], t[2], t[0] != "before", t[0])):
+    rs = [r for r in runs if (r["variant"], r["isns"], r["batch"]) == key]
+    s = lambda name: med([r["stages_mean_ms"].get(name) for r in rs if r["stages_mean_ms"].get(name) is not None])
+    table.append({"variant": key[0], "isns": key[1], "batch": key[2], "reps": len(rs),
+                  "queries_per_second": med([r["queries_per_second"] for r in rs]),
+                  "of_inprocess": med([r["queries_per_second"] for r in rs]) / inproc[key[2]] if inproc.get(key[2]) else None,
+                  "p50_ms": med([r["latency_ms"]["p50"] for r in rs]),
+                  "isn_compute_ms": s("isn_compute_max"), "broadcast_ms": s("broadcast"),
+                  "gather_overhead_ms": s("gather_overhead"), "merge_ms": s("merge"),
+                  "aggregator_overhead_ms": s("aggregator_overhead"),
+                  "uncovered_ms_per_batch": med([r["uncovered_ms_per_batch"] for r in rs]),
+                  "isn_busy_fraction": med([r["isn_busy_fraction"] for r in rs]),
+                  "depth": med([r["pipeline_depth"] for r in rs if r["pipeline_depth"] is not None]),
+                  "answers_equal": all(r["answers_equal_inprocess"] for r in rs)})
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+gpu = ""
+try:
+    import subprocess
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10).stdout.strip()
+except Exception:
+    pass
+probe = []
+for f in sorted(glob.glob(os.path.join(out, "probe", "*.json"))):
+    v, n, rep = re.match(r"(\w+)-isns(\d+)-rep(\d+)", os.path.basename(f)[:-5]).groups()
+    m = json.load(open(f))
+    nb = m["batches"]["count"] or 1
+    slowest = max(i["compute_seconds"] for i in m["isn"])
+    st = m["stages_ms"]
+    probe.append({"variant": v, "isns": int(n), "rep": int(rep), "batches": nb,
+                  "beyond_sleep_and_compute_ms": 1000 * (m["seconds"] - slowest) / nb - 2.0,
+                  "aggregator_overhead_p50_ms": st.get("aggregator_overhead", {}).get("p50"),
+                  "to_isn_p50_ms": st.get("to_isn", {}).get("p50"),
+                  "from_isn_p50_ms": st.get("from_isn", {}).get("p50"),
+                  "merge_p50_ms": st.get("merge", {}).get("p50"),
+                  "polling_rounds": (m.get("progress") or {}).get("idle_rounds"),
+                  "metrics_file": os.path.relpath(f, out)})
+probe_table = []
+for key in sorted({(p["variant"], p["isns"]) for p in probe}, key=lambda t: (t[1], t[0] != "before", t[0])):
+    ps = [p for p in probe if (p["variant"], p["isns"]) == key]
+    g = lambda name: med([p[name] for p in ps if p[name] is not None])
+    probe_table.append({"variant": key[0], "isns": key[1], "reps": len(ps),
+                        "beyond_sleep_and_compute_ms": g("beyond_sleep_and_compute_ms"),
+                        "aggregator_overhead_p50_ms": g("aggregator_overhead_p50_ms"),
+                        "to_isn_p50_ms": g("to_isn_p50_ms"), "from_isn_p50_ms": g("from_isn_p50_ms"),
+                        "merge_p50_ms": g("merge_p50_ms"),
+                        "polling_rounds_per_batch": None if g("polling_rounds") is None else g("polling_rounds") / ps[0]["batches"]})
+result = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": platform.node(),
+                      "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+          "config": {"engine": engine, "mode": mode, "k": k, "queries": nq, "index": index,
+                     "index_docs": sum(s.get("num_docs", 0) for s in json.load(open(os.path.join(index, "manifest.json"))).get("shards", []))},
+          "inprocess_queries_per_second": inproc, "table": table, "runs": runs,
+          "probe_table": probe_table, "probe": probe}
+json.dump(result, open(os.path.join(out, "cluster-overhead.json"), "w"), indent=1)
+fmt = "%-9s %4s %6s %9s %6s %8s %8s %9s %9s %7s %9s %9s %6s %5s  %s"
+print()
+print(fmt % ("variant", "ISNs", "batch", "q/s", "of-in", "p50 ms", "compute", "broadcast", "gather", "merge", "agg-ovh", "uncov/b", "busy", "depth", "answers"))
+for t in table:
+    f = lambda x, p=2: "-" if x is None or x != x else ("%.*f" % (p, x))
+    print(fmt % (t["variant"], t["isns"], t["batch"], f(t["queries_per_second"], 0), f(100 * (t["of_inprocess"] or 0), 0) + "%",
+                 f(t["p50_ms"]), f(t["isn_compute_ms"]), f(t["broadcast_ms"]), f(t["gather_overhead_ms"]),
+                 f(t["merge_ms"]), f(t["aggregator_overhead_ms"]), f(t["uncovered_ms_per_batch"]),
+                 f(100 * (t["isn_busy_fraction"] or 0), 0) + "%", f(t["depth"], 1), "equal" if t["answers_equal"] else "DIFFER"))
+print("in process:", ", ".join("batch %d: %.0f q/s" % (b, q) for b, q in inproc.items()))
+print("ms per batch (means): compute = slowest ISN's engine; broadcast, gather (round trip - compute), merge as")
+print("the metrics define them; agg-ovh = cut to merged less the critical ISN's compute and queue")
+print("(new code only); uncov/b = (wall - slowest ISN's engine time) / batches, for both codes.")
+if probe_table:
+    print()
+    print("fabric probe (depth 1, batch 64, ISNs sleep 2 ms per batch; medians, ms per batch):")
+    pf = "%-9s %4s %22s %14s %8s %9s %7s %10s"
+    print(pf % ("variant", "ISNs", "beyond sleep+compute", "agg-ovh p50", "to ISN", "from ISN", "merge", "polls/b"))
+    for t in probe_table:
+        f = lambda x, p=3: "-" if x is None or x != x else ("%.*f" % (p, x))
+        print(pf % (t["variant"], t["isns"], f(t["beyond_sleep_and_compute_ms"]), f(t["aggregator_overhead_p50_ms"]),
+                    f(t["to_isn_p50_ms"]), f(t["from_isn_p50_ms"]), f(t["merge_p50_ms"]), f(t["polling_rounds_per_batch"], 0)))
+print("wrote", os.path.join(out, "cluster-overhead.json"))
+PY
+
+# The timeline of one run of this tree (the fewest ISNs, the smallest batch).
+last=$(ls "$runs"/adaptive-isns*-batch*-rep1.json "$runs"/spin-isns*-batch*-rep1.json 2>/dev/null | sort -V | head -1 || true)
+if [ -n "$last" ]; then
+  py=python3; /usr/bin/python3 -c "import matplotlib" 2>/dev/null && py=/usr/bin/python3
+  "$py" "$root/launch/plot-cluster.py" --timeline "$last" "$out/timeline.png" || true
+fi
