@@ -104,13 +104,7 @@ class Study:
 
     def check_program_flags(self):
         """A spec axis the built programs do not know is an error before anything runs."""
-        needs = {}
-        for p in self.points.values():
-            if p["scheduler"]:
-                needs["--scheduler"] = "scheduler"
-            if p["engine"] == "gpu":
-                needs["gpu"] = "engine gpu"
-        if "--scheduler" in needs:
+        if any(p["scheduler"] for p in self.points.values()):
             h = subprocess.run([self.build / "bin" / "gpusearch-isn", "--help"],
                                capture_output=True, text=True)
             if "--scheduler" not in h.stdout + h.stderr:
@@ -338,7 +332,8 @@ class Study:
             if not result["exact"]:
                 inexact.append(pid)
             log(f"    {d['queries_per_second']:.1f} q/s, latency p50 {d['latency_ms']['p50']:.1f} "
-                f"p99 {d['latency_ms']['p99']:.1f} ms, {'exact' if result['exact'] else 'ANSWERS DIFFER'}; "
+                f"p99 {d['latency_ms']['p99']:.1f} ms, {'exact' if result['exact'] else 'ANSWERS DIFFER'}"
+                f"{' (an ISN fell back to the CPU engine)' if d['isn_fallback'] else ''}; "
                 f"{dt:.1f} s; {left} left, about {eta / 60:.1f} min")
         log(f"study {self.spec['name']}: {len(ids)} point(s) in {(time.time() - t_study) / 60:.1f} min")
         if not self.args.no_report:

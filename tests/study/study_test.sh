@@ -122,8 +122,13 @@ PY
       ip netns exec "$h" ip link set lo up
       echo "$net.$((i + 2)) slots=1" >> "$hostfile"
     done
-    ip netns exec "${hosts[1]}" ping -c 1 -W 2 "$net.4" >/dev/null 2>&1 ||
-      skip "the namespaces cannot reach each other over the bridge (bridge netfilter?)"
+    # Can host b reach host c over the bridge? (No ping on a minimal system: a TCP connect.)
+    ip netns exec "${hosts[2]}" python3 -c 'import socket; s = socket.socket(); s.bind(("", 47613)); s.listen(1); s.settimeout(5); s.accept()' &
+    listener=$!
+    sleep 0.5
+    ip netns exec "${hosts[1]}" python3 -c 'import socket, sys; socket.create_connection((sys.argv[1], 47613), timeout=3)' "$net.4" 2>/dev/null ||
+      { kill $listener 2>/dev/null; skip "the namespaces cannot reach each other over the bridge (bridge netfilter?)"; }
+    wait $listener || true
     # Open MPI's launch agent: instead of ssh HOST COMMAND, enter HOST's namespace (and give it
     # its own host name, so every rank reports where it ran) and run COMMAND there.
     agent=$tmp/netns-agent
