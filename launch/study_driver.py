@@ -190,6 +190,18 @@ class Study:
         dest.write_text(text)
         self.queries = dest
         self.num_queries = len(lines)
+        self.query_lines = lines
+
+    def queries_for(self, p):
+        """The point's query file: all of the study's queries, or the first p['queries']."""
+        n = p["queries"]
+        if n is None or n >= self.num_queries:
+            return self.queries
+        path = self.out / f"queries-{n}.tsv"
+        text = "\n".join(self.query_lines[:n]) + "\n"
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+        return path
 
     def reference_run(self, p):
         """The exhaustive in-process reference engine's run on the point's collection (any
@@ -197,14 +209,15 @@ class Study:
         base = self.base_index(p)
         ref_dir = self.out / "reference"
         ref_dir.mkdir(parents=True, exist_ok=True)
-        path = ref_dir / f"{base.name}-{p['mode']}-k{p['k']}-{p['scoring']}.run"
+        queries = self.queries_for(p)
+        path = ref_dir / f"{base.name}-{p['mode']}-k{p['k']}-{p['scoring']}-{queries.stem}.run"
         if path.is_file():
             return path
         log(f"  reference run: {base.name}, {p['mode']}, k {p['k']}, {p['scoring']}")
         logf = path.with_suffix(".log")
         tmp = path.with_suffix(".run.tmp")
         rc = run_logged([self.gpusearch, "-q", "search", "--engine", "reference", "--index", base,
-                         "--queries", self.queries, "--mode", p["mode"], "--k", p["k"],
+                         "--queries", queries, "--mode", p["mode"], "--k", p["k"],
                          "--scoring", p["scoring"], "--run", tmp, "--no-verify"], logf)
         if rc != 0:
             fail(f"the reference run on {base} failed (exit {rc}):\n{tail(logf)}", 1)
@@ -214,7 +227,7 @@ class Study:
     # ---- one point -----------------------------------------------------------------------------
 
     def cluster_command(self, p, index, run, metrics):
-        cmd = [ROOT / "launch" / "cluster.sh", "--index", index, "--queries", self.queries,
+        cmd = [ROOT / "launch" / "cluster.sh", "--index", index, "--queries", self.queries_for(p),
                "--isns", p["isns"], "--gpus-per-isn", p["gpus_per_isn"], "--mode", p["mode"],
                "--k", p["k"], "--run", run, "--metrics", metrics, "--engine", p["engine"],
                "--scoring", p["scoring"], "--batch-size", p["batch_size"], "--max-wait-us",
@@ -268,7 +281,7 @@ class Study:
             "machine": self.machine,
             "index": {"path": str(index), "shards": len(shards), "docs": docs,
                       "docs_per_shard": [s["num_docs"] for s in shards]},
-            "queries_file": str(self.queries),
+            "queries_file": str(self.queries_for(p)),
             "reference_run": str(ref),
             "exact": all(x["exact"] for x in repeats),
             "compare": chosen["compare"],

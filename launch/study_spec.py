@@ -30,6 +30,7 @@ POINT_DEFAULTS = {
     "k": 10,
     "scoring": "bm25",
     "threads_per_isn": None,  # --threads; default cores / isns on one host
+    "queries": None,          # the first N of the study's queries; default all (queries.count)
     "extra": [],              # more cluster.sh flags, verbatim
 }
 TOP_KEYS = {"name", "description", "collection", "queries", "defaults", "series", "hostfile",
@@ -75,7 +76,7 @@ def check_point(where, p):
     _check_keys(where, p, POINT_DEFAULTS)
     for key in ("isns", "gpus_per_isn", "batch_size", "max_in_flight", "k"):
         _positive_int(where, key, p[key])
-    for key in ("docs_per_shard", "docs", "threads_per_isn"):
+    for key in ("docs_per_shard", "docs", "threads_per_isn", "queries"):
         _positive_int(where, key, p[key], allow_none=True)
     for key in ("max_wait_us", "cache_entries"):
         if not isinstance(p[key], int) or p[key] < 0:
@@ -110,7 +111,7 @@ def point_id(p):
     parts.append(f"qps{p['qps']:g}" if p["qps"] else "closed")
     parts.append(f"{p['mode']}-k{p['k']}")
     for key in ("max_wait_us", "max_in_flight", "cost_buckets", "cache_entries", "scoring",
-                "threads_per_isn"):
+                "threads_per_isn", "queries"):
         if p[key] != POINT_DEFAULTS[key]:
             parts.append(f"{key.replace('_', '')}{str(p[key]).lower()}")
     if p["extra"]:
@@ -171,14 +172,21 @@ def load(path):
         scaling = s.get("scaling", "custom")
         if scaling not in SCALINGS:
             raise SpecError(f"{sw}: scaling {scaling!r} is not one of {', '.join(sorted(SCALINGS))}")
+        # "each" multiplies the points: {axis: [values]} (every combination) or
+        # [{axis: value, ...}, ...] (these variants).
         each = s.get("each", {})
-        _check_keys(f"{sw}.each", each, POINT_DEFAULTS)
-        for key, values in each.items():
-            if not isinstance(values, list) or not values:
-                raise SpecError(f"{sw}.each.{key}: must be a non-empty list of values")
-        variants = [{}]
-        for key, values in each.items():
-            variants = [dict(v, **{key: x}) for v in variants for x in values]
+        if isinstance(each, list):
+            for vi, v in enumerate(each):
+                _check_keys(f"{sw}.each[{vi}]", v, POINT_DEFAULTS)
+            variants = [dict(v) for v in each] or [{}]
+        else:
+            _check_keys(f"{sw}.each", each, POINT_DEFAULTS)
+            for key, values in each.items():
+                if not isinstance(values, list) or not values:
+                    raise SpecError(f"{sw}.each.{key}: must be a non-empty list of values")
+            variants = [{}]
+            for key, values in each.items():
+                variants = [dict(v, **{key: x}) for v in variants for x in values]
         ids = []
         if not isinstance(s["points"], list) or not s["points"]:
             raise SpecError(f"{sw}: points must be a non-empty list")
