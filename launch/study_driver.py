@@ -164,41 +164,36 @@ class Study:
     # ---- queries and the reference -------------------------------------------------------------
 
     def prepare_queries(self):
+        """Checks the query source. "test" and "train" are the logs the synthetic generator
+        writes beside each collection: every collection size is queried with its own log (a log
+        drawn from another collection's vocabulary leaves many queries with no known term and
+        changes the work per query, which would confound partition size with workload)."""
         q = self.spec.get("queries", {})
-        source = q.get("source", "test")
-        count = q.get("count", 1000)
-        if source in ("test", "train"):
-            # One query file for every point, from the largest collection (its vocabulary holds
-            # the smaller ones' frequent terms; the generator draws queries from its own model).
-            biggest = max(self.points.values(), key=lambda p: 0 if p["total_docs"] == "index" else p["total_docs"])
-            base = self.base_index(biggest)
-            path = base / f"queries.{source}.tsv"
-            if not path.is_file():
-                fail(f"queries.source {source!r}: the index {base} has no {path.name}")
-        else:
-            path = Path(source)
-            if not path.is_file():
-                fail(f"queries.source: cannot read {source}")
-        lines = [l for l in open(path, errors="replace").read().splitlines() if l.strip()][:count]
-        if len(lines) < count:
-            log(f"  note: {path} has {len(lines)} queries, fewer than queries.count {count}")
-        text = "\n".join(lines) + "\n"
-        dest = self.out / "queries.tsv"
-        if dest.is_file() and dest.read_text() != text:
-            fail(f"{dest} holds other queries than this spec selects: this output folder belongs "
-                 f"to another study; use a new --out")
-        dest.write_text(text)
-        self.queries = dest
-        self.num_queries = len(lines)
-        self.query_lines = lines
+        self.query_source = q.get("source", "test")
+        self.query_count = q.get("count", 1000)
+        if self.query_source not in ("test", "train") and not Path(self.query_source).is_file():
+            fail(f"queries.source: cannot read {self.query_source} (or use test or train)")
+        self.queries_dir = self.out / "queries"
+        self.queries_dir.mkdir(parents=True, exist_ok=True)
 
     def queries_for(self, p):
-        """The point's query file: all of the study's queries, or the first p['queries']."""
-        n = p["queries"]
-        if n is None or n >= self.num_queries:
-            return self.queries
-        path = self.out / f"queries-{n}.tsv"
-        text = "\n".join(self.query_lines[:n]) + "\n"
+        """The point's query file: the first N queries (N = the point's queries, else
+        queries.count) of its collection's log or of the spec's file."""
+        n = min(p["queries"] or self.query_count, self.query_count)
+        if self.query_source in ("test", "train"):
+            base = self.base_index(p)
+            src = base / f"queries.{self.query_source}.tsv"
+            if not src.is_file():
+                fail(f"queries.source {self.query_source!r}: the index {base} has no {src.name}")
+            name = f"{base.name}-{self.query_source}-{n}.tsv"
+        else:
+            src = Path(self.query_source)
+            name = f"{src.stem}-{n}.tsv"
+        path = self.queries_dir / name
+        lines = [l for l in open(src, errors="replace").read().splitlines() if l.strip()][:n]
+        if len(lines) < n:
+            log(f"  note: {src} has {len(lines)} queries, fewer than the {n} asked for")
+        text = "\n".join(lines) + "\n"
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
         return path
@@ -309,7 +304,9 @@ class Study:
             f"{self.machine['cpu']}, {self.machine['memory_gib']} GiB"
             + (f", GPUs: {'; '.join(self.machine['gpus'])}" if self.machine["gpus"] else ", no GPU"))
         self.prepare_queries()
-        log(f"  {self.num_queries} queries: {self.queries}")
+        log(f"  queries: the first {self.query_count} of "
+            + (f"each collection's {self.query_source} log" if self.query_source in ("test", "train")
+               else self.query_source) + f", in {self.queries_dir}")
         done_times, inexact = [], []
         t_study = time.time()
         for n, pid in enumerate(ids, 1):
