@@ -9,8 +9,6 @@
 #   launch/gpu-host.sh tests             # on the GPU host: build, GPU tests
 #   launch/gpu-host.sh bench             # build, 2.5M-document synthetic index, GPU benchmark
 #   launch/gpu-host.sh all               # both
-#   launch/gpu-host.sh study [SPEC]      # build, run a scaling study (default
-#                                        # launch/studies/gpu-host.json) into $OUT/study-NAME
 # Environment: OUT, BENCH_DOCS (2500000), BENCH_QUERIES (10000), BENCH_CPU_QUERIES (2000),
 #              BENCH_ARGS (extra bench_gpu_engine flags), GTEST_FILTER.
 set -uo pipefail
@@ -56,7 +54,6 @@ cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGPUSEARCH_CUDA=
   -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 targets=(gpusearch gpu_tests bench_gpu_engine)
-[[ $what == study ]] && targets=(gpusearch gpusearch-aggregator gpusearch-isn)
 grep -q "bench_cpu_engine" build-gpu/CMakeFiles/TargetDirectories.txt 2>/dev/null && targets+=(bench_cpu_engine)
 cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
   || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
@@ -81,14 +78,6 @@ if [[ $what == bench || $what == all ]]; then
   build-gpu/bin/bench_gpu_engine --index $idx --queries $idx/queries.test.tsv \
     --out "$OUT/bench_gpu.json" --limit "${BENCH_QUERIES:-10000}" \
     --cpu-limit "${BENCH_CPU_QUERIES:-2000}" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_gpu.log" | tail -40
-fi
-if [[ $what == study ]]; then
-  # Resumable: run it again (same OUT) if it was cut off; indexes are kept in /tmp.
-  spec=${2:-launch/studies/gpu-host.json}
-  name=$(basename "$spec" .json)
-  GPUSEARCH_BUILD_DIR=$PWD/build-gpu launch/study.sh "$spec" --out "$OUT/study-$name" \
-    --index-cache /tmp/gpusearch-study-indexes 2>&1 | tee "$OUT/study-$name.log" || status=1
-  /usr/bin/python3 -c "import numpy" 2>/dev/null && launch/study-simulate "$OUT/study-$name" || true
 fi
 echo "total: $(( $(date +%s) - start )) s"
 exit $status
