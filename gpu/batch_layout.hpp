@@ -1,6 +1,14 @@
 // The structures a batch of queries is packed into for the GPU, and the results come back in.
 // Plain data shared by host code and kernels; one host-to-device copy brings a whole batch in
-// (queries, then terms) and one device-to-host copy brings all its results back (paper 003).
+// (queries, terms, AND orders, segments) and one device-to-host copy brings all its results
+// back (paper 003).
+//
+// Work decomposition: a query's docID space is cut into one or more segments (docID ranges), and
+// each segment is one thread block, so a small batch still fills the GPU while a large batch
+// runs about one block per query. The host chooses the cut per batch from a cost estimate (list
+// lengths). Each segment writes its local top-k to a partial-result row; a merge kernel turns a
+// query's rows into its answer. Segments of one query share a running lower bound of the final
+// k-th score (`theta`), so each prunes with what the others have found.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +22,10 @@ struct ShardView {
   const std::uint32_t* block_last_docid;
   const float* block_max_impact;
   const double* length_norm;  // k1 * (1 - b + b * |d| / avgdl), computed on the host exactly
-                              // as the reference engine does, so that scores agree bit for bit
-  const float* pagerank;      // PR'(d) in [0, 1]
-  const float* global_score;  // GS(d), non-increasing in docID
+                              // as the reference engine does (AND and BMW score in double)
+  const float* length_norm_f;  // the same in float (the OR accumulators score in float)
+  const float* pagerank;       // PR'(d) in [0, 1]
+  const float* global_score;   // GS(d), non-increasing in docID
   std::uint32_t num_docs;
 };
 
@@ -48,21 +57,30 @@ struct QueryDesc {
   double gs_bound_factor;    // score(d) <= factor * GS(d); < 0: no early termination
   std::uint32_t and_order_begin;  // AND: term positions by increasing list length (u8 each)
   std::uint32_t slot;             // result slot of this query in the batch
+  std::uint32_t and_segment_begin, and_segment_count;  // rows of the AND phase's segments
+  std::uint32_t or_segment_begin, or_segment_count;    // rows of the OR phase's segments
+};
+
+// One thread block's share of one query: docIDs [doc_lo, doc_hi).
+struct SegmentDesc {
+  std::uint32_t query;  // position of the query in the batch
+  std::uint32_t doc_lo, doc_hi;
+  std::uint32_t pad;
 };
 
 // Per query results and counters (counters as QueryCounters).
 struct QueryOut {
   std::uint32_t num_hits;     // AND hits (and, and-or) or OR hits (or)
   std::uint32_t num_or_hits;  // and-or: OR hits when the AND answer was short
-  std::uint64_t and_matches;
-  std::uint64_t postings_decoded;
-  std::uint64_t blocks_decoded;
-  std::uint64_t blocks_skipped;
-  std::uint64_t docs_scored;
+  unsigned long long and_matches;
+  unsigned long long postings_decoded;
+  unsigned long long blocks_decoded;
+  unsigned long long blocks_skipped;
+  unsigned long long docs_scored;
   std::uint32_t early_terminated;
   std::uint32_t or_ran;
-  std::uint64_t bytes_read;  // compressed posting bytes the kernels read
-  std::uint64_t rounds_saved;  // early termination: AND rounds / OR windows not processed
+  unsigned long long bytes_read;    // compressed posting bytes the kernels read
+  unsigned long long rounds_saved;  // early termination: AND rounds / OR windows not processed
 };
 
 struct HitOut {

@@ -28,8 +28,15 @@ class CudaError : public Error {
       ::gpusearch::gpu::throw_cuda_error(gpusearch_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-// After a kernel launch: launch errors now, execution errors at the next synchronization.
-#define GPUSEARCH_CUDA_CHECK_LAUNCH(what) GPUSEARCH_CUDA_CHECK(cudaGetLastError())
+// After a kernel launch: launch errors now (naming the kernel), execution errors at the next
+// synchronization.
+#define GPUSEARCH_CUDA_CHECK_LAUNCH(kernel_name)                                            \
+  do {                                                                                      \
+    const cudaError_t gpusearch_status_ = cudaGetLastError();                               \
+    if (gpusearch_status_ != cudaSuccess)                                                   \
+      ::gpusearch::gpu::throw_cuda_error(gpusearch_status_, "launch of " kernel_name,       \
+                                         __FILE__, __LINE__);                               \
+  } while (0)
 
 // Number of CUDA devices; 0 when there is no driver or no device (never throws).
 int cuda_device_count();

@@ -33,18 +33,20 @@ DeviceShard::DeviceShard(const ShardIndex& shard) {
   for (DocId d = 0; d < shard.num_docs(); ++d)
     norm[d] = length_norm(p.bm25, lengths[d], p.collection.avg_doc_length);
   upload(length_norm_, std::span<const double>(norm));
+  const std::vector<float> norm_f(norm.begin(), norm.end());
+  upload(length_norm_f_, std::span<const float>(norm_f));
   upload(pagerank_, shard.pagerank());
   upload(global_score_, shard.global_scores());
-  view_ = ShardView{postings_.data(),       block_offsets_.data(), block_last_docid_.data(),
-                    block_max_impact_.data(), length_norm_.data(),  pagerank_.data(),
-                    global_score_.data(),     shard.num_docs()};
+  view_ = ShardView{postings_.data(),       block_offsets_.data(),   block_last_docid_.data(),
+                    block_max_impact_.data(), length_norm_.data(),     length_norm_f_.data(),
+                    pagerank_.data(),         global_score_.data(),    shard.num_docs()};
   upload_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::uint64_t DeviceShard::device_bytes() const {
   return postings_.bytes() + block_offsets_.bytes() + block_last_docid_.bytes() +
-         block_max_impact_.bytes() + length_norm_.bytes() + pagerank_.bytes() +
+         block_max_impact_.bytes() + length_norm_.bytes() + length_norm_f_.bytes() + pagerank_.bytes() +
          global_score_.bytes();
 }
 

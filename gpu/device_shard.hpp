@@ -29,6 +29,7 @@ class DeviceShard {
   DeviceBuffer<std::uint32_t> block_last_docid_;
   DeviceBuffer<float> block_max_impact_;
   DeviceBuffer<double> length_norm_;
+  DeviceBuffer<float> length_norm_f_;
   DeviceBuffer<float> pagerank_;
   DeviceBuffer<float> global_score_;
   ShardView view_{};

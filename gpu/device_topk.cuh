@@ -49,7 +49,7 @@ __device__ __forceinline__ void topk_offer(TopKState& st, double* score, std::ui
 }
 
 // Collective: merges the buffer into the top-k. Every thread of the block must call it.
-__device__ void topk_flush(TopKState& st, double* score, std::uint32_t* doc) {
+__device__ inline void topk_flush(TopKState& st, double* score, std::uint32_t* doc) {
   __syncthreads();
   const unsigned total = st.n_top + st.n_buf;
   if (st.n_buf == 0) return;
@@ -92,10 +92,15 @@ __device__ void topk_flush(TopKState& st, double* score, std::uint32_t* doc) {
 }
 
 // Collective: flushes when another round of one offer per thread might not fit in the buffer.
+// Thread 0 decides for the block once every offer of the round is in (the first barrier), and
+// the decision comes back through the second: were each thread to read n_buf itself, a fast
+// thread's next offers could raise it before a slow thread reads it, and the block would split
+// at the flush's barriers (seen with compute-sanitizer synccheck in the merge kernel at k = 1000).
 __device__ __forceinline__ void topk_maybe_flush(TopKState& st, double* score, std::uint32_t* doc,
                                                  unsigned buffer_capacity) {
   __syncthreads();
-  if (st.n_buf + blockDim.x > buffer_capacity) topk_flush(st, score, doc);
+  if (__syncthreads_or(threadIdx.x == 0 && st.n_buf + blockDim.x > buffer_capacity))
+    topk_flush(st, score, doc);
 }
 
 }  // namespace gpusearch::gpu

@@ -11,6 +11,7 @@
 #include "common/reference_engine.hpp"
 #include "common/scoring.hpp"
 #include "gpu/device_shard.hpp"
+#include "gpu/kernel_limits.hpp"
 #include "gpu/query_kernels.hpp"
 
 namespace gpusearch::gpu {
@@ -23,48 +24,112 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-}  // namespace
-
-std::vector<std::string> gpu_algorithms() { return {"bmw", "window", "exhaustive"}; }
-
-bool gpu_available() { return cuda_device_count() > 0; }
-
 // One of the two pipelines: its stream, its pinned and device buffers, the batch it carries.
 struct Lane {
   CudaStream stream;
   PinnedBuffer<std::byte> host_in, host_out;
-  DeviceBuffer<std::byte> dev_in, dev_out;
-  DeviceBuffer<std::uint32_t> term_cache;
+  DeviceBuffer<std::byte> dev_in, dev_out, dev_scratch;
   CudaEvent start, after_h2d, after_kernels, after_d2h;
   std::vector<std::size_t> query_index;  // positions in the caller's span
-  std::size_t num_terms = 0, out_bytes = 0, in_bytes = 0;
+  std::size_t out_bytes = 0, in_bytes = 0;
   GpuBatchStats stats;
   bool pending = false;
 };
+
+// Byte offsets of one batch's regions in the lane's input, output and scratch buffers.
+struct BatchRegions {
+  std::size_t terms_at = 0, order_at = 0, and_seg_at = 0, or_seg_at = 0, in_bytes = 0;
+  std::size_t hits_at = 0, out_bytes = 0;
+  std::size_t partial_count_at = 0, theta_and_at = 0, theta_or_at = 0, scratch_bytes = 0;
+};
+
+BatchRegions batch_regions(std::size_t nq, std::size_t nt, std::size_t and_segments,
+                           std::size_t or_segments, unsigned k) {
+  BatchRegions r;
+  r.terms_at = align_up(nq * sizeof(QueryDesc), 16);
+  r.order_at = r.terms_at + align_up(nt * sizeof(TermDesc), 16);
+  r.and_seg_at = r.order_at + align_up(nt, 16);
+  r.or_seg_at = r.and_seg_at + align_up(and_segments * sizeof(SegmentDesc), 16);
+  r.in_bytes = r.or_seg_at + align_up(or_segments * sizeof(SegmentDesc), 16);
+  r.hits_at = align_up(nq * sizeof(QueryOut), 16);
+  r.out_bytes = r.hits_at + nq * 2 * std::size_t(k) * sizeof(HitOut);
+  const std::size_t rows = std::max(and_segments, or_segments);
+  r.partial_count_at = align_up(rows * std::size_t(k) * sizeof(HitOut), 16);
+  r.theta_and_at = r.partial_count_at + align_up(rows * 4, 16);
+  r.theta_or_at = r.theta_and_at + nq * 8;
+  r.scratch_bytes = r.theta_or_at + nq * 8;
+  return r;
+}
+
+// How a query's docID space is cut: `count` segments at the block boundaries of `driver`, the
+// list whose postings its work follows (AND: the shortest, whose postings are the candidates;
+// OR: the longest, which holds most of the postings), so that segments get about equal shares.
+struct SegmentPlan {
+  std::uint32_t count = 1;
+  const TermInfo* driver = nullptr;
+};
+
+std::uint32_t segment_count(std::uint64_t cost, std::uint64_t segment_cost, unsigned max_segments,
+                            std::uint32_t driver_blocks) {
+  std::uint64_t n = segment_cost > 0 ? (cost + segment_cost - 1) / segment_cost : 1;
+  n = std::min<std::uint64_t>({n, max_segments, std::max<std::uint32_t>(driver_blocks, 1u)});
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(n, 1));
+}
+
+void append_segments(const ShardIndex& shard, std::uint32_t query, const SegmentPlan& plan,
+                     std::vector<SegmentDesc>& out) {
+  const std::uint32_t n_docs = shard.num_docs();
+  std::uint32_t lo = 0;
+  const auto last = shard.block_last_docid();
+  for (std::uint32_t j = 1; j < plan.count; ++j) {
+    const std::uint64_t nb = plan.driver->num_blocks;
+    const std::uint64_t b = plan.driver->first_block + (j * nb) / plan.count;
+    const std::uint32_t boundary = last[b - 1] + 1;  // b > first_block since j >= 1
+    if (boundary <= lo || boundary >= n_docs) continue;
+    out.push_back(SegmentDesc{query, lo, boundary, 0});
+    lo = boundary;
+  }
+  out.push_back(SegmentDesc{query, lo, n_docs, 0});
+}
+
+}  // namespace
+
+std::vector<std::string> gpu_algorithms() { return {"window", "bmw", "exhaustive"}; }
+
+bool gpu_available() { return cuda_device_count() > 0; }
+int gpu_device_count() { return cuda_device_count(); }
 
 struct GpuEngine::Impl {
   const ShardIndex& shard;
   std::uint32_t shard_id;
   GpuEngineOptions options;
   int device = 0;
+  int multiprocessors = 1;
   std::unique_ptr<DeviceShard> image;
   std::array<Lane, 2> lanes;
+  std::unique_ptr<QueryEngine> host_engine;
+  std::uint64_t calls = 0;
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
       : shard(s), shard_id(id), options(std::move(o)) {}
 };
 
 GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineOptions options) {
-  if (options.algorithm.empty()) options.algorithm = "bmw";
+  if (options.algorithm.empty()) options.algorithm = "window";
   const auto algos = gpu_algorithms();
   if (std::find(algos.begin(), algos.end(), options.algorithm) == algos.end())
     throw InputError("--algorithm", 0,
-                     fmt::format("unknown GPU algorithm '{}' (bmw, window, exhaustive)", options.algorithm));
+                     fmt::format("unknown GPU algorithm '{}' (window, bmw, exhaustive)",
+                                 options.algorithm));
   if (options.batch_size == 0) throw InputError("--gpu-batch", 0, "must be at least 1");
   if (options.bmw_threads < 32 || options.bmw_threads > 256 || options.bmw_threads % 32 != 0)
     throw InputError("--bmw-threads", 0, "must be a multiple of 32 in [32, 256]");
   if (options.or_window < 256 || options.or_window > 65536 || options.or_window % 128 != 0)
     throw InputError("--or-window", 0, "must be a multiple of 128 in [256, 65536]");
+  if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
+    throw InputError("--gpu-max-segments", 0,
+                     fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
+  if (options.blocks_per_sm < 1) throw InputError("--gpu-blocks-per-sm", 0, "must be at least 1");
   if (!gpu_available()) throw CudaError("no CUDA device is available to the GPU engine");
   if (options.device >= cuda_device_count())
     throw InputError("--gpu", 0, fmt::format("device {} does not exist ({} present)",
@@ -74,6 +139,7 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   else impl_->device = options.device;
   ScopedDevice scoped(impl_->device);
   configure_query_kernels();
+  impl_->multiprocessors = device_multiprocessors();
   impl_->image = std::make_unique<DeviceShard>(shard);
 }
 
@@ -86,13 +152,24 @@ GpuEngine::~GpuEngine() {
   }
 }
 
+void GpuEngine::set_host_engine(std::unique_ptr<QueryEngine> engine) {
+  impl_->host_engine = std::move(engine);
+}
+
 void GpuEngine::search(std::span<const Query> queries, const SearchParams& params,
                        std::span<ShardResult> out) {
   try {
     search_batches(queries, params, out);
   } catch (...) {
-    // A failed call leaves no launch pending: the next call (or a CPU fallback) starts clean.
-    for (Lane& lane : impl_->lanes) lane.pending = false;
+    // A failed call leaves no launch pending: the next call (or a CPU fallback) starts clean,
+    // and no copy still in flight writes into buffers the next call reuses.
+    for (Lane& lane : impl_->lanes) {
+      try {
+        lane.stream.synchronize();
+      } catch (...) {
+      }
+      lane.pending = false;
+    }
     throw;
   }
 }
@@ -101,42 +178,118 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
                                std::span<ShardResult> out) {
   Impl& m = *impl_;
   ScopedDevice scoped(m.device);
+  ++m.calls;
+  if (m.options.inject_fault_at_call > 0 && m.calls >= m.options.inject_fault_at_call) {
+    // A real CUDA failure (an invalid argument; not sticky, so the device stays usable).
+    const cudaError_t status = cudaMemsetAsync(nullptr, 0, 1, m.lanes[0].stream.get());
+    throw_cuda_error(status == cudaSuccess ? cudaErrorUnknown : status,
+                     "injected GPU fault (--inject-gpu-fault-at-batch): cudaMemsetAsync(nullptr)",
+                     __FILE__, __LINE__);
+  }
   const ShardIndex& shard = m.shard;
   const IndexParams& ip = shard.params();
   const unsigned k = params.k;
   const bool bmw = m.options.algorithm == "bmw";
   const bool pruned = m.options.algorithm != "exhaustive";
+  const bool run_and = params.mode != Mode::kOr, run_or = params.mode != Mode::kAnd;
 
-  // Queries the kernels cannot take (more terms than their shared memory plans for) are
-  // answered by the reference engine; none exist under the default query limits.
-  std::vector<std::size_t> gpu_queries;
+  // Queries the kernels cannot take (more terms than their shared memory plans for) go to the
+  // host engine; none exist under the default query limits.
+  std::vector<std::size_t> gpu_queries, host_queries;
   gpu_queries.reserve(queries.size());
-  for (std::size_t i = 0; i < queries.size(); ++i) {
-    if (queries[i].terms.size() <= kMaxGpuTerms) {
-      gpu_queries.push_back(i);
-      continue;
+  for (std::size_t i = 0; i < queries.size(); ++i)
+    (queries[i].terms.size() <= kMaxGpuTerms ? gpu_queries : host_queries).push_back(i);
+  if (!host_queries.empty()) {
+    std::vector<Query> batch;
+    for (std::size_t i : host_queries) batch.push_back(queries[i]);
+    std::vector<ShardResult> results(batch.size());
+    if (m.host_engine) {
+      m.host_engine->search(batch, params, results);
+    } else {
+      ReferenceEngine ref(shard, m.shard_id);
+      ref.search(batch, params, results);
     }
-    ReferenceEngine ref(shard, m.shard_id);
-    ref.search(queries.subspan(i, 1), params, out.subspan(i, 1));
+    for (std::size_t j = 0; j < host_queries.size(); ++j) out[host_queries[j]] = std::move(results[j]);
   }
   if (k == 0) {
     for (std::size_t i : gpu_queries) out[i] = ShardResult{};
     return;
   }
-  // Cost order (paper 003): the length of the shortest list for AND, of all lists for OR.
-  auto cost = [&](std::size_t i) {
-    std::uint64_t shortest = ~std::uint64_t(0), total = 0;
+  // Costs: the shortest list (AND's candidates) and the sum of the lists (OR's postings).
+  std::vector<std::uint64_t> and_cost(queries.size()), or_cost(queries.size());
+  std::vector<const TermInfo*> shortest(queries.size()), longest(queries.size());
+  for (std::size_t i : gpu_queries) {
+    std::uint64_t lo = ~std::uint64_t(0), total = 0, hi = 0;
     for (TermId t : queries[i].terms) {
-      shortest = std::min<std::uint64_t>(shortest, shard.term(t).df_shard);
-      total += shard.term(t).df_shard;
+      const TermInfo& ti = shard.term(t);
+      if (ti.df_shard < lo) lo = ti.df_shard, shortest[i] = &ti;
+      if (ti.df_shard >= hi) hi = ti.df_shard, longest[i] = &ti;
+      total += ti.df_shard;
     }
-    return params.mode == Mode::kOr ? total : (queries[i].terms.empty() ? 0 : shortest);
-  };
+    and_cost[i] = queries[i].terms.empty() ? 0 : lo;
+    or_cost[i] = total;
+  }
+  // Cost order (paper 003): long queries first, so that a launch's blocks finish together.
   if (m.options.cost_order) {
-    std::vector<std::uint64_t> c(queries.size());
-    for (std::size_t i : gpu_queries) c[i] = cost(i);
+    const auto& c = params.mode == Mode::kOr ? or_cost : and_cost;
     std::stable_sort(gpu_queries.begin(), gpu_queries.end(),
                      [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
+  }
+  const unsigned batch_size = m.options.batch_size;
+  const std::uint64_t target_blocks = std::uint64_t(m.options.blocks_per_sm) * m.multiprocessors;
+  // Segments per query of one batch: about target_blocks in all, in proportion to cost.
+  auto plan_batch = [&](std::size_t begin, std::size_t end, std::vector<SegmentPlan>& and_plan,
+                        std::vector<SegmentPlan>& or_plan) {
+    std::uint64_t and_total = 0, or_total = 0;
+    for (std::size_t j = begin; j < end; ++j) {
+      and_total += and_cost[gpu_queries[j]];
+      or_total += or_cost[gpu_queries[j]];
+    }
+    const std::uint64_t and_seg_cost =
+        std::max<std::uint64_t>(m.options.min_segment_postings / 8, and_total / target_blocks);
+    const std::uint64_t or_seg_cost =
+        std::max<std::uint64_t>(m.options.min_segment_postings, or_total / target_blocks);
+    and_plan.assign(end - begin, SegmentPlan{});
+    or_plan.assign(end - begin, SegmentPlan{});
+    for (std::size_t j = begin; j < end; ++j) {
+      const std::size_t i = gpu_queries[j];
+      if (queries[i].terms.empty()) continue;
+      if (run_and && shortest[i]->num_blocks > 0)
+        and_plan[j - begin] = {segment_count(and_cost[i], and_seg_cost, m.options.max_segments_per_query,
+                                             shortest[i]->num_blocks), shortest[i]};
+      if (run_or)
+        or_plan[j - begin] = {segment_count(or_cost[i], or_seg_cost, m.options.max_segments_per_query,
+                                            longest[i]->num_blocks), longest[i]};
+    }
+  };
+
+  // Buffers grow once per call, ahead of the pipeline, to the largest batch's needs: never a
+  // cudaMalloc or cudaFree (each synchronizes the device) between the batches of a call.
+  std::vector<SegmentPlan> and_plan, or_plan;
+  {
+    BatchRegions largest{};
+    std::size_t largest_in = 0, largest_out = 0, largest_scratch = 0;
+    for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size) {
+      const std::size_t end = std::min(gpu_queries.size(), begin + batch_size);
+      plan_batch(begin, end, and_plan, or_plan);
+      std::size_t nt = 0, nas = 0, nos = 0;
+      for (std::size_t j = begin; j < end; ++j) {
+        nt += queries[gpu_queries[j]].terms.size();
+        nas += run_and ? and_plan[j - begin].count : 0;
+        nos += run_or ? or_plan[j - begin].count : 0;
+      }
+      largest = batch_regions(end - begin, nt, nas, nos, k);
+      largest_in = std::max(largest_in, largest.in_bytes);
+      largest_out = std::max(largest_out, largest.out_bytes);
+      largest_scratch = std::max(largest_scratch, largest.scratch_bytes);
+    }
+    for (Lane& lane : m.lanes) {
+      lane.host_in.reserve(largest_in);
+      lane.host_out.reserve(largest_out);
+      lane.dev_in.reserve(largest_in);
+      lane.dev_out.reserve(largest_out);
+      lane.dev_scratch.reserve(largest_scratch);
+    }
   }
 
   auto finish = [&](Lane& lane) {
@@ -150,10 +303,19 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     const auto* hits = reinterpret_cast<const HitOut*>(
         lane.host_out.data() + align_up(nq * sizeof(QueryOut), 16));
     const auto ranks = shard.global_ranks();
-    auto to_ranked = [&](const HitOut* h, std::uint32_t n) {
+    // A result the kernels cannot have produced (a count above k, a docID past the shard) is
+    // refused with the batch's details instead of being read: the caller falls back.
+    auto to_ranked = [&](const HitOut* h, std::uint32_t n, std::size_t slot, const char* what) {
       std::vector<RankedDoc> v(n);
-      for (std::uint32_t j = 0; j < n; ++j)
+      for (std::uint32_t j = 0; j < n; ++j) {
+        if (h[j].doc >= shard.num_docs())
+          throw CudaError(fmt::format(
+              "GPU engine: corrupt {} result of batch slot {} of {} (k {}, launch of {} AND and "
+              "{} OR segments): hit {} of {} has docID {} in a shard of {} documents",
+              what, slot, lane.query_index.size(), k, lane.stats.and_segments,
+              lane.stats.or_segments, j, n, h[j].doc, shard.num_docs()));
         v[j] = RankedDoc{h[j].score, ranks[h[j].doc], m.shard_id, h[j].doc};
+      }
       return v;
     };
     for (std::size_t slot = 0; slot < nq; ++slot) {
@@ -166,10 +328,13 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       r.counters.blocks_skipped = o.blocks_skipped;
       r.counters.docs_scored = o.docs_scored;
       r.counters.early_terminations = o.early_terminated ? 1 : 0;
-      r.hits = to_ranked(h, std::min(o.num_hits, k));
+      if (o.num_hits > k || o.num_or_hits > k)
+        throw CudaError(fmt::format("GPU engine: corrupt result counts in batch slot {}: {} and {} "
+                                    "hits for k {}", slot, o.num_hits, o.num_or_hits, k));
+      r.hits = to_ranked(h, o.num_hits, slot, "first");
       if (params.mode == Mode::kAndOr) {
         r.and_matches = o.and_matches;
-        if (o.and_matches < k) r.or_hits = to_ranked(h + k, std::min(o.num_or_hits, k));
+        if (o.and_matches < k) r.or_hits = to_ranked(h + k, o.num_or_hits, slot, "or");
       }
       lane.stats.postings_bytes_read += o.bytes_read;
       lane.stats.postings_decoded += o.postings_decoded;
@@ -180,7 +345,9 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.pending = false;
   };
 
-  const unsigned batch_size = m.options.batch_size;
+  std::vector<SegmentDesc> and_segments, or_segments;
+  std::vector<std::uint32_t> dfs;
+  std::vector<unsigned> order;
   std::size_t launch = 0;
   for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size, ++launch) {
     Lane& lane = m.lanes[launch % 2];
@@ -190,29 +357,37 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.query_index.assign(gpu_queries.begin() + std::ptrdiff_t(begin),
                             gpu_queries.begin() + std::ptrdiff_t(end));
     const std::size_t nq = lane.query_index.size();
+    plan_batch(begin, end, and_plan, or_plan);
+    and_segments.clear();
+    or_segments.clear();
     std::size_t nt = 0;
     unsigned max_terms = 1;
     for (std::size_t i : lane.query_index) {
       nt += queries[i].terms.size();
       max_terms = std::max<unsigned>(max_terms, unsigned(queries[i].terms.size()));
     }
-    // One input buffer: queries, terms, AND orders.
-    const std::size_t terms_at = align_up(nq * sizeof(QueryDesc), 16);
-    const std::size_t order_at = terms_at + align_up(nt * sizeof(TermDesc), 16);
-    lane.in_bytes = order_at + align_up(nt, 16);
-    const std::size_t hits_at = align_up(nq * sizeof(QueryOut), 16);
-    lane.out_bytes = hits_at + nq * 2 * std::size_t(k) * sizeof(HitOut);
-    lane.host_in.reserve(lane.in_bytes);
-    lane.host_out.reserve(lane.out_bytes);
-    lane.dev_in.reserve(lane.in_bytes);
-    lane.dev_out.reserve(lane.out_bytes);
-    lane.term_cache.reserve(std::max<std::size_t>(nt, 1) * 2 * (2 * kValuesPerBlockHost + 1));
-    auto* qd = reinterpret_cast<QueryDesc*>(lane.host_in.data());
-    auto* td = reinterpret_cast<TermDesc*>(lane.host_in.data() + terms_at);
-    auto* od = reinterpret_cast<std::uint8_t*>(lane.host_in.data() + order_at);
+    std::vector<QueryDesc> qd(nq);
+    for (std::size_t slot = 0; slot < nq; ++slot) {
+      QueryDesc& d = qd[slot];
+      d.and_segment_begin = std::uint32_t(and_segments.size());
+      d.or_segment_begin = std::uint32_t(or_segments.size());
+      if (run_and) append_segments(shard, std::uint32_t(slot), and_plan[slot], and_segments);
+      if (run_or) append_segments(shard, std::uint32_t(slot), or_plan[slot], or_segments);
+      d.and_segment_count = std::uint32_t(and_segments.size()) - d.and_segment_begin;
+      d.or_segment_count = std::uint32_t(or_segments.size()) - d.or_segment_begin;
+    }
+    const BatchRegions R = batch_regions(nq, nt, and_segments.size(), or_segments.size(), k);
+    lane.in_bytes = R.in_bytes;
+    lane.out_bytes = R.out_bytes;
+    // Reserved for the call's largest batch above; these only check that.
+    lane.host_in.reserve(R.in_bytes);
+    lane.host_out.reserve(R.out_bytes);
+    lane.dev_in.reserve(R.in_bytes);
+    lane.dev_out.reserve(R.out_bytes);
+    lane.dev_scratch.reserve(R.scratch_bytes);
+    auto* td = reinterpret_cast<TermDesc*>(lane.host_in.data() + R.terms_at);
+    auto* od = reinterpret_cast<std::uint8_t*>(lane.host_in.data() + R.order_at);
     std::uint32_t term_pos = 0;
-    std::vector<std::uint32_t> dfs;
-    std::vector<unsigned> order;
     for (std::size_t slot = 0; slot < nq; ++slot) {
       const Query& q = queries[lane.query_index[slot]];
       const unsigned T = unsigned(q.terms.size());
@@ -254,9 +429,17 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.flags = flags;
       term_pos += T;
     }
-    lane.num_terms = nt;
+    std::memcpy(lane.host_in.data(), qd.data(), nq * sizeof(QueryDesc));
+    if (!and_segments.empty())
+      std::memcpy(lane.host_in.data() + R.and_seg_at, and_segments.data(),
+                  and_segments.size() * sizeof(SegmentDesc));
+    if (!or_segments.empty())
+      std::memcpy(lane.host_in.data() + R.or_seg_at, or_segments.data(),
+                  or_segments.size() * sizeof(SegmentDesc));
     lane.stats = GpuBatchStats{};
     lane.stats.queries = std::uint32_t(nq);
+    lane.stats.and_segments = std::uint32_t(and_segments.size());
+    lane.stats.or_segments = std::uint32_t(or_segments.size());
     lane.stats.pack_ms = ms_since(t0);
     lane.stats.h2d_bytes = lane.in_bytes;
     lane.stats.d2h_bytes = lane.out_bytes;
@@ -266,22 +449,36 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.dev_in.data(), lane.host_in.data(), lane.in_bytes,
                                          cudaMemcpyHostToDevice, s));
     GPUSEARCH_CUDA_CHECK(cudaMemsetAsync(lane.dev_out.data(), 0, nq * sizeof(QueryOut), s));
+    GPUSEARCH_CUDA_CHECK(cudaMemsetAsync(lane.dev_scratch.data() + R.theta_and_at, 0,
+                                         R.scratch_bytes - R.theta_and_at, s));
     lane.after_h2d.record(s);
     BatchPointers bp{};
     bp.queries = reinterpret_cast<const QueryDesc*>(lane.dev_in.data());
-    bp.terms = reinterpret_cast<const TermDesc*>(lane.dev_in.data() + terms_at);
-    bp.and_order = reinterpret_cast<const std::uint8_t*>(lane.dev_in.data() + order_at);
+    bp.terms = reinterpret_cast<const TermDesc*>(lane.dev_in.data() + R.terms_at);
+    bp.and_order = reinterpret_cast<const std::uint8_t*>(lane.dev_in.data() + R.order_at);
+    bp.and_segments = reinterpret_cast<const SegmentDesc*>(lane.dev_in.data() + R.and_seg_at);
+    bp.or_segments = reinterpret_cast<const SegmentDesc*>(lane.dev_in.data() + R.or_seg_at);
     bp.out = reinterpret_cast<QueryOut*>(lane.dev_out.data());
-    bp.hits = reinterpret_cast<HitOut*>(lane.dev_out.data() + hits_at);
-    bp.term_cache = lane.term_cache.data();
+    bp.hits = reinterpret_cast<HitOut*>(lane.dev_out.data() + R.hits_at);
+    bp.partial_hits = reinterpret_cast<HitOut*>(lane.dev_scratch.data());
+    bp.partial_count = reinterpret_cast<std::uint32_t*>(lane.dev_scratch.data() + R.partial_count_at);
+    bp.theta_and = reinterpret_cast<unsigned long long*>(lane.dev_scratch.data() + R.theta_and_at);
+    bp.theta_or = reinterpret_cast<unsigned long long*>(lane.dev_scratch.data() + R.theta_or_at);
     bp.num_queries = std::uint32_t(nq);
+    bp.num_and_segments = std::uint32_t(and_segments.size());
+    bp.num_or_segments = std::uint32_t(or_segments.size());
     bp.k = k;
     bp.max_terms = max_terms;
+    bp.bound_scale = m.options.bound_scale;
     const ShardView& view = m.image->view();
-    if (params.mode != Mode::kOr) launch_and_kernel(view, bp, s);
-    if (params.mode != Mode::kAnd) {
+    if (run_and) {
+      launch_and_kernel(view, bp, s);
+      launch_topk_merge(bp, MergePhase::kAnd, s);
+    }
+    if (run_or) {
       launch_or_kernel(view, bp, m.options.or_window, s);
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
+      launch_topk_merge(bp, MergePhase::kOr, s);
     }
     lane.after_kernels.record(s);
     GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.host_out.data(), lane.dev_out.data(),
@@ -310,6 +507,8 @@ nlohmann::json GpuEngine::stats() const {
     total.postings_bytes_read += b.postings_bytes_read;
     total.postings_decoded += b.postings_decoded;
     total.early_termination_rounds_saved += b.early_termination_rounds_saved;
+    total.and_segments += b.and_segments;
+    total.or_segments += b.or_segments;
   }
   cudaDeviceProp prop{};
   std::string device_name = "?";
@@ -322,6 +521,10 @@ nlohmann::json GpuEngine::stats() const {
       {"batch_size", impl_ ? impl_->options.batch_size : 0},
       {"or_window", impl_ ? impl_->options.or_window : 0},
       {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
+      {"blocks_per_sm", impl_ ? impl_->options.blocks_per_sm : 0},
+      {"max_segments_per_query", impl_ ? impl_->options.max_segments_per_query : 0},
+      {"and_segments", total.and_segments},
+      {"or_segments", total.or_segments},
       {"shard_image", impl_ ? impl_->image->to_json() : nlohmann::json()},
       {"batches", batches_.size()},
       {"queries", total.queries},
@@ -344,6 +547,7 @@ nlohmann::json GpuEngine::stats() const {
                          {"kernel_ms", b.kernel_ms}, {"d2h_ms", b.d2h_ms},
                          {"unpack_ms", b.unpack_ms}, {"h2d_bytes", b.h2d_bytes},
                          {"d2h_bytes", b.d2h_bytes},
+                         {"and_segments", b.and_segments}, {"or_segments", b.or_segments},
                          {"postings_bytes_read", b.postings_bytes_read}});
   }
   j["per_batch"] = std::move(per_batch);

@@ -2,7 +2,9 @@
 // (DeviceShard) and every call to search() runs its queries in batches of batch_size, sorted
 // into cost order first (paper 003) so that one long query does not hold up a launch, through
 // two CUDA streams so that one batch's copies overlap another's kernels; each batch goes in with
-// one host-to-device copy and comes back with one device-to-host copy.
+// one host-to-device copy and comes back with one device-to-host copy. Within a batch each
+// query is cut into docID segments, one thread block each, in proportion to its cost, so that
+// a small batch fills the GPU as well as a large one (batch_layout.hpp).
 #pragma once
 
 #include <cstdint>
@@ -24,9 +26,21 @@ struct GpuEngineOptions {
   // no pruning at all.
   std::string algorithm = "bmw";
   unsigned batch_size = 4096;     // queries per launch
-  unsigned or_window = 4096;      // OR accumulator window, in documents (shared memory)
+  unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
+  // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query
+  // gets one segment per min_segment_postings of its cost at least, and at most
+  // max_segments_per_query (1: one block per query).
+  unsigned blocks_per_sm = 8;
+  unsigned min_segment_postings = 8192;
+  unsigned max_segments_per_query = 64;
+  // Tests only: every pruning bound is multiplied by this (1 keeps them safe); the weakened-bound
+  // test sets 0.97 and expects wrong answers.
+  float bound_scale = 1.0f;
+  // Tests only: from this search() call on (counting from 1), the engine makes a real failing
+  // CUDA call and throws CudaError through its checked path; 0: never.
+  std::uint64_t inject_fault_at_call = 0;
 };
 
 // Timings and traffic of one launch.
@@ -35,11 +49,13 @@ struct GpuBatchStats {
   double pack_ms = 0, h2d_ms = 0, kernel_ms = 0, d2h_ms = 0, unpack_ms = 0;
   std::uint64_t h2d_bytes = 0, d2h_bytes = 0, postings_bytes_read = 0, postings_decoded = 0;
   std::uint64_t early_termination_rounds_saved = 0;  // AND rounds and OR windows not run
+  std::uint32_t and_segments = 0, or_segments = 0;   // thread blocks of the two phases
 };
 
 std::vector<std::string> gpu_algorithms();
-// Whether a CUDA device is usable by this process.
+// Whether a CUDA device is usable by this process, and how many.
 bool gpu_available();
+int gpu_device_count();
 
 class GpuEngine final : public QueryEngine {
  public:
@@ -52,6 +68,9 @@ class GpuEngine final : public QueryEngine {
   nlohmann::json stats() const override;
   const std::vector<GpuBatchStats>& batch_stats() const { return batches_; }
   void clear_stats() { batches_.clear(); }
+  // The engine for queries the kernels do not take (more than kMaxGpuTerms terms); without
+  // one, the reference engine answers them. The ISN's factory sets the CPU engine.
+  void set_host_engine(std::unique_ptr<QueryEngine> engine);
 
  private:
   void search_batches(std::span<const Query> queries, const SearchParams& params,

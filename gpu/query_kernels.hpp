@@ -1,5 +1,10 @@
-// Host entry points of the batched query kernels (gpu/query_kernels.cu). One thread block per
-// query; each launch covers a whole batch.
+// Host entry points of the batched query kernels. Each kernel lives in its own file:
+//   gpu/ranked_and_kernel.cu      ranked AND with GS early termination (paper 000, Alg. 1)
+//   gpu/ranked_or_kernel.cu       OR by shared-memory accumulator windows (paper 001, 8.3)
+//   gpu/block_max_wand_kernel.cu  OR by block-max WAND over a block's threads (paper 002)
+//   gpu/topk_merge_kernel.cu      a query's segment top-k rows merged into its answer
+//   gpu/decode_kernel.cu          every block of a range decoded (benchmark and tests)
+// A launch covers a whole batch: one thread block per segment (batch_layout.hpp).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,48 +16,63 @@
 
 namespace gpusearch::gpu {
 
-inline constexpr unsigned kThreadsPerQuery = 256;  // threads of the block that runs one query
+inline constexpr unsigned kThreadsPerQuery = 256;     // threads of the AND and OR blocks
 inline constexpr unsigned kAndRoundCandidates = 256;  // AND: shortest-list postings per round
-inline constexpr unsigned kMaxGpuTerms = 64;
+inline constexpr unsigned kMaxGpuTerms = 64;          // longer queries go to the host engine
 inline constexpr unsigned kValuesPerBlockHost = 128;  // postings per block (common/types.hpp)
+inline constexpr unsigned kMaxSegmentsPerQuery = 64;
 
 struct BatchPointers {
   const QueryDesc* queries;
   const TermDesc* terms;
   const std::uint8_t* and_order;  // per query, term positions by increasing list length
+  const SegmentDesc* and_segments;
+  const SegmentDesc* or_segments;
   QueryOut* out;                  // one per query slot
   HitOut* hits;                   // 2k per query slot: [0, k) first answer, [k, 2k) and-or's OR
-  std::uint32_t* term_cache;      // OR: 2 * (2 * 128 + 1) words per term of the batch
+  HitOut* partial_hits;           // k per segment row: a segment's local top-k
+  std::uint32_t* partial_count;   // per segment row: entries in its partial_hits row
+  unsigned long long* theta_and;  // per query: best k-th score any AND segment has (double bits)
+  unsigned long long* theta_or;   // the same for the OR phase
   std::uint32_t num_queries;
+  std::uint32_t num_and_segments, num_or_segments;
   std::uint32_t k;
   std::uint32_t max_terms;  // largest num_terms of the batch (shared-memory sizing)
+  float bound_scale;        // 1, except in the test that weakens every pruning bound
 };
 
-// Shared memory the kernels need for a batch (bytes), and the largest the device allows.
+// Shared memory the kernels need for a batch (bytes).
 std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms);
 std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, unsigned window);
-// Raises the kernels' dynamic shared-memory limits to the device's maximum (once per device).
+std::size_t bmw_kernel_shared_bytes(unsigned k, unsigned threads);
+// Reads the current device's limits once and raises the kernels' dynamic shared-memory limits
+// to its maximum; later launches on the device check their budget against the cached limit.
 void configure_query_kernels();
 
-// Ranked AND (paper 000 Algorithm 1 over the shortest list, paper 003's per-element binary
-// search with block skipping): fills hits[0, k), num_hits and and_matches.
+// Ranked AND over batch.and_segments: each segment's local top-k into its partial row,
+// and_matches and counters into out.
 void launch_and_kernel(const ShardView& shard, const BatchPointers& batch, cudaStream_t stream);
-// OR by windowed score accumulation (paper 001, section 8.3), optionally pruned by block-max
-// bounds per window and by the GS bound: fills hits[0, k) (or [k, 2k) for and-or).
+// OR over batch.or_segments by windowed score accumulation, optionally pruned by block-max
+// bounds per window and by the GS bound (queries without kOrByThreads).
 void launch_or_kernel(const ShardView& shard, const BatchPointers& batch, unsigned window,
                       cudaStream_t stream);
-
-// OR by block-max WAND (paper 002) for the queries flagged kOrByThreads: `threads` (P) threads
-// per query, each over its share of the docID space; k <= kBmwMaxK, terms <= kBmwMaxTerms.
+// OR by block-max WAND (paper 002) over batch.or_segments for the queries flagged
+// kOrByThreads: `threads` threads per segment, each over its share of the segment's docIDs;
+// k <= kBmwMaxK, terms <= kBmwMaxTerms.
 inline constexpr unsigned kBmwMaxK = 64;
 inline constexpr unsigned kBmwMaxTerms = 16;
-std::size_t bmw_kernel_shared_bytes(unsigned k);
 void launch_bmw_kernel(const ShardView& shard, const BatchPointers& batch, unsigned threads,
                        cudaStream_t stream);
+// Merges each query's segment rows of one phase (AND, or OR) into hits and num_hits /
+// num_or_hits. Runs after that phase's segment kernels on the same stream.
+enum class MergePhase : unsigned { kAnd = 0, kOr = 1 };
+void launch_topk_merge(const BatchPointers& batch, MergePhase phase, cudaStream_t stream);
 
-// Decodes every posting block [first, first + count) (docIDs and frequencies) and writes one
-// checksum word per block: the decoding benchmark and its check against the CPU decoder.
+// Decodes every posting block [first, first + count) (docIDs and frequencies). Where docs and
+// freqs are given, writes 128 words per block to each (docIDs relative to floor 0; words past a
+// block's count are 0); where checksums is given, one word per block mixing its values.
 void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,
-                          std::uint32_t* checksums, cudaStream_t stream);
+                          std::uint32_t* docs, std::uint32_t* freqs, std::uint32_t* checksums,
+                          cudaStream_t stream);
 
 }  // namespace gpusearch::gpu

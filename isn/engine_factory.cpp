@@ -12,15 +12,33 @@
 namespace gpusearch {
 
 std::vector<std::string> engine_names() {
-  std::vector<std::string> names{"reference", "cpu"};
+  std::vector<std::string> names{"reference", "cpu", "auto"};
 #if defined(GPUSEARCH_HAVE_CUDA)
   names.push_back("gpu");
 #endif
   return names;
 }
 
-std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const ShardIndex& shard,
+int gpu_device_count() {
+#if defined(GPUSEARCH_HAVE_CUDA)
+  return gpu::gpu_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::string resolve_engine_name(const std::string& name) {
+  if (name != "auto") return name;
+#if defined(GPUSEARCH_HAVE_CUDA)
+  if (gpu::gpu_available()) return "gpu";
+#endif
+  return "cpu";
+}
+
+std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const ShardIndex& shard,
                                          std::uint32_t shard_id) {
+  EngineOptions options = requested;
+  options.engine = resolve_engine_name(options.engine);
   if (options.engine == "reference") return std::make_unique<ReferenceEngine>(shard, shard_id);
   if (options.engine == "cpu") {
     cpu::CpuEngineOptions o;
@@ -36,7 +54,13 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const Sha
     g.batch_size = options.gpu_batch_size;
     g.or_window = options.gpu_or_window;
     g.bmw_threads = options.gpu_bmw_threads;
-    return std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
+    g.blocks_per_sm = options.gpu_blocks_per_sm;
+    g.max_segments_per_query = options.gpu_max_segments;
+    g.inject_fault_at_call = options.gpu_inject_fault_at_call;
+    auto engine = std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
+    // Queries longer than the kernels take go to the CPU engine, not the slow reference.
+    engine->set_host_engine(std::make_unique<cpu::CpuEngine>(shard, shard_id, cpu::CpuEngineOptions{}));
+    return engine;
 #else
     throw InputError("--engine", 0, "this build has no GPU engine (configured without CUDA)");
 #endif

@@ -11,14 +11,25 @@
 namespace gpusearch {
 
 struct EngineOptions {
-  std::string engine = "reference";  // reference | cpu | gpu (as built)
+  std::string engine = "reference";  // reference | cpu | gpu (as built) | auto (gpu where a
+                                     // device is present, else cpu)
   std::string algorithm;             // engine-specific; empty: the engine's default
   unsigned intra_query_threads = 1;  // cpu: split one query's docID range over threads
   int gpu_device = -1;               // gpu: device ordinal; -1: this process's default
   unsigned gpu_batch_size = 4096;    // gpu: queries per kernel launch
-  unsigned gpu_or_window = 4096;     // gpu: OR accumulator window in documents
+  unsigned gpu_or_window = 8192;     // gpu: OR accumulator window in documents
   unsigned gpu_bmw_threads = 128;    // gpu bmw: threads splitting one query's docID space
+  unsigned gpu_blocks_per_sm = 8;    // gpu: thread blocks a batch aims at per multiprocessor
+  unsigned gpu_max_segments = 64;    // gpu: most docID segments (blocks) per query; 1: one
+  std::uint64_t gpu_inject_fault_at_call = 0;  // gpu, tests: a real CUDA failure from this call
 };
+
+// CUDA devices this process sees (0 without a CUDA build or device).
+int gpu_device_count();
+
+// The engine `auto` stands for on this machine: gpu where this build has it and a device is
+// present, else cpu.
+std::string resolve_engine_name(const std::string& name);
 
 std::vector<std::string> engine_names();
 // Throws InputError for an unknown engine name.

@@ -67,7 +67,20 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
   const std::uint32_t shard_id = std::uint32_t(rank - 1);
   const std::string who = fmt::format("gpusearch-isn[{}]", rank);
   EngineOptions eo = options.engine;
-  if (eo.gpu_device < 0) eo.gpu_device = int(unsigned(local_rank) * options.gpus_per_isn);
+  if (eo.gpu_device < 0) {
+    eo.gpu_device = int(unsigned(local_rank) * options.gpus_per_isn);
+    // More ISNs on a node than GPUs: they share the GPUs round-robin instead of asking for
+    // ordinals that do not exist.
+    const int gpus = gpu_device_count();
+    if (gpus > 0 && eo.gpu_device >= gpus && resolve_engine_name(eo.engine) == "gpu") {
+      std::cerr << fmt::format("{}: GPU {} does not exist ({} present); sharing GPU {}\n",
+                               fmt::format("gpusearch-isn[{}]", rank), eo.gpu_device, gpus,
+                               eo.gpu_device % gpus);
+      eo.gpu_device %= gpus;
+    }
+  }
+  if (resolve_engine_name(eo.engine) == "gpu")
+    eo.gpu_inject_fault_at_call = options.inject_gpu_fault_at_batch;
 
   std::unique_ptr<Index> index;
   std::unique_ptr<FallbackEngine> engine;
@@ -88,7 +101,9 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
     if (eo.engine != "gpu")
       primary = std::make_unique<ParallelBatchEngine>(std::move(primary),
                                                       options.parallel_chunk_queries);
-    if (options.inject_gpu_fault_at_batch > 0)
+    // The GPU engine fails for real inside (a failing CUDA call through its checked path); any
+    // other engine is wrapped in a fault injector.
+    if (options.inject_gpu_fault_at_batch > 0 && resolve_engine_name(eo.engine) != "gpu")
       primary = std::make_unique<FaultInjectingEngine>(std::move(primary),
                                                        options.inject_gpu_fault_at_batch);
     EngineOptions fo = eo;

@@ -95,7 +95,7 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
   return {
       {"index", options.index_dir.string()},
       {"shards", index.num_open_shards()},
-      {"engine", options.engine.engine},
+      {"engine", resolve_engine_name(options.engine.engine)},
       {"algorithm", options.engine.algorithm},
       {"mode", std::string(to_string(params.mode))},
       {"scoring", std::string(to_string(params.scoring))},

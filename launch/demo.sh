@@ -26,7 +26,7 @@ echo "== index a synthetic collection of $docs documents (2 shards)"
 $bin index --synthetic "docs=$docs,seed=7,train_queries=2000,test_queries=2000" --shards 2 \
   --out "$dir/index" --report "$dir/build.json"
 echo "== search its test queries in process (reference engine, and-or, k=10, bm25)"
-$bin search --index "$dir/index" --queries "$dir/index/queries.test.tsv" --mode and-or --k 10 \
+$bin search --engine reference --index "$dir/index" --queries "$dir/index/queries.test.tsv" --mode and-or --k 10 \
   --run "$dir/run.txt" --metrics "$dir/metrics.json"
 if [ "$in_process" = 1 ]; then
   echo "== first results"

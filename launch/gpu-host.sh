@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# Builds gpusearch offline on a GPU host, runs the GPU tests and the GPU benchmark in one go,
-# and leaves logs and JSON in $OUT (default out/gpu-host). ../shared/GPU-HOST.md explains the
-# offline dependency recipe: Debian packages fetched on the build machine into .deps/
-# (launch/gpu-host.sh fetch), unpacked here into /opt/deps; real test data copied into
-# .gpuhost/data (launch/gpu-host.sh fetch does both).
+# Runs gpusearch's GPU work on an offline GPU host in one call: build (or binaries carried from
+# the build machine), GPU tests, the GPU benchmark against the CPU engine, the real-collection
+# cluster comparison, and profiles; logs and JSON land in $OUT (default out/gpu-host).
+# ../shared/GPU-HOST.md explains the offline dependency recipe: Debian packages fetched on the
+# build machine into .deps/, unpacked here into /opt/deps; real test data copied into
+# .gpuhost/data (`launch/gpu-host.sh fetch` does both, plus the Debian descriptions corpus).
 #
-#   launch/gpu-host.sh fetch             # on the build machine (network): .deps/ and .gpuhost/data
-#   launch/gpu-host.sh tests             # on the GPU host: build, GPU tests
-#   launch/gpu-host.sh bench             # build, 2.5M-document synthetic index, GPU benchmark
-#   launch/gpu-host.sh all               # both
+#   launch/gpu-host.sh fetch        # on the build machine (network): .deps/ and .gpuhost/data
+#   launch/gpu-host.sh STEP...      # on the GPU host, steps in order:
+#     tests      GPU tests (gpu_tests)
+#     sanitize   a small subset of the GPU tests under compute-sanitizer (memcheck, racecheck)
+#     bench      2.5M-document synthetic index (built once per host), bench_gpu_engine
+#     real       Debian descriptions + MS MARCO queries: cluster.sh with one ISN, cpu vs gpu
+#     ncu        Nsight Compute sections of the OR and AND kernels on the synthetic index
+#     mpi        the MPI fault test with the fault injected into the GPU engine (CPU fallback)
+#     all        tests bench real
+# Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
+# a directory of binaries built on the build machine (carried with the tree: saves the build).
 # Environment: OUT, BENCH_DOCS (2500000), BENCH_QUERIES (10000), BENCH_CPU_QUERIES (2000),
-#              BENCH_ARGS (extra bench_gpu_engine flags), GTEST_FILTER.
+#              BENCH_ARGS (extra bench_gpu_engine flags), BENCH_K_LIST (10), GTEST_FILTER,
+#              BEFORE_BIN (a directory holding an earlier bench_gpu_engine: run on the same
+#              index in the same call, the before/after baseline).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-what=${1:-all}
+root=$PWD
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(all)
 
-if [[ $what == fetch ]]; then
+if [[ ${steps[0]} == fetch ]]; then
   set -e
   mkdir -p .deps .gpuhost/data
   (cd .deps && apt-get download libcapnp-dev libcapnp-0.9.2 capnproto libtbb-dev libtbb12 \
@@ -24,8 +36,18 @@ if [[ $what == fetch ]]; then
   for d in cranfield msmarco-queries-sample; do
     [[ -d ../shared/data/$d ]] && cp -r ../shared/data/$d .gpuhost/data/
   done
+  if [[ -x ../shared/data/make-debian-descriptions.sh ]]; then
+    ../shared/data/make-debian-descriptions.sh .gpuhost/debian.jsonl >/dev/null &&
+      gzip -c .gpuhost/debian.jsonl > .gpuhost/data/debian-descriptions.jsonl.gz &&
+      rm -f .gpuhost/debian.jsonl
+  fi
   exit 0
 fi
+
+expanded=()
+for s in "${steps[@]}"; do
+  if [[ $s == all ]]; then expanded+=(tests bench real); else expanded+=("$s"); fi
+done
 
 OUT=${OUT:-out/gpu-host}
 mkdir -p "$OUT"
@@ -40,44 +62,141 @@ if [[ -d .deps && ! -f $deps/.unpacked ]]; then
 fi
 export PATH=$deps/usr/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-cc=gcc-12; cxx=g++-12  # Cap'n Proto 0.9.2's headers do not compile with g++ 13 in C++20 mode
-command -v $cxx >/dev/null || { cc=gcc; cxx=g++; }
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-
+export GPUSEARCH_SHARED_DATA=$root/.gpuhost/data
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 start=$(date +%s)
-cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGPUSEARCH_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_COMPILER=$cc -DCMAKE_CXX_COMPILER=$cxx \
-  -DCMAKE_CUDA_HOST_COMPILER=$cxx -DCMAKE_PREFIX_PATH=$deps/usr \
-  -DCAPNP_EXECUTABLE=$deps/usr/bin/capnp -DCAPNPC_CXX_EXECUTABLE=$deps/usr/bin/capnpc-c++ \
-  -DCAPNP_INCLUDE_DIRECTORY=$deps/usr/include -DCAPNPC_IMPORT_DIRS=$deps/usr/include \
-  -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
-  || { tail -30 "$OUT/configure.log"; exit 1; }
-targets=(gpusearch gpu_tests bench_gpu_engine)
-grep -q "bench_cpu_engine" build-gpu/CMakeFiles/TargetDirectories.txt 2>/dev/null && targets+=(bench_cpu_engine)
-cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
-  || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
+elapsed() { echo "$(( $(date +%s) - start )) s"; }
 
-status=0
-if [[ $what == tests || $what == all ]]; then
-  build-gpu/bin/gpu_tests --gtest_filter="${GTEST_FILTER:-*}" \
-    --gtest_output=xml:"$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 || status=1
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error:|Expected|Which is|query " "$OUT/gpu_tests.log" | head -60
-  tail -3 "$OUT/gpu_tests.log"
+if [[ -n ${GPUSEARCH_BIN:-} ]]; then
+  bin=$(cd "$GPUSEARCH_BIN" && pwd)
+  build_dir=$(dirname "$bin")
+  echo "binaries: $bin (carried)"
+else
+  cc=gcc-12; cxx=g++-12  # Cap'n Proto 0.9.2's headers do not compile with g++ 13 in C++20 mode
+  command -v $cxx >/dev/null || { cc=gcc; cxx=g++; }
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGPUSEARCH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_COMPILER=$cc -DCMAKE_CXX_COMPILER=$cxx \
+    -DCMAKE_CUDA_HOST_COMPILER=$cxx -DCMAKE_PREFIX_PATH=$deps/usr \
+    -DCAPNP_EXECUTABLE=$deps/usr/bin/capnp -DCAPNPC_CXX_EXECUTABLE=$deps/usr/bin/capnpc-c++ \
+    -DCAPNP_INCLUDE_DIRECTORY=$deps/usr/include -DCAPNPC_IMPORT_DIRS=$deps/usr/include \
+    -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
+    || { tail -30 "$OUT/configure.log"; exit 1; }
+  targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine)
+  cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
+    || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+  bin=$root/build-gpu/bin
+  build_dir=$root/build-gpu
+  echo "build: $(elapsed)"
 fi
-if [[ $what == bench || $what == all ]]; then
-  docs=${BENCH_DOCS:-2500000}
+
+bench_index() {
+  local docs=${BENCH_DOCS:-2500000}
   idx=/tmp/gpusearch-bench-syn$docs
   if [[ ! -f $idx/manifest.json ]]; then
-    build-gpu/bin/gpusearch -q index --synthetic docs=$docs,seed=7 --out $idx --force \
-      > "$OUT/index_build.log" 2>&1 || { tail "$OUT/index_build.log"; exit 1; }
+    "$bin/gpusearch" -q index --synthetic docs=$docs,seed=7 --out $idx --force \
+      > "$OUT/index_build.log" 2>&1 || { tail "$OUT/index_build.log"; return 1; }
   fi
-  echo "index ready: $(( $(date +%s) - start )) s"
-  # shellcheck disable=SC2086
-  build-gpu/bin/bench_gpu_engine --index $idx --queries $idx/queries.test.tsv \
-    --out "$OUT/bench_gpu.json" --limit "${BENCH_QUERIES:-10000}" \
-    --cpu-limit "${BENCH_CPU_QUERIES:-2000}" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_gpu.log" | tail -40
-fi
-echo "total: $(( $(date +%s) - start )) s"
+  echo "synthetic index ready: $(elapsed)"
+}
+
+status=0
+for step in "${expanded[@]}"; do
+  case $step in
+    tests)
+      "$bin/gpu_tests" --gtest_filter="${GTEST_FILTER:-*}" \
+        --gtest_output=xml:"$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 || status=1
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error:|Expected|Which is|wrong answers" \
+        "$OUT/gpu_tests.log" | head -40
+      tail -3 "$OUT/gpu_tests.log"
+      echo "tests done: $(elapsed)"
+      ;;
+    sanitize)
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        compute-sanitizer --tool $tool --error-exitcode 9 "$bin/gpu_tests" \
+          --gtest_filter='GpuTest.AdversarialQueries:GpuTest.DecoderMatchesCpuDecoderOnEveryBlock' \
+          > "$OUT/sanitize_$tool.log" 2>&1 || status=1
+        echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitize_$tool.log" | tail -3 | tr '\n' ' ')"
+      done
+      echo "sanitize done: $(elapsed)"
+      ;;
+    bench)
+      bench_index || { status=1; continue; }
+      for k in ${BENCH_K_LIST:-10}; do
+        if [[ -n ${BEFORE_BIN:-} && -x ${BEFORE_BIN}/bench_gpu_engine ]]; then
+          # shellcheck disable=SC2086
+          "$BEFORE_BIN/bench_gpu_engine" --index $idx --queries $idx/queries.test.tsv --k $k \
+            --out "$OUT/bench_gpu_before_k$k.json" --limit "${BENCH_QUERIES:-10000}" \
+            --cpu-limit "${BENCH_CPU_QUERIES:-2000}" ${BEFORE_ARGS:-} > "$OUT/bench_gpu_before_k$k.log" 2>&1
+          grep -E "^GPU" "$OUT/bench_gpu_before_k$k.log" | sed 's/^/before: /'
+          echo "before bench k=$k done: $(elapsed)"
+        fi
+        # shellcheck disable=SC2086
+        "$bin/bench_gpu_engine" --index $idx --queries $idx/queries.test.tsv --k $k \
+          --out "$OUT/bench_gpu_k$k.json" --limit "${BENCH_QUERIES:-10000}" \
+          --cpu-limit "${BENCH_CPU_QUERIES:-2000}" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_gpu_k$k.log" \
+          | grep -E "^(GPU|CPU|device|wrote)"
+        echo "bench k=$k done: $(elapsed)"
+      done
+      ;;
+    real)
+      corpus=.gpuhost/data/debian-descriptions.jsonl.gz
+      queries=.gpuhost/data/msmarco-queries-sample/queries.tsv
+      ridx=/tmp/gpusearch-debian
+      [[ -f $ridx/manifest.json ]] || "$bin/gpusearch" -q index --corpus $corpus --out $ridx --force \
+        > "$OUT/real_index.log" 2>&1 || { tail "$OUT/real_index.log"; status=1; continue; }
+      # The sample repeated 20 times: enough batches for steady throughput.
+      rq=/tmp/gpusearch-real-queries.tsv
+      for i in $(seq 1 20); do awk -v r=$i -F'\t' '{print r "-" $1 "\t" $2}' $queries; done > $rq
+      for engine in cpu gpu; do
+        GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
+          --mode and-or --k 10 --engine $engine --run "$OUT/real_$engine.run" \
+          --metrics "$OUT/real_$engine.json" > "$OUT/real_$engine.log" 2>&1 || status=1
+        python3 - "$OUT/real_$engine.json" "$engine" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+lat = m.get("latency_ms", {})
+print(f"real cluster {sys.argv[2]}: {m.get('queries_per_second', '?'):.0f} q/s, "
+      f"latency p50 {lat.get('p50', '?')} ms, p99 {lat.get('p99', '?')} ms")
+EOF
+      done
+      "$bin/gpusearch" compare-runs "$OUT/real_cpu.run" "$OUT/real_gpu.run" 2>&1 | tail -2
+      echo "real done: $(elapsed)"
+      ;;
+    ncu)
+      bench_index || { status=1; continue; }
+      # One launch of each main kernel at batch 4096 (the benchmark's OR and AND runs).
+      for mode in or and; do
+        ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+          --section SchedulerStats --section LaunchStats \
+          --kernel-name "regex:ranked_(or|and)_kernel" --launch-count 1 --launch-skip 2 \
+          "$bin/bench_gpu_engine" --index $idx --queries $idx/queries.test.tsv --out /tmp/ncu.json \
+          --modes $mode --algorithms window --batch-sizes 4096 --limit 8192 --cpu-limit 64 \
+          --latency-limit 0 --verify 0 --cpu-algorithm exhaustive > "$OUT/ncu_$mode.txt" 2>&1 || status=1
+        grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Eligible Warps|Registers Per|No Eligible|Warp Cycles Per Issued" \
+          "$OUT/ncu_$mode.txt" | sed "s/^/ncu $mode: /" | head -14
+      done
+      if [[ -n ${BEFORE_BIN:-} && -x ${BEFORE_BIN}/bench_gpu_engine ]]; then
+        # The earlier engine's OR kernel (one block per query) under the same sections.
+        ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+          --section SchedulerStats --section LaunchStats \
+          --kernel-name "regex:^or_kernel" --launch-count 1 --launch-skip 2 \
+          "$BEFORE_BIN/bench_gpu_engine" --index $idx --queries $idx/queries.test.tsv --out /tmp/ncu.json \
+          --modes or --algorithms window --batch-sizes 4096 --limit 8192 --cpu-limit 64 \
+          --latency-limit 0 --verify 0 --cpu-algorithm exhaustive > "$OUT/ncu_or_before.txt" 2>&1 || status=1
+        grep -E "Duration|Compute \(SM\) Throughput|Achieved Occupancy|Issue Slots Busy|Eligible Warps|Registers Per" \
+          "$OUT/ncu_or_before.txt" | sed "s/^/ncu or before: /" | head -8
+      fi
+      echo "ncu done: $(elapsed)"
+      ;;
+    mpi)
+      GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1
+      tail -2 "$OUT/mpi_fault.log"
+      grep -m1 "injected GPU fault" "$OUT/mpi_fault.log" 2>/dev/null | cut -c1-200
+      echo "mpi done: $(elapsed)"
+      ;;
+    *) echo "gpu-host.sh: unknown step '$step'" >&2; status=2 ;;
+  esac
+done
+echo "total: $(elapsed)"
 exit $status

@@ -17,6 +17,8 @@
 #include "isn/search_session.hpp"
 #include "common/shard_index.hpp"
 #include "isn/engine_factory.hpp"
+#include "partition/cache_planner.hpp"
+#include "common/cache_plan.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/repartition.hpp"
 #include "partition/synthetic_collection.hpp"
@@ -45,6 +47,28 @@ void print_build_report(const nlohmann::json& r, const fs::path& out) {
     fmt::print("  skipped {} malformed documents (first: {})\n",
                r.at("skipped_documents").get<std::uint64_t>(),
                r.at("skipped_messages").at(0).get<std::string>());
+}
+
+// "2G", "512M", "64K", "1048576": bytes (binary multiples). Throws InputError naming the flag.
+std::uint64_t parse_byte_size(const std::string& text, const char* flag) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (unit == "B" || unit.empty()) {
+  } else if (unit == "K" || unit == "KB" || unit == "KIB") value *= 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") value *= 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") value *= 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") value *= 1024.0 * 1024 * 1024 * 1024;
+  else used = 0;
+  if (used == 0 || !(value > 0))
+    throw InputError(flag, 0, fmt::format("'{}' is not a size (e.g. 2G, 512M, 1048576)", text));
+  return static_cast<std::uint64_t>(value);
 }
 
 void write_json(const fs::path& path, const nlohmann::json& j) {
@@ -116,9 +140,29 @@ int main(int argc, char** argv) {
   part->add_option("--codec", part_codec, "re-encode with this codec (default: keep)");
   part->add_flag("--force", part_force, "replace an existing index in --out");
 
+  // plan-cache
+  auto* plan = app.add_subcommand(
+      "plan-cache", "plan a GPU list cache from a training query log (paper 000: vfb, qtf, qtfdf)");
+  fs::path plan_index, plan_queries, plan_out;
+  std::string plan_policy = "vfb", plan_budget, plan_scoring = "bm25";
+  double plan_lambda = 1.0;
+  unsigned plan_k = 10;
+  plan->add_option("--index", plan_index, "index directory")->required()->check(CLI::ExistingDirectory);
+  plan->add_option("--queries", plan_queries, "training query log (TSV or TREC topics)")
+      ->required()->check(CLI::ExistingFile);
+  plan->add_option("--policy", plan_policy, "vfb, qtf or qtfdf")->capture_default_str();
+  plan->add_option("--lambda", plan_lambda, "vfb: largest fraction of a list admitted, (0, 1]")
+      ->capture_default_str();
+  plan->add_option("--budget", plan_budget, "cache bytes per shard (GPU): e.g. 2G, 512M, 1048576")
+      ->required();
+  plan->add_option("--k", plan_k, "k of the early-terminating AND that vfb simulates")->capture_default_str();
+  plan->add_option("--scoring", plan_scoring, "bm25 or bm25-pr (vfb's simulation)")->capture_default_str();
+  plan->add_option("--out", plan_out, "plan file to write (JSON)")->required();
+
   // search
   auto* srch = app.add_subcommand("search", "answer a query file on an index, write a TREC run");
   SearchSessionOptions so;
+  so.engine.engine = "auto";
   std::string mode = "or", scoring = "bm25";
   double alpha = NAN;
   fs::path run_path, metrics_path;
@@ -129,9 +173,11 @@ int main(int argc, char** argv) {
   srch->add_option("--k", so.params.k, "results per query")->capture_default_str()->check(CLI::Range(1u, 100000u));
   srch->add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
   srch->add_option("--alpha", alpha, "bm25-pr alpha (default: the index's)")->check(CLI::Range(0.0, 1.0));
-  srch->add_option("--engine", so.engine.engine, "engine: reference, cpu, gpu")->capture_default_str();
+  srch->add_option("--engine", so.engine.engine,
+                   "engine: auto (gpu where a device is present, else cpu), cpu, gpu, or reference "
+                   "(the exhaustive oracle)")->capture_default_str();
   srch->add_option("--algorithm", so.engine.algorithm,
-                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: bmw, window, exhaustive; default: the engine's best)");
+                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: window, bmw, exhaustive; default: the engine's best)");
   srch->add_option("--intra-query", so.engine.intra_query_threads,
                    "cpu: threads that split one query's docID range (latency)")->capture_default_str();
   srch->add_option("--gpu", so.engine.gpu_device, "gpu: device ordinal (default: the process's)");
@@ -143,6 +189,12 @@ int main(int argc, char** argv) {
   srch->add_option("--bmw-threads", so.engine.gpu_bmw_threads,
                    "gpu bmw: threads that split one query's docID space (32..256)")
       ->capture_default_str();
+  srch->add_option("--gpu-blocks-per-sm", so.engine.gpu_blocks_per_sm,
+                   "gpu: thread blocks a batch aims at per multiprocessor (queries are cut into "
+                   "docID segments to reach it)")->capture_default_str()->check(CLI::Range(1u, 64u));
+  srch->add_option("--gpu-max-segments", so.engine.gpu_max_segments,
+                   "gpu: most docID segments per query (1: one thread block per query)")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
   srch->add_option("--run", run_path, "TREC run output")->required();
   srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();
   srch->add_option("--metrics", metrics_path, "metrics JSON output");
@@ -220,6 +272,28 @@ int main(int argc, char** argv) {
       if (!run) throw Error("write failed: " + run_path.string());
       if (!metrics_path.empty()) write_json(metrics_path, m);
       print_search_summary(m, run_path.string(), std::cout);
+    } else if (*plan) {
+      CachePlanOptions po;
+      po.policy = parse_cache_policy(plan_policy);
+      po.lambda = plan_lambda;
+      po.budget_bytes = parse_byte_size(plan_budget, "--budget");
+      po.k = plan_k;
+      po.scoring = parse_scoring(plan_scoring);
+      po.progress = progress;
+      const Index index = Index::open(plan_index);
+      const CachePlan p = make_cache_plan(index, plan_queries, po);
+      p.write(plan_out);
+      for (const ShardCachePlan& sp : p.shards)
+        fmt::print("shard {}: {} lists, {} blocks, {:.1f} MiB of {:.1f} MiB; training block reads "
+                   "served from the cache: {} of {} ({:.1f}%)\n",
+                   sp.shard, sp.lists.size(), sp.blocks, double(sp.bytes) / (1 << 20),
+                   double(p.budget_bytes) / (1 << 20), sp.training_block_reads_cached,
+                   sp.training_block_reads,
+                   sp.training_block_reads ? 100.0 * double(sp.training_block_reads_cached) /
+                                                 double(sp.training_block_reads)
+                                           : 0.0);
+      fmt::print("wrote the {} cache plan ({} training queries, lambda {}) to {}\n",
+                 to_string(p.policy), p.training_queries, p.lambda, plan_out.string());
     } else if (*cmp) {
       const RunComparison c = compare_runs(read_run_file(cmp_ref), read_run_file(cmp_cand), cmp_tol);
       for (const std::string& d : c.differences) fmt::print("  {}\n", d);

@@ -94,11 +94,11 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_gpu_engine: GPU engine throughput, latency, bandwidth; JSON out"};
   std::filesystem::path index_dir, queries_path, out_path;
   std::string modes = "and,or,and-or", algorithms = "exhaustive,window,bmw",
-              batch_sizes = "64,256,1024,4096,16384", cpu_engine = "cpu", cpu_algorithm,
+              batch_sizes = "64,1024,4096", cpu_engine = "cpu", cpu_algorithm,
               scoring = "bm25";
   unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
-  unsigned or_window = 4096, bmw_threads = 128;
+  unsigned or_window = 8192, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
   app.add_option("--out", out_path, "JSON output")->required();
@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
   app.add_option("--scoring", scoring)->capture_default_str();
   app.add_option("--or-window", or_window)->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
+  app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target")
+      ->capture_default_str();
+  app.add_option("--max-segments", max_segments, "GPU segments per query at most (1: none)")
+      ->capture_default_str();
   app.add_option("--limit", limit, "queries for the GPU runs")->capture_default_str();
   app.add_option("--latency-limit", latency_limit, "queries for the per-batch latency runs")
       ->capture_default_str();
@@ -169,7 +173,7 @@ int main(int argc, char** argv) {
       std::vector<double> ms;
       for (int i = 0; i < 7; ++i) {
         a.record(nullptr);
-        gpu::launch_decode_blocks(image.view(), 0, n, sums.data(), nullptr);
+        gpu::launch_decode_blocks(image.view(), 0, n, nullptr, nullptr, sums.data(), nullptr);
         b.record(nullptr);
         b.synchronize();
         if (i >= 2) ms.push_back(b.ms_since(a));
@@ -178,7 +182,8 @@ int main(int argc, char** argv) {
       const double ints = 2.0 * double(index.shard(0).manifest().num_postings);
       const double bytes = double(index.shard(0).postings().size_bytes());
       out["decode"] = {{"blocks", n}, {"ms", t}, {"ints_per_s", ints / (t * 1e-3)},
-                       {"compressed_gb_per_s", bytes / (t * 1e6)}};
+                       {"compressed_gb_per_s", bytes / (t * 1e6)},
+                       {"fraction_of_copy_bandwidth", bytes / (t * 1e6) / copy_gbps}};
       std::cerr << fmt::format("GPU decode: {:.1f} G ints/s, {:.0f} GB/s compressed\n",
                                ints / (t * 1e-3) / 1e9, bytes / (t * 1e6));
     }
@@ -214,10 +219,35 @@ int main(int argc, char** argv) {
         const double qps = double(cpu_queries.size()) / r.seconds;
         cpu_json.push_back({{"mode", mode_name}, {"engine", cpu_engine},
                             {"algorithm", algo.empty() ? "default" : algo},
+                            {"batch_size", "all"},
                             {"queries", cpu_queries.size()}, {"seconds", r.seconds},
                             {"queries_per_s", qps}});
-        std::cerr << fmt::format("CPU {} {} {}: {:.0f} q/s\n", cpu_engine,
+        std::cerr << fmt::format("CPU {} {} {} (one call): {:.0f} q/s\n", cpu_engine,
                                  algo.empty() ? "default" : algo, mode_name, qps);
+        // The same queries in batches of each GPU batch size, one batch at a time: throughput
+        // and per-batch latency where the GPU is measured the same way.
+        for (const std::string& bs : split(batch_sizes)) {
+          const std::size_t b = std::stoul(bs);
+          std::vector<double> batch_ms;
+          double total_s = 0;
+          for (std::size_t b0 = 0; b0 < cpu_queries.size(); b0 += b) {
+            const std::vector<Query> batch(
+                cpu_queries.begin() + b0, cpu_queries.begin() + std::min(cpu_queries.size(), b0 + b));
+            const RunResult br = run_all(engines, batch, params);
+            total_s += br.seconds;
+            for (std::size_t i = 0; i < batch.size(); ++i) batch_ms.push_back(br.seconds * 1e3);
+          }
+          const double bqps = double(cpu_queries.size()) / total_s;
+          cpu_json.push_back({{"mode", mode_name}, {"engine", cpu_engine},
+                              {"algorithm", algo.empty() ? "default" : algo},
+                              {"batch_size", b}, {"queries", cpu_queries.size()},
+                              {"seconds", total_s}, {"queries_per_s", bqps},
+                              {"latency_ms_p50", percentile(batch_ms, 50)},
+                              {"latency_ms_p99", percentile(batch_ms, 99)}});
+          std::cerr << fmt::format("CPU {} {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms\n",
+                                   cpu_engine, algo.empty() ? "default" : algo, mode_name, b, bqps,
+                                   percentile(batch_ms, 50), percentile(batch_ms, 99));
+        }
       }
     }
     out["cpu"] = cpu_json;
@@ -226,13 +256,20 @@ int main(int argc, char** argv) {
     for (const std::string& mode_name : split(modes)) {
       SearchParams params = base;
       params.mode = parse_mode(mode_name);
-      for (const std::string& algo : split(algorithms)) {
+      for (const std::string& algo_spec : split(algorithms)) {
+        // "window:8192" runs the window algorithm with an 8192-document accumulator window.
+        const std::string algo = algo_spec.substr(0, algo_spec.find(':'));
+        const unsigned window = algo_spec.find(':') == std::string::npos
+                                    ? or_window
+                                    : unsigned(std::stoul(algo_spec.substr(algo_spec.find(':') + 1)));
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
           go.batch_size = unsigned(std::stoul(bs));
-          go.or_window = or_window;
+          go.or_window = window;
           go.bmw_threads = bmw_threads;
+          go.blocks_per_sm = blocks_per_sm;
+          go.max_segments_per_query = max_segments;
           std::vector<std::unique_ptr<QueryEngine>> engines;
           std::vector<gpu::GpuEngine*> raw;
           for (std::size_t s = 0; s < index.num_open_shards(); ++s) {
@@ -247,7 +284,8 @@ int main(int argc, char** argv) {
           const RunResult r = run_all(engines, queries, params);
           const double qps = double(queries.size()) / r.seconds;
           double kernel_ms = 0, h2d_ms = 0, d2h_ms = 0, pack_ms = 0;
-          std::uint64_t bytes_read = 0, h2d_bytes = 0, d2h_bytes = 0, rounds_saved = 0;
+          std::uint64_t bytes_read = 0, h2d_bytes = 0, d2h_bytes = 0, rounds_saved = 0,
+                        and_segments = 0, or_segments = 0, batches = 0;
           for (auto* e : raw)
             for (const auto& b : e->batch_stats()) {
               kernel_ms += b.kernel_ms;
@@ -258,6 +296,9 @@ int main(int argc, char** argv) {
               rounds_saved += b.early_termination_rounds_saved;
               h2d_bytes += b.h2d_bytes;
               d2h_bytes += b.d2h_bytes;
+              and_segments += b.and_segments;
+              or_segments += b.or_segments;
+              ++batches;
             }
           QueryCounters c;
           for (const auto& shard_results : r.per_shard)
@@ -283,7 +324,8 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"batch_size", go.batch_size},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window},
+              {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
               {"latency_ms_p99", percentile(batch_ms, 99)},
@@ -293,15 +335,24 @@ int main(int argc, char** argv) {
               {"postings_read_gb_per_s", kernel_ms > 0 ? double(bytes_read) / (kernel_ms * 1e6) : 0.0},
               {"fraction_of_copy_bandwidth",
                kernel_ms > 0 ? double(bytes_read) / (kernel_ms * 1e6) / copy_gbps : 0.0},
+              // Roofline: the kernels' time against moving the postings they read once at the
+              // measured copy bandwidth, and the postings they handled per second.
+              {"roofline", {{"postings_per_s", kernel_ms > 0 ? double(c.postings_decoded) / (kernel_ms * 1e-3) : 0.0},
+                            {"bytes_read", bytes_read},
+                            {"copy_gb_per_s", copy_gbps},
+                            {"ms_at_copy_bandwidth", double(bytes_read) / (copy_gbps * 1e6)},
+                            {"kernel_ms", kernel_ms}}},
+              {"segments", {{"and", and_segments}, {"or", or_segments}, {"batches", batches}}},
               {"counters", to_json(c)},
               {"early_termination_rounds_saved", rounds_saved},
               {"verified_queries", checked}, {"verify_failures", wrong}};
           std::cerr << fmt::format(
               "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, "
-              "{:.0f} GB/s postings, {} wrong of {}\n",
-              algo, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
-              percentile(batch_ms, 99), kernel_ms, double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6,
-              wrong, checked);
+              "{:.1f} G postings/s, {:.0f} GB/s postings, {} wrong of {}\n",
+              algo_spec, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
+              percentile(batch_ms, 99), kernel_ms,
+              double(c.postings_decoded) / std::max(kernel_ms, 1e-9) / 1e6,
+              double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6, wrong, checked);
           gpu_json.push_back(row);
         }
       }

@@ -46,16 +46,21 @@ std::vector<Setting> all_settings(const std::vector<unsigned>& ks) {
   return v;
 }
 
-// Runs `queries` through one GPU engine per shard and checks every merged answer against the
-// reference; for and-or, each shard's AND match count must be exact below k. Returns checks.
-std::size_t check_gpu_against_reference(const Index& index, const std::vector<Query>& queries,
-                                        const std::vector<Setting>& settings,
-                                        const gpu::GpuEngineOptions& options) {
+struct CheckCount {
+  std::size_t checks = 0, failures = 0;
+};
+
+// Runs `queries` through one GPU engine per shard and compares every merged answer with the
+// reference; for and-or, each shard's AND match count must be exact below k. Counts checks and
+// failures; with `expect_exact`, every failure is also a test failure with its description.
+CheckCount compare_gpu_with_reference(const Index& index, const std::vector<Query>& queries,
+                                      const std::vector<Setting>& settings,
+                                      const gpu::GpuEngineOptions& options, bool expect_exact) {
   std::vector<std::unique_ptr<gpu::GpuEngine>> engines;
   for (std::size_t s = 0; s < index.num_open_shards(); ++s)
     engines.push_back(
         std::make_unique<gpu::GpuEngine>(index.shard(s), index.shard_id(s), options));
-  std::size_t checks = 0;
+  CheckCount count;
   for (const Setting& st : settings) {
     const SearchParams params{st.mode, st.scoring, 0.3, st.k};
     std::vector<std::vector<ShardResult>> results(engines.size());
@@ -71,22 +76,51 @@ std::size_t check_gpu_against_reference(const Index& index, const std::vector<Qu
         if (st.mode == Mode::kAndOr) {
           const auto ref = reference_search_shard(index.shard(s), index.shard_id(s), q, params, 1);
           const std::uint64_t got = results[s][qi].and_matches;
-          if (ref.and_matches < st.k) EXPECT_EQ(got, ref.and_matches) << "query " << q.id;
-          else EXPECT_GE(got, st.k) << "query " << q.id;
+          const bool ok = ref.and_matches < st.k ? got == ref.and_matches : got >= st.k;
+          if (!ok) ++count.failures;
+          if (expect_exact) {
+            EXPECT_TRUE(ok) << "query " << q.id << ": " << got << " AND matches, reference "
+                            << ref.and_matches;
+          }
         }
       }
       const QueryResult merged = merge_shard_results(params, per_shard);
       const std::size_t depth = 2 * std::size_t(st.k) + 20;
       const ReferenceAnswer ref = reference_answer(index, q, params, depth);
       const auto diff = compare_top_k(ref.hits, ref.total_matches, st.k, merged.hits);
-      EXPECT_FALSE(diff.has_value())
-          << "query " << q.id << " (" << q.terms.size() << " terms) mode " << to_string(st.mode)
-          << " " << to_string(st.scoring) << " k=" << st.k << " algorithm " << options.algorithm
-          << " batch " << options.batch_size << ": " << diff.value_or("");
-      ++checks;
+      if (diff) ++count.failures;
+      if (expect_exact) {
+        EXPECT_FALSE(diff.has_value())
+            << "query " << q.id << " (" << q.terms.size() << " terms) mode " << to_string(st.mode)
+            << " " << to_string(st.scoring) << " k=" << st.k << " algorithm " << options.algorithm
+            << " batch " << options.batch_size << " segments <= " << options.max_segments_per_query
+            << ": " << diff.value_or("");
+      }
+      ++count.checks;
     }
   }
-  return checks;
+  return count;
+}
+
+std::size_t check_gpu_against_reference(const Index& index, const std::vector<Query>& queries,
+                                        const std::vector<Setting>& settings,
+                                        const gpu::GpuEngineOptions& options) {
+  return compare_gpu_with_reference(index, queries, settings, options, true).checks;
+}
+
+// The work decompositions every kernel is checked under: one thread block per query, the
+// default cut, and as many segments as the engine allows (small segments, many boundaries).
+std::vector<gpu::GpuEngineOptions> decompositions(gpu::GpuEngineOptions base) {
+  std::vector<gpu::GpuEngineOptions> v;
+  base.max_segments_per_query = 1;
+  v.push_back(base);
+  base.max_segments_per_query = gpu::GpuEngineOptions{}.max_segments_per_query;
+  v.push_back(base);
+  base.blocks_per_sm = 64;
+  base.min_segment_postings = 64;
+  base.max_segments_per_query = gpu::kMaxSegmentsPerQuery;
+  v.push_back(base);
+  return v;
 }
 
 std::vector<Query> resolve_all(const Index& index, const std::filesystem::path& file,
@@ -115,32 +149,52 @@ Index build_synthetic(const TempDir& tmp, const std::string& spec, std::uint32_t
 
 }  // namespace
 
-// The warp decoder against the CPU decoder, over every block of a synthetic index, both codecs.
+// The warp decoder against the CPU decoder, value by value: every block of a small index and
+// random blocks of a larger one, both codecs.
 TEST_F(GpuTest, DecoderMatchesCpuDecoderOnEveryBlock) {
+  std::mt19937_64 rng(29);
   for (const char* codec : {"pfor128", "bp128"}) {
-    TempDir tmp;
-    BuildOptions o;
-    o.out_dir = tmp / "idx";
-    o.progress = false;
-    o.codec = codec::parse_codec(codec);
-    build_index_synthetic(SyntheticParams::parse("docs=3000,seed=5,test_queries=10"), o);
-    const Index index = Index::open(tmp / "idx");
-    const ShardIndex& shard = index.shard(0);
-    gpu::DeviceShard image(shard);
-    const std::uint64_t n = shard.block_offsets().size();
-    gpu::DeviceBuffer<std::uint32_t> sums(n);
-    gpu::launch_decode_blocks(image.view(), 0, n, sums.data(), nullptr);
-    std::vector<std::uint32_t> got(n);
-    GPUSEARCH_CUDA_CHECK(cudaMemcpy(got.data(), sums.data(), n * 4, cudaMemcpyDeviceToHost));
-    std::uint32_t docs[128], freqs[128];
-    for (std::uint64_t b = 0; b < n; ++b) {
-      const std::uint32_t* in = shard.block_data(b);
-      const std::uint32_t* fp = codec::decode_docids(in, 0, docs);
-      codec::decode_freqs(fp, freqs);
-      const unsigned count = codec::read_header(in[0]).count;
-      std::uint32_t x = 0;
-      for (unsigned j = 0; j < count; ++j) x ^= docs[j] * 2654435761u + freqs[j];
-      ASSERT_EQ(got[b], x) << codec << " block " << b;
+    for (const char* spec : {"docs=3000,seed=5,test_queries=10", "docs=20000,seed=6,test_queries=10"}) {
+      TempDir tmp;
+      BuildOptions o;
+      o.out_dir = tmp / "idx";
+      o.progress = false;
+      o.codec = codec::parse_codec(codec);
+      build_index_synthetic(SyntheticParams::parse(spec), o);
+      const Index index = Index::open(tmp / "idx");
+      const ShardIndex& shard = index.shard(0);
+      gpu::DeviceShard image(shard);
+      const std::uint64_t blocks = shard.block_offsets().size() - 1;  // offsets has blocks + 1
+      ASSERT_EQ(blocks, shard.block_last_docid().size());
+      // Every block of the small index; 2,000 random single blocks of the larger one.
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // first, count
+      if (blocks < 5000) ranges.push_back({0, blocks});
+      else
+        for (int i = 0; i < 2000; ++i) ranges.push_back({rng() % blocks, 1});
+      for (const auto& [first, count] : ranges) {
+        gpu::DeviceBuffer<std::uint32_t> docs(count * 128), freqs(count * 128);
+        gpu::launch_decode_blocks(image.view(), first, count, docs.data(), freqs.data(), nullptr,
+                                  nullptr);
+        std::vector<std::uint32_t> got_docs(count * 128), got_freqs(count * 128);
+        GPUSEARCH_CUDA_CHECK(cudaMemcpy(got_docs.data(), docs.data(), count * 128 * 4,
+                                        cudaMemcpyDeviceToHost));
+        GPUSEARCH_CUDA_CHECK(cudaMemcpy(got_freqs.data(), freqs.data(), count * 128 * 4,
+                                        cudaMemcpyDeviceToHost));
+        std::uint32_t want_docs[128], want_freqs[128];
+        for (std::uint64_t i = 0; i < count; ++i) {
+          const std::uint64_t b = first + i;
+          const std::uint32_t* in = shard.block_data(b);
+          const std::uint32_t* fp = codec::decode_docids(in, 0, want_docs);
+          codec::decode_freqs(fp, want_freqs);
+          const unsigned n = codec::read_header(in[0]).count;
+          for (unsigned j = 0; j < 128; ++j) {
+            ASSERT_EQ(got_docs[i * 128 + j], j < n ? want_docs[j] : 0u)
+                << codec << " block " << b << " docID " << j << " of " << n;
+            ASSERT_EQ(got_freqs[i * 128 + j], j < n ? want_freqs[j] : 0u)
+                << codec << " block " << b << " frequency " << j << " of " << n;
+          }
+        }
+      }
     }
   }
 }
@@ -150,12 +204,13 @@ TEST_F(GpuTest, SyntheticThreeShardsAllModesScoringsAndK) {
   const Index index = build_synthetic(tmp, "docs=6000,seed=11,test_queries=150,mean_length=200", 3);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
   ASSERT_GE(queries.size(), 100u);
-  for (const char* algorithm : {"bmw", "window", "exhaustive"}) {
+  for (const char* algorithm : {"window", "bmw", "exhaustive"}) {
     gpu::GpuEngineOptions o;
     o.algorithm = algorithm;
     o.batch_size = 64;  // several launches, both streams
-    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 100, 1000}), o),
-              3000u);
+    for (const auto& d : decompositions(o))
+      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 100, 1000}), d),
+                3000u);
   }
 }
 
@@ -219,10 +274,11 @@ TEST_F(GpuTest, AdversarialQueries) {
     queries.push_back(Query{"m" + std::to_string(i), {all.begin(), all.begin() + n}, 0});
   }
   queries.push_back(Query{"empty", {}, 0});
-  for (const char* algorithm : {"bmw", "window", "exhaustive"}) {
+  for (const char* algorithm : {"window", "bmw", "exhaustive"}) {
     gpu::GpuEngineOptions g;
     g.algorithm = algorithm;
-    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), g), 500u);
+    for (const auto& d : decompositions(g))
+      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), d), 500u);
   }
 }
 
@@ -241,8 +297,31 @@ TEST_F(GpuTest, RealCollectionCranfieldWithItsAndMsMarcoQueries) {
   const auto ms = resolve_all(index, gpusearch::testing::shared_data("msmarco-queries-sample/queries.tsv"), 300);
   queries.insert(queries.end(), ms.begin(), ms.end());
   ASSERT_GT(queries.size(), 200u);
-  gpu::GpuEngineOptions g;
-  EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 100}), g), 2000u);
+  for (const auto& d : decompositions(gpu::GpuEngineOptions{}))
+    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 100}), d), 2000u);
+}
+
+// The tests can fail: every pruning bound weakened by x0.97 (GS early termination, block-max
+// window skipping, BMW's bounds) must produce wrong answers on this collection, while the same
+// run with safe bounds is exact.
+TEST_F(GpuTest, WeakenedPruningBoundGivesWrongAnswers) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=20000,seed=3,test_queries=200,mean_length=300", 1);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
+  for (const char* algorithm : {"window", "bmw"}) {
+    gpu::GpuEngineOptions o;
+    o.algorithm = algorithm;
+    o.or_window = 256;
+    const auto settings = all_settings({1, 10});
+    const CheckCount safe = compare_gpu_with_reference(index, queries, settings, o, true);
+    EXPECT_EQ(safe.failures, 0u) << algorithm;
+    o.bound_scale = 0.97f;
+    const CheckCount weak = compare_gpu_with_reference(index, queries, settings, o, false);
+    EXPECT_GT(weak.failures, 0u) << algorithm << ": " << weak.checks
+                                 << " answers with bounds weakened by x0.97, none wrong";
+    std::cerr << algorithm << ": bounds x0.97 give " << weak.failures << " wrong answers of "
+              << weak.checks << "\n";
+  }
 }
 
 TEST_F(GpuTest, BadOptionsAreRejected) {

@@ -1,6 +1,8 @@
 // Helpers shared by the tests: temporary directories, small corpora, running the CLI.
 #pragma once
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -65,7 +67,11 @@ inline CommandResult run_gpusearch(const std::string& args) {
   return r;
 }
 
+// Real test collections: $GPUSEARCH_SHARED_DATA when set (binaries built on one machine and
+// run on another, e.g. a GPU host), else the directory configured at build time.
 inline std::filesystem::path shared_data(const std::string& rel) {
+  if (const char* env = std::getenv("GPUSEARCH_SHARED_DATA"); env && *env)
+    return std::filesystem::path(env) / rel;
   return std::filesystem::path(GPUSEARCH_SHARED_DATA_DIR) / rel;
 }
 
