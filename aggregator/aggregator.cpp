@@ -19,6 +19,7 @@
 #include "aggregator/kway_merge.hpp"
 #include "aggregator/result_cache.hpp"
 #include "common/index_format.hpp"
+#include "common/metrics.hpp"
 #include "common/progress.hpp"
 #include "common/run_file.hpp"
 #include "common/shard_index.hpp"
@@ -35,20 +36,9 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Exact percentiles from the stored samples (nearest rank).
-nlohmann::json summary(std::vector<double> v) {
-  if (v.empty()) return {{"count", 0}};
-  std::sort(v.begin(), v.end());
-  auto pct = [&](double p) {
-    const std::size_t rank = std::size_t(std::ceil(p / 100.0 * double(v.size())));
-    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-  };
-  double sum = 0;
-  for (double x : v) sum += x;
-  return {{"count", v.size()}, {"mean", sum / double(v.size())},
-          {"p50", pct(50)},    {"p95", pct(95)},
-          {"p99", pct(99)},    {"max", v.back()}};
-}
+// Every latency and stage entry: count, mean, min, p50/p95/p99, max and order statistics, with
+// the one percentile definition (common/metrics.hpp: nearest rank over the stored samples).
+nlohmann::json summary(std::vector<double> v) { return metrics::summarize(std::move(v)); }
 
 // Where queries come from: a file replayed closed-loop or at a rate, or standard input read by
 // a thread (std::getline blocks; the MPI loop must not).

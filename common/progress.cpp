@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -64,24 +63,5 @@ void Progress::maybe_draw(bool force) {
   else std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 }
-
-namespace {
-std::uint64_t status_field_kib(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  std::uint64_t value = 0;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) {
-      std::sscanf(line.c_str() + std::char_traits<char>::length(field), ": %lu", &value);
-      return value;
-    }
-  }
-  return 0;
-}
-}  // namespace
-
-std::uint64_t peak_rss_bytes() { return status_field_kib("VmHWM") * 1024; }
-std::uint64_t current_rss_bytes() { return status_field_kib("VmRSS") * 1024; }
 
 }  // namespace gpusearch

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/metrics.hpp"  // peak_rss_bytes, current_rss_bytes (reported beside progress)
+
 namespace gpusearch {
 
 class Progress {
@@ -28,10 +30,5 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_draw_;
   std::mutex draw_mutex_;
 };
-
-// Peak resident memory of this process (VmHWM), in bytes; 0 if unknown.
-std::uint64_t peak_rss_bytes();
-// Current resident memory (VmRSS), in bytes; 0 if unknown.
-std::uint64_t current_rss_bytes();
 
 }  // namespace gpusearch

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/metrics.hpp"
 #include "common/progress.hpp"
 #include "common/run_file.hpp"
 #include "common/shard_index.hpp"
@@ -15,12 +16,7 @@ namespace gpusearch {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, std::size_t(std::ceil(p / 100.0 * v.size())) - (p > 0));
-  return v[i];
-}
+using metrics::percentile;  // the one definition: nearest rank (common/metrics.hpp)
 }  // namespace
 
 nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostream& run) {

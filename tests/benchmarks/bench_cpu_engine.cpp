@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/block_codec.hpp"
+#include "common/metrics.hpp"
 #include "common/result_compare.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
@@ -227,14 +228,13 @@ int main(int argc, char** argv) {
         std::sort(sorted.begin(), sorted.end());
         const double mean =
             std::accumulate(sorted.begin(), sorted.end(), 0.0) / double(sorted.size());
-        const double p50 = sorted[sorted.size() / 2];
-        const double p99 =
-            sorted[std::min(sorted.size() - 1, std::size_t(double(sorted.size()) * 0.99))];
+        const double p50 = metrics::percentile_of_sorted(sorted, 50);
+        const double p99 = metrics::percentile_of_sorted(sorted, 99);
         std::vector<double> sorted_cpu = cpu_ms[j];
         std::sort(sorted_cpu.begin(), sorted_cpu.end());
         const double cpu_mean =
             std::accumulate(sorted_cpu.begin(), sorted_cpu.end(), 0.0) / double(Q);
-        const double cpu_p99 = sorted_cpu[std::min(Q - 1, std::size_t(double(Q) * 0.99))];
+        const double cpu_p99 = metrics::percentile_of_sorted(sorted_cpu, 99);
         // Throughput: the whole batch, queries in parallel on `threads` cores.
         double qps = 0;
         {

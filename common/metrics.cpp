@@ -1,0 +1,80 @@
+#include "common/metrics.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace gpusearch::metrics {
+
+namespace {
+// 1-based nearest rank of percentile p among n samples, clamped to [1, n].
+std::size_t nearest_rank(std::size_t n, double p) {
+  // The product is formed in long double and nudged down by a few ulps so that p/100 * n landing
+  // a hair above an integer through binary rounding (0.95 * 20 = 19.000000000000004) does not
+  // move the rank up by one.
+  const long double x = static_cast<long double>(p) / 100.0L * static_cast<long double>(n);
+  const auto rank = static_cast<std::size_t>(std::ceil(x - 1e-9L * std::max(1.0L, x)));
+  return std::clamp<std::size_t>(rank, 1, n);
+}
+
+std::uint64_t status_field_kib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  std::uint64_t value = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) {
+      std::sscanf(line.c_str() + std::char_traits<char>::length(field), ": %lu", &value);
+      return value;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+double percentile_of_sorted(std::span<const double> sorted, double p) {
+  if (!(p >= 0.0 && p <= 100.0))
+    throw std::invalid_argument("percentile " + std::to_string(p) + " is outside [0, 100]");
+  if (sorted.empty()) return std::numeric_limits<double>::quiet_NaN();
+  return sorted[nearest_rank(sorted.size(), p) - 1];
+}
+
+double percentile(std::vector<double> samples, double p) {
+  std::sort(samples.begin(), samples.end());
+  return percentile_of_sorted(samples, p);
+}
+
+nlohmann::json summarize(std::vector<double> v) {
+  if (v.empty()) return {{"count", 0}};
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  const double sum = std::accumulate(v.begin(), v.end(), 0.0);
+  const std::size_t m = std::min(n, kSummaryOrderStatistics);
+  nlohmann::json order = nlohmann::json::array();
+  for (std::size_t i = 1; i <= m; ++i) order.push_back(v[(i * n + m - 1) / m - 1]);  // ceil(i n/m)
+  return {{"count", n},
+          {"mean", sum / double(n)},
+          {"min", v.front()},
+          {"p50", percentile_of_sorted(v, 50)},
+          {"p95", percentile_of_sorted(v, 95)},
+          {"p99", percentile_of_sorted(v, 99)},
+          {"max", v.back()},
+          {"order_statistics", std::move(order)}};
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+std::uint64_t peak_rss_bytes() { return status_field_kib("VmHWM") * 1024; }
+std::uint64_t current_rss_bytes() { return status_field_kib("VmRSS") * 1024; }
+
+}  // namespace gpusearch::metrics

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Tests of the scaling study (launch/study.sh, launch/study-report, launch/study-simulate) and of
+# the multi-node launch:
+#   study_test.sh BUILD_DIR two_point         a two-point study: one JSON per point, answers
+#                                             exact, report and plots written; a rerun skips both
+#                                             points; the simulator validates and predicts
+#   study_test.sh BUILD_DIR bad_spec          bad specs fail before running, naming the bad input
+#   study_test.sh BUILD_DIR multi_node_netns  the cluster across three "hosts" (network
+#                                             namespaces joined by a bridge, Open MPI's launch
+#                                             agent pointed into them): aggregator on one, ISNs on
+#                                             two others, exact; exit 77 (skipped) where namespaces
+#                                             cannot be made
+set -euo pipefail
+build=$(cd "$1" && pwd)
+case_name=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export GPUSEARCH_BUILD_DIR=$build OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+gs=$build/bin/gpusearch
+tmp=$(mktemp -d /tmp/gpusearch-study-XXXXXX)
+cleanup_extra=":"
+trap 'eval "$cleanup_extra"; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+metric() {  # metric FILE PYTHON-EXPR-ON-m
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+expect_error() {  # expect_error TEXT SPEC: the study fails (exit 2) and says TEXT
+  local text=$1 spec=$2 rc=0
+  "$root/launch/study.sh" "$spec" --out "$tmp/bad-out" > "$tmp/bad.log" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || { cat "$tmp/bad.log"; fail "expected exit 2 for $spec, got $rc"; }
+  grep -qF -- "$text" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "the error does not say: $text"; }
+  [ ! -d "$tmp/bad-out/runs" ] || fail "a bad spec started runs"
+  echo "ok: $(tail -1 "$tmp/bad.log")"
+}
+
+case "$case_name" in
+  two_point)
+    out=$tmp/study
+    t0=$(date +%s)
+    "$root/launch/study.sh" "$root/tests/study/two-point.json" --out "$out" \
+      --index-cache "$tmp/indexes" > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; fail "study failed"; }
+    cat "$tmp/first.log"
+    n=$(ls "$out"/points/*.json | wc -l)
+    [ "$n" = 2 ] || fail "expected 2 point JSONs, found $n"
+    for f in "$out"/points/*.json; do
+      [ "$(metric "$f" 'm["exact"]')" = True ] || fail "$f: answers differ from the reference"
+      [ "$(metric "$f" 'm["derived"]["queries"]')" -ge 250 ] || fail "$f: too few queries answered"
+      [ "$(metric "$f" 'len(m["metrics"]["latency_ms"]["order_statistics"]) > 0')" = True ] ||
+        fail "$f: no latency order statistics"
+    done
+    isns=$(for f in "$out"/points/*.json; do metric "$f" 'm["metrics"]["isns"]'; done | sort | tr '\n' ' ')
+    [ "$isns" = "1 2 " ] || fail "expected points with 1 and 2 ISNs, got $isns"
+    grep -q "horizontal, strong" "$out/report.md" || fail "report.md lacks the series table"
+    grep -q "| 2 | 1 | 2,000 | saturation |" "$out/report.md" || { cat "$out/report.md"; fail "report.md lacks the 2-ISN row"; }
+    [ -s "$out/scaling.png" ] && [ -s "$out/vs-nodes.png" ] || fail "plots missing"
+    # Resume: a second run finds both points done and runs nothing.
+    "$root/launch/study.sh" "$root/tests/study/two-point.json" --out "$out" \
+      --index-cache "$tmp/indexes" --no-report > "$tmp/second.log" 2>&1 || { cat "$tmp/second.log"; fail "rerun failed"; }
+    [ "$(grep -c "done before, skipped" "$tmp/second.log")" = 2 ] || { cat "$tmp/second.log"; fail "rerun did not skip both points"; }
+    # An interrupted point (no JSON) is run again, and only it.
+    rm "$out"/points/isns2-*.json
+    "$root/launch/study.sh" "$root/tests/study/two-point.json" --out "$out" \
+      --index-cache "$tmp/indexes" --no-report > "$tmp/third.log" 2>&1 || { cat "$tmp/third.log"; fail "resume failed"; }
+    [ "$(grep -c "done before, skipped" "$tmp/third.log")" = 1 ] && grep -q "^\[2/2\] isns2" "$tmp/third.log" ||
+      { cat "$tmp/third.log"; fail "resume did not rerun exactly the missing point"; }
+    # The simulator: validation table and predictions for 10 ISNs.
+    "$root/launch/study-simulate" "$out" --isns 1,2,10 --repeats 2 > "$tmp/sim.log" 2>&1 ||
+      { cat "$tmp/sim.log"; fail "study-simulate failed"; }
+    cat "$tmp/sim.log"
+    grep -q "^| 10 |" "$out/simulation.md" || fail "simulation.md lacks the 10-ISN prediction"
+    [ "$(metric "$out/simulation.json" 'len(m["validation"])')" = 2 ] || fail "simulation: expected 2 validated points"
+    echo "PASS: two-point study, report, resume and simulator in $(( $(date +%s) - t0 )) s"
+    ;;
+
+  bad_spec)
+    good=$root/tests/study/two-point.json
+    python3 - "$good" "$tmp" <<'PY'
+import json, sys
+good, tmp = json.load(open(sys.argv[1])), sys.argv[2]
+def write(name, change):
+    s = json.loads(json.dumps(good)); change(s); json.dump(s, open(f"{tmp}/{name}.json", "w"))
+write("typo", lambda s: s["series"][0]["points"][0].update({"isn": 2}))
+write("engine", lambda s: s["defaults"].update({"engine": "quantum"}))
+write("top", lambda s: s.update({"serie": []}))
+write("index", lambda s: s.update({"collection": {"index": f"{tmp}/no-such-index"},
+                                   "series": [{"name": "x", "points": [{"isns": 1}]}]}))
+write("docs", lambda s: s["series"][0]["points"][0].pop("docs"))
+PY
+    expect_error "series[0].points[0]: unknown key 'isn'" "$tmp/typo.json"
+    expect_error "engine 'quantum' is not one of" "$tmp/engine.json"
+    expect_error "unknown key 'serie'" "$tmp/top.json"
+    expect_error "no index at $tmp/no-such-index" "$tmp/index.json"
+    expect_error "give docs_per_shard or docs" "$tmp/docs.json"
+    expect_error "no study spec at $tmp/missing.json" "$tmp/missing.json"
+    echo "not json" > "$tmp/broken.json"
+    expect_error "not valid JSON" "$tmp/broken.json"
+    echo "PASS: bad specs are refused with the bad input named"
+    ;;
+
+  multi_node_netns)
+    skip() { echo "SKIPPED: $*"; exit 77; }
+    command -v ip >/dev/null || skip "no ip command (Debian: iproute2)"
+    command -v unshare >/dev/null || skip "no unshare command (util-linux)"
+    # Names unique to this run; a /24 picked from the process id so parallel runs do not clash.
+    tag=g$$
+    net=10.$(( 100 + $$ % 100 )).$(( $$ / 100 % 250 ))
+    hosts=(${tag}a ${tag}b ${tag}c)
+    ip netns add "${hosts[0]}" 2>"$tmp/netns.err" ||
+      skip "cannot create network namespaces here ($(head -1 "$tmp/netns.err")); needs root or CAP_SYS_ADMIN"
+    cleanup_extra='for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done; ip link del "br$tag" 2>/dev/null || true'
+    ip netns add "${hosts[1]}" && ip netns add "${hosts[2]}"
+    ip link add "br$tag" type bridge || skip "cannot create a bridge"
+    ip addr add "$net.1/24" dev "br$tag"
+    ip link set "br$tag" up
+    hostfile=$tmp/hostfile
+    : > "$hostfile"
+    for i in 0 1 2; do
+      h=${hosts[$i]}
+      ip link add "v$tag$i" type veth peer name eth0 netns "$h"
+      ip link set "v$tag$i" master "br$tag" up
+      ip netns exec "$h" ip addr add "$net.$((i + 2))/24" dev eth0
+      ip netns exec "$h" ip link set eth0 up
+      ip netns exec "$h" ip link set lo up
+      echo "$net.$((i + 2)) slots=1" >> "$hostfile"
+    done
+    # Can host b reach host c over the bridge? (No ping on a minimal system: a TCP connect.)
+    ip netns exec "${hosts[2]}" python3 -c 'import socket; s = socket.socket(); s.bind(("", 47613)); s.listen(1); s.settimeout(5); s.accept()' &
+    listener=$!
+    sleep 0.5
+    ip netns exec "${hosts[1]}" python3 -c 'import socket, sys; socket.create_connection((sys.argv[1], 47613), timeout=3)' "$net.4" 2>/dev/null ||
+      { kill $listener 2>/dev/null; skip "the namespaces cannot reach each other over the bridge (bridge netfilter?)"; }
+    wait $listener || true
+    # Open MPI's launch agent: instead of ssh HOST COMMAND, enter HOST's namespace (and give it
+    # its own host name, so every rank reports where it ran) and run COMMAND there.
+    agent=$tmp/netns-agent
+    cat > "$agent" <<EOF
+#!/bin/sh
+# netns-agent ADDRESS COMMAND...: Open MPI's rsh launch agent for the test's namespaces.
+addr=\$1; shift
+case "\$addr" in
+$(for i in 0 1 2; do echo "  $net.$((i + 2))) ns=${hosts[$i]} ;;"; done)
+  *) echo "netns-agent: unknown host \$addr" >&2; exit 1 ;;
+esac
+exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$ns; \$*"
+EOF
+    chmod +x "$agent"
+    "$gs" -q index --synthetic "docs=4000,seed=11,train_queries=5,test_queries=150,mean_length=150" \
+      --shards 2 --out "$tmp/idx" >/dev/null
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" --mode and-or --k 10 \
+      --run "$tmp/ref.txt" >/dev/null
+    export GPUSEARCH_MPIRUN_ARGS="--mca plm_rsh_agent $agent --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24"
+    timeout -k 10 120 "$root/launch/cluster.sh" -q --hostfile "$hostfile" --index "$tmp/idx" \
+      --queries "$tmp/idx/queries.test.tsv" --isns 2 --mode and-or --k 10 --threads 1 \
+      --batch-size 16 --run "$tmp/run.txt" --metrics "$tmp/m.json" > "$tmp/out.txt" 2>&1 ||
+      { cat "$tmp/out.txt"; fail "the cluster across namespaces failed"; }
+    cat "$tmp/out.txt"
+    "$gs" compare-runs "$tmp/ref.txt" "$tmp/run.txt" || fail "answers across namespaces differ from the reference"
+    where=$(metric "$tmp/m.json" '" ".join(sorted(i["hello"]["host"] for i in m["isn"]))')
+    [ "$where" = "${hosts[1]} ${hosts[2]}" ] || fail "ISNs ran on '$where', expected ${hosts[1]} and ${hosts[2]}"
+    echo "PASS: aggregator on ${hosts[0]}, ISNs on $where (TCP over veth), answers exact"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
