@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/metrics.hpp"
 #include "common/reference_engine.hpp"
 #include "common/result_compare.hpp"
 #include "gpu/cuda_util.hpp"
@@ -32,11 +33,9 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The project's one percentile definition (common/metrics.hpp), 0 for no samples.
 double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, std::size_t(p / 100.0 * double(v.size() - 1) + 0.5));
-  return v[i];
+  return v.empty() ? 0.0 : metrics::percentile(std::move(v), p);
 }
 
 std::vector<std::string> split(const std::string& s) {
