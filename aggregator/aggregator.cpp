@@ -17,6 +17,8 @@
 
 #include "aggregator/arrival_order_writer.hpp"
 #include "aggregator/kway_merge.hpp"
+#include "aggregator/pipeline_depth_model.hpp"
+#include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
 #include "common/index_format.hpp"
 #include "common/metrics.hpp"
@@ -39,109 +41,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 // Every latency and stage entry: count, mean, min, p50/p95/p99, max and order statistics, with
 // the one percentile definition (common/metrics.hpp: nearest rank over the stored samples).
 nlohmann::json summary(std::vector<double> v) { return metrics::summarize(std::move(v)); }
-
-// Where queries come from: a file replayed closed-loop or at a rate, or standard input read by
-// a thread (std::getline blocks; the MPI loop must not).
-class QuerySource {
- public:
-  // `on_line` runs on the reader thread after each standard-input line (wakes the MPI thread).
-  QuerySource(const AggregatorOptions& o, std::function<void()> on_line)
-      : options_(o), on_line_(std::move(on_line)) {
-    if (o.queries == "-") {
-      stdin_ = true;
-      reader_ = std::thread([this] { read_stdin(); });
-    } else {
-      file_ = read_query_file(o.queries);
-      problems_ = file_.problems;
-    }
-  }
-  ~QuerySource() {
-    if (reader_.joinable()) reader_.detach();  // may sit in a read on a terminal; harmless
-  }
-  const std::string& name() const { return options_.queries; }
-  std::uint64_t total() const { return stdin_ ? 0 : file_.queries.size(); }
-
-  // Queries that have arrived by `now`, at most `room` (closed-loop replay), with arrival times.
-  void poll(Clock::time_point start, Clock::time_point now, std::size_t room,
-            std::vector<std::pair<QueryText, Clock::time_point>>& out) {
-    if (stdin_) {
-      std::lock_guard lock(mutex_);
-      while (!lines_.empty()) {
-        out.push_back(std::move(lines_.front()));
-        lines_.pop_front();
-      }
-      return;
-    }
-    while (next_ < file_.queries.size()) {
-      Clock::time_point arrival = now;
-      if (options_.qps > 0) {
-        arrival = start + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(double(next_) / options_.qps));
-        if (arrival > now) break;
-      } else if (room == 0) {
-        break;
-      } else {
-        --room;
-      }
-      out.emplace_back(file_.queries[next_++], arrival);
-    }
-  }
-  // When the next query arrives in open-loop replay (--qps); max() when that is not known.
-  Clock::time_point next_arrival(Clock::time_point start) const {
-    if (stdin_ || options_.qps <= 0 || next_ >= file_.queries.size())
-      return Clock::time_point::max();
-    return start + std::chrono::duration_cast<Clock::duration>(
-                       std::chrono::duration<double>(double(next_) / options_.qps));
-  }
-  bool exhausted() const {
-    if (!stdin_) return next_ >= file_.queries.size();
-    std::lock_guard lock(mutex_);
-    return eof_ && lines_.empty();
-  }
-  std::vector<QueryProblem> take_problems() {
-    std::lock_guard lock(mutex_);
-    std::vector<QueryProblem> p = std::move(problems_);
-    problems_.clear();
-    return p;
-  }
-
- private:
-  void read_stdin() {
-    std::string line;
-    std::uint64_t line_no = 0;
-    while (std::getline(std::cin, line)) {
-      ++line_no;
-      if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
-      QueryText q;
-      QueryProblem p;
-      const bool ok = parse_tsv_query_line(line, line_no, q, p, "<stdin>");
-      {
-        std::lock_guard lock(mutex_);
-        if (ok)
-          lines_.emplace_back(std::move(q), Clock::now());
-        else
-          problems_.push_back(std::move(p));
-      }
-      on_line_();
-    }
-    {
-      std::lock_guard lock(mutex_);
-      eof_ = true;
-    }
-    on_line_();
-  }
-
-  const AggregatorOptions& options_;
-  std::function<void()> on_line_;
-  bool stdin_ = false;
-  QueryFile file_;
-  std::size_t next_ = 0;
-  mutable std::mutex mutex_;
-  std::deque<std::pair<QueryText, Clock::time_point>> lines_;
-  std::vector<QueryProblem> problems_;
-  bool eof_ = false;
-  std::thread reader_;
-};
 
 // A batch's life at one ISN, on the aggregator's clock.
 struct IsnTimes {
@@ -179,33 +78,6 @@ struct IsnBook {
   bool fallback_seen = false;
   std::int64_t clock_offset_us = 0;  // ISN steady clock minus the aggregator's
   double clock_rtt_us = -1;          // of the sample the offset came from; < 0: not measured
-};
-
-// Exponentially weighted means of the latencies the pipeline depth is chosen from.
-struct LatencyModel {
-  double compute_us = 0;   // the slowest ISN's engine time per batch
-  double overhead_us = 0;  // to the ISN and back (wire, encode, decode), excluding its queue
-  // From the later of a batch's send and the previous batch's last answer to its own last
-  // answer: when the next answer is due, whether the ISNs work in series or pipelined.
-  double service_us = 0;
-  bool seeded = false;
-  void add(double compute, double overhead, double service) {
-    if (!seeded) {
-      compute_us = compute, overhead_us = overhead, service_us = service, seeded = true;
-      return;
-    }
-    compute_us = 0.8 * compute_us + 0.2 * compute;
-    overhead_us = 0.8 * overhead_us + 0.2 * overhead;
-    service_us = 0.8 * service_us + 0.2 * service;
-  }
-  // An ISN that finishes a batch must find the next one waiting: batch n + depth - 1 is cut when
-  // batch n's answer is back, so depth - 1 compute times must cover one round of overhead; one
-  // more batch absorbs the variance.
-  std::size_t depth(std::size_t max_depth) const {
-    if (!seeded) return 2;
-    const double need = 1.0 + std::ceil(overhead_us / std::max(compute_us, 1.0)) + 1.0;
-    return std::size_t(std::clamp(need, 1.0, double(std::max<std::size_t>(max_depth, 1))));
-  }
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "aggregator/aggregator.hpp"
 #include "common/error.hpp"
+#include "common/wire/progress_flags.hpp"
 
 using namespace gpusearch;
 
@@ -53,18 +54,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
   std::string progress = "adaptive";
-  app.add_option("--progress", progress,
-                 "how the MPI thread waits: adaptive, spin or backoff (the old sleep-and-poll)")
-      ->capture_default_str();
-  app.add_option("--spin-us", o.pacing.spin_us,
-                 "adaptive: poll without sleeping this long after any activity")
-      ->capture_default_str();
-  app.add_option("--hot-poll-us", o.pacing.hot_poll_us,
-                 "adaptive: polling period while hot (0: yield and poll)")
-      ->capture_default_str();
-  app.add_option("--max-sleep-us", o.pacing.max_sleep_us,
-                 "adaptive and backoff: longest sleep between polling rounds")
-      ->capture_default_str();
+  wire::add_progress_flags(app, progress, o.pacing);
   app.add_option("--timeline-batches", o.timeline_batches,
                  "batches recorded in the metrics' timeline")
       ->capture_default_str();

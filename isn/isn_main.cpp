@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.hpp"
+#include "common/wire/progress_flags.hpp"
 #include "isn/isn_server.hpp"
 
 using namespace gpusearch;
@@ -42,18 +43,7 @@ int main(int argc, char** argv) {
   app.add_option("--inject-delay-rank", o.inject_delay_rank,
                  "test: only this rank sleeps (-1: all)");
   std::string progress = "adaptive";
-  app.add_option("--progress", progress,
-                 "how the MPI thread waits: adaptive, spin or backoff (the old sleep-and-poll)")
-      ->capture_default_str();
-  app.add_option("--spin-us", o.pacing.spin_us, "adaptive: poll without sleeping this long "
-                 "after any activity")
-      ->capture_default_str();
-  app.add_option("--hot-poll-us", o.pacing.hot_poll_us,
-                 "adaptive: polling period while hot (0: yield and poll)")
-      ->capture_default_str();
-  app.add_option("--max-sleep-us", o.pacing.max_sleep_us,
-                 "adaptive and backoff: longest sleep between polling rounds")
-      ->capture_default_str();
+  wire::add_progress_flags(app, progress, o.pacing);
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);

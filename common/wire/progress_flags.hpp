@@ -1,0 +1,31 @@
+// The MPI progress flags the aggregator and the ISN share (--progress, --spin-us, --hot-poll-us,
+// --max-sleep-us), defined once so that both programs document and parse them alike. Header
+// only: used by the command-line mains, which link CLI11.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/wire/progress_pacer.hpp"
+
+namespace gpusearch::wire {
+
+// Adds the flags to `app`; `mode_name` receives --progress (parse it with
+// parse_progress_mode after parsing), the rest go straight into `pacing`.
+inline void add_progress_flags(CLI::App& app, std::string& mode_name, ProgressOptions& pacing) {
+  app.add_option("--progress", mode_name,
+                 "how the MPI thread waits: adaptive, spin or backoff (the old sleep-and-poll)")
+      ->capture_default_str();
+  app.add_option("--spin-us", pacing.spin_us,
+                 "adaptive: poll without sleeping this long after any activity")
+      ->capture_default_str();
+  app.add_option("--hot-poll-us", pacing.hot_poll_us,
+                 "adaptive: polling period while hot (0: yield and poll)")
+      ->capture_default_str();
+  app.add_option("--max-sleep-us", pacing.max_sleep_us,
+                 "adaptive and backoff: longest sleep between polling rounds")
+      ->capture_default_str();
+}
+
+}  // namespace gpusearch::wire
