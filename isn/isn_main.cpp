@@ -52,7 +52,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
-    MPI_Abort(MPI_COMM_WORLD, rc == 0 ? 0 : 2);
+    // --help (rc 0) ends cleanly; MPI_Abort would drop the help text still in stdout's buffer.
+    if (rc == 0) {
+      std::cout.flush();
+      MPI_Finalize();
+      return 0;
+    }
+    std::cout.flush();
+    std::cerr.flush();
+    MPI_Abort(MPI_COMM_WORLD, 2);
     return rc;
   }
   o.verify_checksums = !no_verify;
