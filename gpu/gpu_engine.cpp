@@ -126,6 +126,9 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
     throw InputError("--bmw-threads", 0, "must be a multiple of 32 in [32, 256]");
   if (options.or_window < 256 || options.or_window > 65536 || options.or_window % 128 != 0)
     throw InputError("--or-window", 0, "must be a multiple of 128 in [256, 65536]");
+  if (options.or_threads < 32 || options.or_threads > 1024 ||
+      (options.or_threads & (options.or_threads - 1)) != 0)
+    throw InputError("--or-threads", 0, "must be 32, 64, 128, 256, 512 or 1024");
   if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
     throw InputError("--gpu-max-segments", 0,
                      fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
@@ -247,8 +250,10 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     }
     const std::uint64_t and_seg_cost =
         std::max<std::uint64_t>(m.options.min_segment_postings / 8, and_total / target_blocks);
+    // OR blocks of more than 256 threads: proportionally fewer of them fill the device.
+    const std::uint64_t or_target = std::max<std::uint64_t>(1, target_blocks * 256 / m.options.or_threads);
     const std::uint64_t or_seg_cost =
-        std::max<std::uint64_t>(m.options.min_segment_postings, or_total / target_blocks);
+        std::max<std::uint64_t>(m.options.min_segment_postings, or_total / or_target);
     and_plan.assign(end - begin, SegmentPlan{});
     or_plan.assign(end - begin, SegmentPlan{});
     for (std::size_t j = begin; j < end; ++j) {
@@ -476,7 +481,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       launch_topk_merge(bp, MergePhase::kAnd, s);
     }
     if (run_or) {
-      launch_or_kernel(view, bp, m.options.or_window, s);
+      launch_or_kernel(view, bp,
+                       {m.options.or_window, m.options.or_threads, m.options.or_stage_blocks}, s);
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
     }
@@ -520,6 +526,8 @@ nlohmann::json GpuEngine::stats() const {
       {"algorithm", impl_ ? impl_->options.algorithm : ""},
       {"batch_size", impl_ ? impl_->options.batch_size : 0},
       {"or_window", impl_ ? impl_->options.or_window : 0},
+      {"or_threads", impl_ ? impl_->options.or_threads : 0},
+      {"or_stage_blocks", impl_ ? impl_->options.or_stage_blocks : false},
       {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
       {"blocks_per_sm", impl_ ? impl_->options.blocks_per_sm : 0},
       {"max_segments_per_query", impl_ ? impl_->options.max_segments_per_query : 0},

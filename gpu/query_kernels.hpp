@@ -43,7 +43,14 @@ struct BatchPointers {
 
 // Shared memory the kernels need for a batch (bytes).
 std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms);
-std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, unsigned window);
+// The OR kernel's shape: accumulator window (documents), threads per segment, and whether
+// each warp stages a posting block's words in shared memory before decoding it.
+struct OrKernelConfig {
+  unsigned window = 8192;
+  unsigned threads = 256;
+  bool stage_blocks = false;
+};
+std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config);
 std::size_t bmw_kernel_shared_bytes(unsigned k, unsigned threads);
 // Reads the current device's limits once and raises the kernels' dynamic shared-memory limits
 // to its maximum; later launches on the device check their budget against the cached limit.
@@ -54,8 +61,8 @@ void configure_query_kernels();
 void launch_and_kernel(const ShardView& shard, const BatchPointers& batch, cudaStream_t stream);
 // OR over batch.or_segments by windowed score accumulation, optionally pruned by block-max
 // bounds per window and by the GS bound (queries without kOrByThreads).
-void launch_or_kernel(const ShardView& shard, const BatchPointers& batch, unsigned window,
-                      cudaStream_t stream);
+void launch_or_kernel(const ShardView& shard, const BatchPointers& batch,
+                      const OrKernelConfig& config, cudaStream_t stream);
 // OR by block-max WAND (paper 002) over batch.or_segments for the queries flagged
 // kOrByThreads: `threads` threads per segment, each over its share of the segment's docIDs;
 // k <= kBmwMaxK, terms <= kBmwMaxTerms.

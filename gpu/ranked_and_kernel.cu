@@ -18,7 +18,6 @@ namespace gpusearch::gpu {
 namespace {
 
 constexpr unsigned kWarps = kThreadsPerQuery / 32;
-constexpr unsigned kTopKBuffer = 2 * kThreadsPerQuery;
 
 // Shared-memory layout, computed identically on host (sizing) and device (carving).
 struct AndLayout {
@@ -39,7 +38,9 @@ __host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
   l.warp_docs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
   l.warp_freqs = o; o = align16(o + kWarps * kValuesPerBlock * 4);
   l.warp_stage = o; o = align16(o + kWarps * kStageWords * 4);
-  const unsigned cap = topk_capacity(k, kTopKBuffer);
+  // Room for k plus at least one offer per thread, rounded up to a power of two (bitonic
+  // flush); the rounding's slack is buffer too.
+  const unsigned cap = topk_capacity(k, kThreadsPerQuery);
   l.top_score = o; o = align16(o + cap * 8);
   l.top_doc = o; o = align16(o + cap * 4);
   l.total = o;
@@ -79,7 +80,11 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
   std::uint32_t* my_stage = carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords;
   const std::uint8_t* order = batch.and_order + q.and_order_begin;
-  __shared__ unsigned stop_round;
+  __shared__ unsigned stop_round, run_count;
+  const unsigned topk_buffer = topk_capacity(batch.k, kThreadsPerQuery) - batch.k;
+  // Work counters stay in registers until the end (shared 64-bit atomics per block and per
+  // match cost more than the work they count).
+  unsigned long long my_postings = 0, my_blocks = 0, my_bytes = 0, my_matches = 0;
 
   topk_init(st, batch.k);
   if (tid < kNumCounters) counters[tid] = 0;
@@ -138,9 +143,9 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
           tf[(base + i) * T + s] = my_freqs[i];
         }
         if (lane == 0) {
-          atomicAdd(&counters[kPostings], n);
-          atomicAdd(&counters[kBlocksDecoded], 1ull);
-          atomicAdd(&counters[kBytesRead], 4ull * words);
+          my_postings += n;
+          ++my_blocks;
+          my_bytes += 4ull * words;
         }
       }
     }
@@ -173,15 +178,15 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
         bidx[i] = b;
         if (b == j_end) alive[i] = 0;
       }
-      if (tid == 0) counters[kScratch] = 0;  // runs
+      if (tid == 0) run_count = 0;
       __syncthreads();
       // A run: candidates sharing one block of list j. Its first candidate is its leader.
       for (unsigned i = tid; i < nc; i += blockDim.x) {
         if (bidx[i] != j_end && (i == 0 || bidx[i] != bidx[i - 1]))
-          run_list[atomicAdd(&counters[kScratch], 1ull)] = i;
+          run_list[atomicAdd(&run_count, 1u)] = i;
       }
       __syncthreads();
-      const unsigned runs = static_cast<unsigned>(counters[kScratch]);
+      const unsigned runs = run_count;
       for (unsigned r = warp; r < runs; r += kWarps) {
         const unsigned start = run_list[r];
         const std::uint64_t b = bidx[start];
@@ -203,9 +208,9 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
         const unsigned n = warp_decode_posting_block(shard, b, block_floor(shard, tj, b), my_stage,
                                                      my_docs, my_freqs, lane, &words);
         if (lane == 0) {
-          atomicAdd(&counters[kPostings], n);
-          atomicAdd(&counters[kBlocksDecoded], 1ull);
-          atomicAdd(&counters[kBytesRead], 4ull * words);
+          my_postings += n;
+          ++my_blocks;
+          my_bytes += 4ull * words;
         }
         for (unsigned i = start + lane; i < stop; i += 32) {
           if (!alive[i]) continue;
@@ -240,13 +245,28 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
       for (unsigned t = 0; t < T; ++t)
         score = __dadd_rn(score, contribution(terms[t].weight, tf[tid * T + t], norm));
       score = __dadd_rn(score, __dmul_rn(q.static_weight, static_cast<double>(__ldg(shard.pagerank + d))));
-      atomicAdd(&counters[kAndMatches], 1ull);
-      atomicAdd(&counters[kDocsScored], 1ull);
+      ++my_matches;
       topk_offer(st, top_score, top_doc, score, d);
     }
-    topk_maybe_flush(st, top_score, top_doc, kTopKBuffer);
+    topk_maybe_flush(st, top_score, top_doc, topk_buffer);
   }
-  topk_flush(st, top_score, top_doc);
+  {
+    unsigned long long v[4] = {my_postings, my_blocks, my_bytes, my_matches};
+#pragma unroll
+    for (unsigned i = 0; i < 4; ++i) {
+      for (unsigned d = 16; d > 0; d >>= 1) v[i] += __shfl_xor_sync(kFullMask, v[i], d);
+    }
+    if (lane == 0) {
+      if (v[0]) atomicAdd(&counters[kPostings], v[0]);
+      if (v[1]) atomicAdd(&counters[kBlocksDecoded], v[1]);
+      if (v[2]) atomicAdd(&counters[kBytesRead], v[2]);
+      if (v[3]) {
+        atomicAdd(&counters[kAndMatches], v[3]);
+        atomicAdd(&counters[kDocsScored], v[3]);
+      }
+    }
+  }
+  topk_flush(st, top_score, top_doc);  // its first barrier orders the counters before thread 0
   write_partial(st, top_score, top_doc, batch, row);
   if (tid == 0) {
     atomicAdd(&out.and_matches, counters[kAndMatches]);

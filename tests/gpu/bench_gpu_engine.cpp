@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
               scoring = "bm25";
   unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
-  unsigned or_window = 8192, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
+  bool or_stage = false;
+  unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
   app.add_option("--out", out_path, "JSON output")->required();
@@ -107,6 +108,9 @@ int main(int argc, char** argv) {
   app.add_option("--k", k)->capture_default_str();
   app.add_option("--scoring", scoring)->capture_default_str();
   app.add_option("--or-window", or_window)->capture_default_str();
+  app.add_option("--or-threads", or_threads, "threads per OR segment")->capture_default_str();
+  app.add_option("--or-stage", or_stage, "OR: stage posting blocks in shared memory")
+      ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
   app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target")
       ->capture_default_str();
@@ -256,16 +260,27 @@ int main(int argc, char** argv) {
       SearchParams params = base;
       params.mode = parse_mode(mode_name);
       for (const std::string& algo_spec : split(algorithms)) {
-        // "window:8192" runs the window algorithm with an 8192-document accumulator window.
-        const std::string algo = algo_spec.substr(0, algo_spec.find(':'));
-        const unsigned window = algo_spec.find(':') == std::string::npos
-                                    ? or_window
-                                    : unsigned(std::stoul(algo_spec.substr(algo_spec.find(':') + 1)));
+        // "window:8192" runs the window algorithm with an 8192-document accumulator window;
+        // "window:16384:512" with 512 threads per OR segment too, "window:4096:256:1" with
+        // posting blocks staged in shared memory.
+        std::vector<std::string> spec_parts;
+        for (std::size_t p0 = 0;;) {
+          const std::size_t p1 = algo_spec.find(':', p0);
+          spec_parts.push_back(algo_spec.substr(p0, p1 == std::string::npos ? p1 : p1 - p0));
+          if (p1 == std::string::npos) break;
+          p0 = p1 + 1;
+        }
+        const std::string algo = spec_parts[0];
+        const unsigned window = spec_parts.size() > 1 ? unsigned(std::stoul(spec_parts[1])) : or_window;
+        const unsigned threads = spec_parts.size() > 2 ? unsigned(std::stoul(spec_parts[2])) : or_threads;
+        const bool stage = spec_parts.size() > 3 ? spec_parts[3] == "1" : or_stage;
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
           go.batch_size = unsigned(std::stoul(bs));
           go.or_window = window;
+          go.or_threads = threads;
+          go.or_stage_blocks = stage;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
@@ -323,7 +338,7 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage},
               {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
