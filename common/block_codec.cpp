@@ -23,7 +23,6 @@ Codec parse_codec(std::string_view s) {
 namespace {
 
 inline unsigned bits_of(std::uint32_t v) { return v == 0 ? 0u : 32u - std::countl_zero(v); }
-inline std::uint32_t low_mask(unsigned b) { return b >= 32 ? 0xffffffffu : (1u << b) - 1u; }
 
 // Packs 128 values (b bits each) in the vertical 4-lane layout.
 void pack_vertical(const std::uint32_t* v, unsigned b, std::uint32_t* packed) {
@@ -107,16 +106,8 @@ namespace {
 // Adds the exceptions' high bits back into the unpacked values.
 inline void patch_exceptions(const BlockHeader& h, const std::uint32_t* after_packed,
                              std::uint32_t* out) {
-  const std::uint32_t* pos = after_packed;
-  const std::uint32_t* high = after_packed + (h.exceptions + 3) / 4;
-  const unsigned eb = h.exception_bits;
-  for (unsigned j = 0; j < h.exceptions; ++j) {
-    const unsigned p = (pos[j / 4] >> (8 * (j % 4))) & 0xffu;
-    const unsigned bitpos = j * eb, w = bitpos >> 5, off = bitpos & 31u;
-    std::uint32_t x = high[w] >> off;
-    if (off + eb > 32) x |= high[w + 1] << (32 - off);
-    out[p] |= (x & low_mask(eb)) << h.bits;
-  }
+  for (unsigned j = 0; j < h.exceptions; ++j)
+    out[exception_position(after_packed, j)] |= exception_high_bits(after_packed, h, j);
 }
 
 #if defined(__SSE2__)
@@ -150,13 +141,8 @@ void unpack(const std::uint32_t* in, std::uint32_t* out) {
 #else
 template <unsigned B>
 void unpack(const std::uint32_t* in, std::uint32_t* out) {
-  for (unsigned i = 0; i < kBlockSize; ++i) {
-    const unsigned lane = i & 3u, slot = i >> 2, bitpos = slot * B, w = bitpos >> 5,
-                   off = bitpos & 31u;
-    std::uint64_t x = in[4 * w + lane] >> off;
-    if (off + B > 32) x |= std::uint64_t(in[4 * (w + 1) + lane]) << (32 - off);
-    out[i] = std::uint32_t(x) & low_mask(B);
-  }
+  constexpr BlockHeader h{B, 0, 0, kBlockSize};
+  for (unsigned i = 0; i < kBlockSize; ++i) out[i] = packed_value(in, h, i);
 }
 #endif
 
@@ -191,27 +177,17 @@ inline void gaps_to_docids(std::uint32_t* out, unsigned n, DocId floor) {
 
 // Partial blocks: horizontal layout, one value at a time (they are one block per list). Values
 // up to the next multiple of 4 are written (as 0) so that 4-wide prefix sums read defined data.
-void unpack_horizontal(const std::uint32_t* in, unsigned n, unsigned b, std::uint32_t* out) {
-  const unsigned padded = (n + 3) & ~3u;
-  if (b == 0) {
-    std::fill(out, out + padded, 0u);
-    return;
-  }
-  const std::uint32_t mask = low_mask(b);
-  for (unsigned i = 0; i < n; ++i) {
-    const unsigned bitpos = i * b, w = bitpos >> 5, off = bitpos & 31u;
-    std::uint64_t x = in[w] >> off;
-    if (off + b > 32) x |= std::uint64_t(in[w + 1]) << (32 - off);
-    out[i] = std::uint32_t(x) & mask;
-  }
-  std::fill(out + n, out + padded, 0u);
+void unpack_horizontal(const std::uint32_t* in, const BlockHeader& h, std::uint32_t* out) {
+  const unsigned padded = (h.count + 3) & ~3u;
+  for (unsigned i = 0; i < h.count; ++i) out[i] = packed_value(in, h, i);
+  std::fill(out + h.count, out + padded, 0u);
 }
 
 // Unpacks and patches; returns the block's value count.
 inline unsigned unpack_block(const std::uint32_t* in, std::uint32_t* out) {
   const BlockHeader h = read_header(in[0]);
   if (h.count == kBlockSize) kUnpack[h.bits](in + 1, out);
-  else unpack_horizontal(in + 1, h.count, h.bits, out);
+  else unpack_horizontal(in + 1, h, out);
   if (h.exceptions) patch_exceptions(h, in + 1 + packed_words(h), out);
   return h.count;
 }

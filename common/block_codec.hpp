@@ -15,8 +15,9 @@
 //   high bits     ceil(exceptions * exception_bits / 32) words, value j at bit j * exception_bits
 //
 // A posting block is a docID block (gaps minus one, the first relative to the previous block's
-// last docID plus one) followed by a frequency block (tf - 1). The GPU decoder (gpu/) reads the
-// same layout; tests/ checks both against decode_block_scalar.
+// last docID plus one) followed by a frequency block (tf - 1). The layout's arithmetic is defined
+// once, for host and device, in common/block_layout.hpp; the GPU decoders (gpu/) read blocks
+// through it; tests/ checks every decoder against decode_block_scalar.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/block_layout.hpp"  // BlockHeader, read_header, words_for: shared with gpu/
 #include "common/types.hpp"
 
 namespace gpusearch::codec {
@@ -32,28 +34,6 @@ enum class Codec : std::uint8_t { kBitPacking = 0, kPForDelta = 1 };
 
 std::string_view to_string(Codec c);
 Codec parse_codec(std::string_view s);  // "bp128" | "pfor128"; throws InputError
-
-struct BlockHeader {
-  unsigned bits;
-  unsigned exceptions;
-  unsigned exception_bits;
-  unsigned count;  // values in the block, 1..128
-};
-
-inline BlockHeader read_header(std::uint32_t word) {
-  const unsigned n = word >> 24;
-  return {word & 0xffu, (word >> 8) & 0xffu, (word >> 16) & 0xffu, n == 0 ? kBlockSize : n};
-}
-
-inline std::size_t packed_words(const BlockHeader& h) {
-  return h.count == kBlockSize ? 4 * std::size_t(h.bits)
-                               : (std::size_t(h.count) * h.bits + 31) / 32;
-}
-
-inline std::size_t words_for(const BlockHeader& h) {
-  return 1 + packed_words(h) + (h.exceptions + 3) / 4 +
-         (std::size_t(h.exceptions) * h.exception_bits + 31) / 32;
-}
 
 // Words the block starting at `in` occupies, read from its header.
 inline std::size_t block_words(const std::uint32_t* in) { return words_for(read_header(in[0])); }

@@ -43,39 +43,28 @@ struct StreamCursor {
   std::uint64_t first_block;
 };
 
+// Global-memory words through the read-only cache.
+struct LdgLoad {
+  __device__ __forceinline__ std::uint32_t operator()(const std::uint32_t* p) const {
+    return __ldg(p);
+  }
+};
+
+// Value i of the block at `block` (header word already read), through the shared block layout
+// (common/block_layout.hpp). Exceptions are patched with a cursor over their ascending
+// positions, so a forward walk over the block reads each position once.
 __device__ __forceinline__ std::uint32_t extract(const std::uint32_t* block, std::uint32_t header,
                                                  unsigned i, std::uint32_t* exception_cursor) {
-  const DeviceBlockHeader h = read_block_header(header);
+  const BlockHeader h = read_header(header);
   const std::uint32_t* packed = block + 1;
-  std::uint32_t x = 0;
-  if (h.bits != 0) {
-    unsigned w, off;
-    if (h.count == kValuesPerBlock) {
-      const unsigned pos = (i >> 2) * h.bits;
-      w = 4 * (pos >> 5) + (i & 3u);
-      off = pos & 31u;
-      x = __ldg(packed + w) >> off;
-      if (off + h.bits > 32) x |= __ldg(packed + w + 4) << (32 - off);
-    } else {
-      const unsigned pos = i * h.bits;
-      w = pos >> 5;
-      off = pos & 31u;
-      x = __ldg(packed + w) >> off;
-      if (off + h.bits > 32) x |= __ldg(packed + w + 1) << (32 - off);
-    }
-    x &= low_mask(h.bits);
-  }
+  std::uint32_t x = codec::packed_value(packed, h, i, LdgLoad{});
   if (h.exceptions != 0) {  // positions ascend: skip those before i, patch if one is at i
     const std::uint32_t* positions = packed + packed_words(h);
     unsigned j = *exception_cursor;
     unsigned p = 0;
-    while (j < h.exceptions && (p = (__ldg(positions + j / 4) >> (8 * (j % 4))) & 0xffu) < i) ++j;
+    while (j < h.exceptions && (p = codec::exception_position(positions, j, LdgLoad{})) < i) ++j;
     if (j < h.exceptions && p == i) {
-      const std::uint32_t* high = positions + (h.exceptions + 3) / 4;
-      const unsigned eb = h.exception_bits, bitpos = j * eb, hw = bitpos >> 5, off = bitpos & 31u;
-      std::uint32_t e = __ldg(high + hw) >> off;
-      if (off + eb > 32) e |= __ldg(high + hw + 1) << (32 - off);
-      x |= (e & low_mask(eb)) << h.bits;
+      x |= codec::exception_high_bits(positions, h, j, LdgLoad{});
       ++j;
     }
     *exception_cursor = j;
@@ -93,8 +82,8 @@ __device__ __forceinline__ void enter_block(const ShardView& s, StreamCursor& c,
   }
   c.doc_words = s.postings + __ldg(s.block_offsets + b);
   c.doc_header = __ldg(c.doc_words);
-  const DeviceBlockHeader h = read_block_header(c.doc_header);
-  c.freq_words = c.doc_words + block_words(h);
+  const BlockHeader h = read_header(c.doc_header);
+  c.freq_words = c.doc_words + codec::words_for(h);
   c.freq_header = __ldg(c.freq_words);
   c.count = h.count;
   c.index = 0;

@@ -6,34 +6,22 @@
 
 #include <cstdint>
 
+#include "common/block_layout.hpp"
+
 namespace gpusearch::gpu {
 
 inline constexpr unsigned kFullMask = 0xffffffffu;
-inline constexpr unsigned kValuesPerBlock = 128;
+inline constexpr unsigned kValuesPerBlock = kBlockSize;  // common/types.hpp
 
-// Blocks are decoded from global memory or from a shared-memory staging copy: plain loads.
+// The block layout's arithmetic (header, sizes, bit positions) is common/block_layout.hpp's,
+// shared with the CPU decoder; blocks are read here from global memory or from a shared-memory
+// staging copy with plain loads.
+using codec::BlockHeader;
+using codec::low_mask;
+using codec::packed_words;
+using codec::read_header;
+
 __device__ __forceinline__ std::uint32_t load_word(const std::uint32_t* p) { return *p; }
-
-__device__ __forceinline__ std::uint32_t low_mask(unsigned bits) {
-  return bits >= 32 ? 0xffffffffu : ((1u << bits) - 1u);
-}
-
-struct DeviceBlockHeader {
-  unsigned bits, exceptions, exception_bits, count;
-};
-
-__device__ __forceinline__ DeviceBlockHeader read_block_header(std::uint32_t word) {
-  const unsigned n = word >> 24;
-  return {word & 0xffu, (word >> 8) & 0xffu, (word >> 16) & 0xffu, n == 0 ? kValuesPerBlock : n};
-}
-
-__device__ __forceinline__ unsigned packed_words(const DeviceBlockHeader& h) {
-  return h.count == kValuesPerBlock ? 4 * h.bits : (h.count * h.bits + 31) / 32;
-}
-
-__device__ __forceinline__ unsigned block_words(const DeviceBlockHeader& h) {
-  return 1 + packed_words(h) + (h.exceptions + 3) / 4 + (h.exceptions * h.exception_bits + 31) / 32;
-}
 
 // Unpacks the block at `in` (global memory) into out[0..128) (shared memory, 16-byte aligned):
 // out[i] for i below the block's count, 0 past it. Executed by a whole warp. Returns the words
@@ -41,47 +29,22 @@ __device__ __forceinline__ unsigned block_words(const DeviceBlockHeader& h) {
 __device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* in,
                                                       std::uint32_t* out, unsigned lane,
                                                       unsigned* words) {
-  const DeviceBlockHeader h = read_block_header(load_word(in));
+  const BlockHeader h = read_header(load_word(in));
   const std::uint32_t* packed = in + 1;
-  const std::uint32_t mask = low_mask(h.bits);
 #pragma unroll
   for (unsigned r = 0; r < 4; ++r) {
     const unsigned i = lane + 32 * r;
-    std::uint32_t x = 0;
-    if (i < h.count && h.bits != 0) {
-      unsigned word_index, off;
-      if (h.count == kValuesPerBlock) {  // vertical: lane word j of lane i % 4 at 4 * j + i % 4
-        const unsigned pos = (i >> 2) * h.bits;
-        word_index = 4 * (pos >> 5) + (i & 3u);
-        off = pos & 31u;
-        x = load_word(packed + word_index) >> off;
-        if (off + h.bits > 32) x |= load_word(packed + word_index + 4) << (32 - off);
-      } else {  // horizontal: value i at bit i * bits
-        const unsigned pos = i * h.bits;
-        word_index = pos >> 5;
-        off = pos & 31u;
-        x = load_word(packed + word_index) >> off;
-        if (off + h.bits > 32) x |= load_word(packed + word_index + 1) << (32 - off);
-      }
-      x &= mask;
-    }
-    out[i] = x;
+    out[i] = i < h.count ? codec::packed_value(packed, h, i) : 0u;
   }
   if (h.exceptions != 0) {
     __syncwarp();
     const std::uint32_t* positions = packed + packed_words(h);
-    const std::uint32_t* high = positions + (h.exceptions + 3) / 4;
-    const unsigned eb = h.exception_bits;
-    for (unsigned j = lane; j < h.exceptions; j += 32) {
-      const unsigned p = (load_word(positions + j / 4) >> (8 * (j % 4))) & 0xffu;
-      const unsigned bitpos = j * eb, w = bitpos >> 5, off = bitpos & 31u;
-      std::uint32_t x = load_word(high + w) >> off;
-      if (off + eb > 32) x |= load_word(high + w + 1) << (32 - off);
-      out[p & 127u] |= (x & low_mask(eb)) << h.bits;  // positions are distinct: no conflicts
-    }
+    for (unsigned j = lane; j < h.exceptions; j += 32)  // positions are distinct: no conflicts
+      out[codec::exception_position(positions, j) & 127u] |=
+          codec::exception_high_bits(positions, h, j);
   }
   __syncwarp();
-  *words = block_words(h);
+  *words = codec::words_for(h);
   return h.count;
 }
 

@@ -19,6 +19,7 @@
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
 # Environment: OUT, BENCH_DOCS (2500000), BENCH_QUERIES (10000), BENCH_CPU_QUERIES (2000),
 #              BENCH_ARGS (extra bench_gpu_engine flags), BENCH_K_LIST (10), GTEST_FILTER,
+#              REAL_REPEAT (100: times the real query sample is replayed),
 #              BEFORE_BIN (a directory holding an earlier bench_gpu_engine: run on the same
 #              index in the same call, the before/after baseline).
 set -uo pipefail
@@ -145,9 +146,10 @@ for step in "${expanded[@]}"; do
       ridx=/tmp/gpusearch-debian
       [[ -f $ridx/manifest.json ]] || "$bin/gpusearch" -q index --corpus $corpus --out $ridx --force \
         > "$OUT/real_index.log" 2>&1 || { tail "$OUT/real_index.log"; status=1; continue; }
-      # The sample repeated 20 times: enough batches for steady throughput.
+      # The sample repeated REAL_REPEAT times (100: 38,600 queries, about a second per engine):
+      # enough batches for steady throughput.
       rq=/tmp/gpusearch-real-queries.tsv
-      for i in $(seq 1 20); do awk -v r=$i -F'\t' '{print r "-" $1 "\t" $2}' $queries; done > $rq
+      for i in $(seq 1 "${REAL_REPEAT:-100}"); do awk -v r=$i -F'\t' '{print r "-" $1 "\t" $2}' $queries; done > $rq
       for engine in cpu gpu; do
         GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
           --mode and-or --k 10 --engine $engine --run "$OUT/real_$engine.run" \
