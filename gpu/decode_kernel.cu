@@ -13,6 +13,7 @@ namespace {
 constexpr unsigned kDecodeThreads = 256;
 constexpr unsigned kWarps = kDecodeThreads / 32;
 
+template <bool kCubScan>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_blocks_kernel(ShardView shard, std::uint64_t first, std::uint64_t count,
                          std::uint32_t* docs_out, std::uint32_t* freqs_out,
@@ -26,7 +27,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const std::uint32_t* in = shard.postings + shard.block_offsets[b];
     const std::uint32_t* freq_part;
     // Floor 0: docIDs are the gaps' prefix sums relative to the block start.
-    const unsigned n = warp_decode_docids(in, 0, docs[warp], lane, &freq_part);
+    const unsigned n = warp_decode_docids<kCubScan>(in, 0, docs[warp], lane, &freq_part);
     warp_decode_freqs(freq_part, freqs[warp], lane);
     if (docs_out) {
       for (unsigned j = lane; j < kValuesPerBlock; j += 32) {
@@ -48,15 +49,19 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
 void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,
                           std::uint32_t* docs, std::uint32_t* freqs, std::uint32_t* checksums,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, DecodeScan scan) {
   if (count == 0) return;
   if ((docs == nullptr) != (freqs == nullptr))
     throw Error("launch_decode_blocks: docs and freqs go together");
   const std::uint64_t sms = static_cast<std::uint64_t>(device_multiprocessors());
   const std::uint64_t blocks_needed = (count + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks_needed < sms * 16 ? blocks_needed : sms * 16);
-  decode_blocks_kernel<<<grid, kDecodeThreads, 0, stream>>>(shard, first_block, count, docs, freqs,
-                                                            checksums);
+  if (scan == DecodeScan::kCub)
+    decode_blocks_kernel<true><<<grid, kDecodeThreads, 0, stream>>>(shard, first_block, count, docs,
+                                                                    freqs, checksums);
+  else
+    decode_blocks_kernel<false><<<grid, kDecodeThreads, 0, stream>>>(shard, first_block, count,
+                                                                     docs, freqs, checksums);
   GPUSEARCH_CUDA_CHECK_LAUNCH("decode_blocks_kernel");
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include <cub/warp/warp_scan.cuh>
+
 #include "common/block_layout.hpp"
 
 namespace gpusearch::gpu {
@@ -48,8 +50,28 @@ __device__ __forceinline__ unsigned warp_unpack_block(const std::uint32_t* in,
   return h.count;
 }
 
+// The warp's prefix sum of the lanes' gap totals: hand-written shuffles, or CUB's WarpScan
+// (kCubScan; benchmarked side by side in bench_gpu_engine's decode row, checked by the decoder
+// test).
+template <bool kCubScan = false>
+__device__ __forceinline__ std::uint32_t warp_inclusive_scan(std::uint32_t total, unsigned lane) {
+  if constexpr (kCubScan) {
+    using WarpScan = cub::WarpScan<std::uint32_t>;
+    typename WarpScan::TempStorage unused;  // the shuffle specialization keeps nothing in it
+    WarpScan(unused).InclusiveSum(total, total);
+  } else {
+#pragma unroll
+    for (unsigned d = 1; d < 32; d <<= 1) {
+      const std::uint32_t t = __shfl_up_sync(kFullMask, total, d);
+      if (lane >= d) total += t;
+    }
+  }
+  return total;
+}
+
 // Decodes the docIDs of the posting block at `in` into out[0..count): out[i] = floor - 1 +
 // sum_{j <= i} (gap_j + 1). Returns the count; *freq_part points at the frequency block.
+template <bool kCubScan = false>
 __device__ __forceinline__ unsigned warp_decode_docids(const std::uint32_t* in,
                                                        std::uint32_t floor, std::uint32_t* out,
                                                        unsigned lane,
@@ -63,12 +85,7 @@ __device__ __forceinline__ unsigned warp_decode_docids(const std::uint32_t* in,
   v.y += v.x + 1;
   v.z += v.y + 1;
   v.w += v.z + 1;
-  std::uint32_t total = v.w;
-#pragma unroll
-  for (unsigned d = 1; d < 32; d <<= 1) {
-    const std::uint32_t t = __shfl_up_sync(kFullMask, total, d);
-    if (lane >= d) total += t;
-  }
+  const std::uint32_t total = warp_inclusive_scan<kCubScan>(v.w, lane);
   const std::uint32_t base = total - v.w + (floor - 1u);
   v.x += base;
   v.y += base;

@@ -78,8 +78,10 @@ void launch_topk_merge(const BatchPointers& batch, MergePhase phase, cudaStream_
 // Decodes every posting block [first, first + count) (docIDs and frequencies). Where docs and
 // freqs are given, writes 128 words per block to each (docIDs relative to floor 0; words past a
 // block's count are 0); where checksums is given, one word per block mixing its values.
+// `scan`: the warp prefix sum the query kernels use (hand-written shuffles) or CUB's WarpScan.
+enum class DecodeScan { kShuffles, kCub };
 void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,
                           std::uint32_t* docs, std::uint32_t* freqs, std::uint32_t* checksums,
-                          cudaStream_t stream);
+                          cudaStream_t stream, DecodeScan scan = DecodeScan::kShuffles);
 
 }  // namespace gpusearch::gpu

@@ -171,10 +171,11 @@ TEST_F(GpuTest, DecoderMatchesCpuDecoderOnEveryBlock) {
       if (blocks < 5000) ranges.push_back({0, blocks});
       else
         for (int i = 0; i < 2000; ++i) ranges.push_back({rng() % blocks, 1});
-      for (const auto& [first, count] : ranges) {
+      for (const auto& [first, count] : ranges)
+      for (const gpu::DecodeScan scan : {gpu::DecodeScan::kShuffles, gpu::DecodeScan::kCub}) {
         gpu::DeviceBuffer<std::uint32_t> docs(count * 128), freqs(count * 128);
         gpu::launch_decode_blocks(image.view(), first, count, docs.data(), freqs.data(), nullptr,
-                                  nullptr);
+                                  nullptr, scan);
         std::vector<std::uint32_t> got_docs(count * 128), got_freqs(count * 128);
         GPUSEARCH_CUDA_CHECK(cudaMemcpy(got_docs.data(), docs.data(), count * 128 * 4,
                                         cudaMemcpyDeviceToHost));
@@ -189,7 +190,8 @@ TEST_F(GpuTest, DecoderMatchesCpuDecoderOnEveryBlock) {
           const unsigned n = codec::read_header(in[0]).count;
           for (unsigned j = 0; j < 128; ++j) {
             ASSERT_EQ(got_docs[i * 128 + j], j < n ? want_docs[j] : 0u)
-                << codec << " block " << b << " docID " << j << " of " << n;
+                << codec << " block " << b << " docID " << j << " of " << n
+                << (scan == gpu::DecodeScan::kCub ? " (CUB scan)" : "");
             ASSERT_EQ(got_freqs[i * 128 + j], j < n ? want_freqs[j] : 0u)
                 << codec << " block " << b << " frequency " << j << " of " << n;
           }
