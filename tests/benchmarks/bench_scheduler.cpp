@@ -119,7 +119,8 @@ RunResult run_at_rate(const ShardIndex& shard, const Settings& s, const SearchPa
       if (o.missed_deadline) failed = true;
       std::lock_guard lock(m);
       outcomes[i] = o;
-      if (++done == n) cv.notify_all();
+      ++done;
+      cv.notify_all();  // the run may end before n arrivals (a missed deadline)
     });
   }
   if (submitted < n) {
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-runs", s.max_runs, "runs per configuration")->capture_default_str();
   app.add_option("--seed", s.seed)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::cout.setf(std::ios::unitbuf);  // progress lines as they come, through a pipe too
 
   try {
     const Index index = Index::open_shard(s.index_dir, 0);
