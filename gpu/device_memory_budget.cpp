@@ -17,12 +17,9 @@ std::uint64_t shard_image_bytes(const ShardIndex& shard) {
 }
 
 nlohmann::json DeviceMemoryPlan::to_json() const {
-  return {{"device", device},
-          {"isns_on_device", isns_on_device},
-          {"image_bytes", image_bytes},
-          {"buffer_bytes", buffer_bytes},
-          {"free_bytes", free_bytes},
-          {"total_bytes", total_bytes}};
+  return {{"device", device},           {"isns_on_device", isns_on_device},
+          {"image_bytes", image_bytes}, {"buffer_bytes", buffer_bytes},
+          {"free_bytes", free_bytes},   {"total_bytes", total_bytes}};
 }
 
 DeviceMemoryPlan check_device_memory(const ShardIndex& shard, int device, unsigned isns_on_device,

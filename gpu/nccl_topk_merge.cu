@@ -20,10 +20,10 @@ namespace {
                               ncclGetErrorString(status), int(status)));
 }
 
-#define GPUSEARCH_NCCL_CHECK(call)                                                        \
-  do {                                                                                    \
-    const ncclResult_t gpusearch_nccl_status_ = (call);                                   \
-    if (gpusearch_nccl_status_ != ncclSuccess)                                            \
+#define GPUSEARCH_NCCL_CHECK(call)                                                           \
+  do {                                                                                       \
+    const ncclResult_t gpusearch_nccl_status_ = (call);                                      \
+    if (gpusearch_nccl_status_ != ncclSuccess)                                               \
       ::gpusearch::gpu::throw_nccl_error(gpusearch_nccl_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
@@ -73,13 +73,14 @@ class Communicators {
 std::vector<int> checked_devices(std::vector<int> devices) {
   const int present = cuda_device_count();
   if (devices.empty() || devices.size() > kMaxRangesPerIsn)
-    throw InputError("--gpus-per-isn", 0,
-                     fmt::format("{} GPUs per ISN: between 1 and {}", devices.size(), kMaxRangesPerIsn));
+    throw InputError(
+        "--gpus-per-isn", 0,
+        fmt::format("{} GPUs per ISN: between 1 and {}", devices.size(), kMaxRangesPerIsn));
   for (std::size_t i = 0; i < devices.size(); ++i) {
     if (devices[i] < 0 || devices[i] >= present)
-      throw InputError("--gpus-per-isn", 0,
-                       fmt::format("GPU {} requested but this machine has {} GPU(s)", devices[i],
-                                   present));
+      throw InputError(
+          "--gpus-per-isn", 0,
+          fmt::format("GPU {} requested but this machine has {} GPU(s)", devices[i], present));
     if (std::count(devices.begin(), devices.end(), devices[i]) > 1)
       throw InputError("--gpus-per-isn", 0,
                        fmt::format("GPU {} listed twice: an NCCL communicator takes each GPU "
@@ -119,8 +120,12 @@ NcclTopKMerge::NcclTopKMerge(std::vector<int> devices)
     : impl_(std::make_unique<Impl>(std::move(devices))) {}
 NcclTopKMerge::~NcclTopKMerge() = default;
 
-const std::vector<int>& NcclTopKMerge::devices() const { return impl_->devices; }
-std::uint64_t NcclTopKMerge::bytes_received() const { return impl_->bytes_received; }
+const std::vector<int>& NcclTopKMerge::devices() const {
+  return impl_->devices;
+}
+std::uint64_t NcclTopKMerge::bytes_received() const {
+  return impl_->bytes_received;
+}
 
 void NcclTopKMerge::merge(const std::vector<const void*>& device_rows,
                           const std::vector<std::uint32_t>& doc_offset, unsigned queries,
@@ -134,8 +139,8 @@ void NcclTopKMerge::merge(const std::vector<const void*>& device_rows,
   meta.assign(queries, RowMeta{});
   if (queries == 0 || k == 0) return;
   const std::uint64_t bytes = range_rows_bytes(queries, k);
-  const std::uint64_t out_bytes = std::uint64_t(queries) * k * sizeof(RangeHit) +
-                                  std::uint64_t(queries) * sizeof(RowMeta);
+  const std::uint64_t out_bytes =
+      std::uint64_t(queries) * k * sizeof(RangeHit) + std::uint64_t(queries) * sizeof(RowMeta);
   {
     ScopedDevice lead(m.devices[0]);
     m.gathered.reserve(std::size_t(bytes) * g);
@@ -148,8 +153,8 @@ void NcclTopKMerge::merge(const std::vector<const void*>& device_rows,
     if (g > 1) {
       GPUSEARCH_NCCL_CHECK(ncclGroupStart());
       for (unsigned r = 1; r < g; ++r) {
-        GPUSEARCH_NCCL_CHECK(ncclSend(device_rows[r], bytes, ncclChar, 0, (*m.comms)[r],
-                                      m.streams[r]->get()));
+        GPUSEARCH_NCCL_CHECK(
+            ncclSend(device_rows[r], bytes, ncclChar, 0, (*m.comms)[r], m.streams[r]->get()));
         GPUSEARCH_NCCL_CHECK(ncclRecv(m.gathered.data() + std::size_t(bytes) * r, bytes, ncclChar,
                                       int(r), (*m.comms)[0], m.streams[0]->get()));
       }
@@ -169,13 +174,14 @@ void NcclTopKMerge::merge(const std::vector<const void*>& device_rows,
   a.queries = queries;
   a.k = k;
   a.out_hits = reinterpret_cast<RangeHit*>(m.merged.data());
-  a.out_meta = reinterpret_cast<RowMeta*>(m.merged.data() + std::size_t(queries) * k * sizeof(RangeHit));
+  a.out_meta =
+      reinterpret_cast<RowMeta*>(m.merged.data() + std::size_t(queries) * k * sizeof(RangeHit));
   cudaStream_t s = m.streams[0]->get();
   merge_rows_kernel<<<(queries + 127) / 128, 128, 0, s>>>(a);
   GPUSEARCH_CUDA_CHECK_LAUNCH("merge_rows_kernel");
   // One copy of the merged rows back to the host.
-  GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(m.host.data(), m.merged.data(), out_bytes,
-                                       cudaMemcpyDeviceToHost, s));
+  GPUSEARCH_CUDA_CHECK(
+      cudaMemcpyAsync(m.host.data(), m.merged.data(), out_bytes, cudaMemcpyDeviceToHost, s));
   for (unsigned r = 1; r < g; ++r) {
     ScopedDevice on(m.devices[r]);
     m.streams[r]->synchronize();  // the sends are done before the caller reuses its rows

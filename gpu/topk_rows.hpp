@@ -54,18 +54,17 @@ GPUSEARCH_HOST_DEVICE inline bool range_hit_before(double sa, std::uint32_t da, 
 // its first document) into out_hits[0..count) with shard docIDs, and out_meta (count, summed
 // AND matches). A G-way merge of sorted rows: O(k G) per query, one thread per query.
 GPUSEARCH_HOST_DEVICE inline void merge_range_rows(const char* const* rows,
-                                                   const std::uint32_t* doc_offset,
-                                                   unsigned ranges, unsigned queries, unsigned k,
-                                                   unsigned q, RangeHit* out_hits,
-                                                   RowMeta* out_meta) {
+                                                   const std::uint32_t* doc_offset, unsigned ranges,
+                                                   unsigned queries, unsigned k, unsigned q,
+                                                   RangeHit* out_hits, RowMeta* out_meta) {
   unsigned head[kMaxRangesPerIsn] = {};
   unsigned count[kMaxRangesPerIsn] = {};
   const RangeHit* hits[kMaxRangesPerIsn] = {};
   std::uint64_t and_matches = 0;
   for (unsigned r = 0; r < ranges; ++r) {
     hits[r] = reinterpret_cast<const RangeHit*>(rows[r]) + std::uint64_t(q) * k;
-    const RowMeta& m = reinterpret_cast<const RowMeta*>(
-        rows[r] + std::uint64_t(queries) * k * sizeof(RangeHit))[q];
+    const RowMeta& m = reinterpret_cast<const RowMeta*>(rows[r] + std::uint64_t(queries) * k *
+                                                                      sizeof(RangeHit))[q];
     count[r] = m.count < k ? m.count : k;
     and_matches += m.and_matches;
   }
@@ -95,8 +94,7 @@ GPUSEARCH_HOST_DEVICE inline void merge_range_rows(const char* const* rows,
 // [first[r], first[r + 1]). first has G + 1 entries.
 inline std::vector<std::uint32_t> split_doc_ranges(std::uint32_t docs, unsigned ranges) {
   std::vector<std::uint32_t> first(ranges + 1);
-  for (unsigned r = 0; r <= ranges; ++r)
-    first[r] = std::uint32_t(std::uint64_t(docs) * r / ranges);
+  for (unsigned r = 0; r <= ranges; ++r) first[r] = std::uint32_t(std::uint64_t(docs) * r / ranges);
   return first;
 }
 

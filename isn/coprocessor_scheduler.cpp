@@ -29,20 +29,28 @@ SchedulerPolicy parse_scheduler_policy(std::string_view name) {
 
 std::string_view to_string(SchedulerPolicy p) {
   switch (p) {
-    case SchedulerPolicy::kCpu: return "cpu";
-    case SchedulerPolicy::kGpu: return "gpu";
-    case SchedulerPolicy::kLbd: return "lbd";
-    case SchedulerPolicy::kQueues: return "queues";
-    case SchedulerPolicy::kBestSerial: return "best-serial";
+    case SchedulerPolicy::kCpu:
+      return "cpu";
+    case SchedulerPolicy::kGpu:
+      return "gpu";
+    case SchedulerPolicy::kLbd:
+      return "lbd";
+    case SchedulerPolicy::kQueues:
+      return "queues";
+    case SchedulerPolicy::kBestSerial:
+      return "best-serial";
   }
   return "?";
 }
 
 std::string_view to_string(JobQueue q) {
   switch (q) {
-    case JobQueue::kCpuPreferred: return "cpu_preferred";
-    case JobQueue::kGpuPreferred: return "gpu_preferred";
-    case JobQueue::kEither: return "either";
+    case JobQueue::kCpuPreferred:
+      return "cpu_preferred";
+    case JobQueue::kGpuPreferred:
+      return "gpu_preferred";
+    case JobQueue::kEither:
+      return "either";
   }
   return "?";
 }
@@ -86,8 +94,9 @@ CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlo
   const bool needs_estimate = options_.policy == SchedulerPolicy::kQueues ||
                               options_.policy == SchedulerPolicy::kBestSerial;
   if (needs_estimate && !options_.estimate)
-    throw InputError("--scheduler", 0,
-                     fmt::format("scheduler '{}' needs a cost predictor", to_string(options_.policy)));
+    throw InputError(
+        "--scheduler", 0,
+        fmt::format("scheduler '{}' needs a cost predictor", to_string(options_.policy)));
   for (std::size_t p = 0; p < kProcessors; ++p) {
     if (!slots_[p].engine)
       throw InputError("--scheduler", 0, fmt::format("no {} engine", to_string(Processor(p))));
@@ -117,10 +126,13 @@ CoProcessorScheduler::~CoProcessorScheduler() {
 
 std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query) const {
   switch (options_.policy) {
-    case SchedulerPolicy::kCpu: return {JobQueue::kCpuPreferred, Processor::kCpu};
-    case SchedulerPolicy::kGpu: return {JobQueue::kGpuPreferred, Processor::kGpu};
+    case SchedulerPolicy::kCpu:
+      return {JobQueue::kCpuPreferred, Processor::kCpu};
+    case SchedulerPolicy::kGpu:
+      return {JobQueue::kGpuPreferred, Processor::kGpu};
     case SchedulerPolicy::kLbd: {
-      const bool short_list = query_features(shard_, query).total_blocks < options_.lbd_threshold_blocks;
+      const bool short_list =
+          query_features(shard_, query).total_blocks < options_.lbd_threshold_blocks;
       const Processor p = short_list ? options_.lbd_short_on : other(options_.lbd_short_on);
       return {own_queue(p), p};
     }
@@ -138,16 +150,16 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query
   return {JobQueue::kEither, Processor::kCpu};
 }
 
-void CoProcessorScheduler::submit(const Query& query, const SearchParams& params,
-                                  ShardResult& out, Clock::time_point arrival, Done done) {
+void CoProcessorScheduler::submit(const Query& query, const SearchParams& params, ShardResult& out,
+                                  Clock::time_point arrival, Done done) {
   auto job = std::make_unique<Job>();
   job->query = &query;
   job->params = params;
   job->out = &out;
   job->arrival = arrival;
   job->deadline = arrival + options_.deadline;
-  job->urgent_at = arrival + std::chrono::duration_cast<Clock::duration>(
-                                 options_.deadline * options_.urgent_fraction);
+  job->urgent_at = arrival + std::chrono::duration_cast<Clock::duration>(options_.deadline *
+                                                                         options_.urgent_fraction);
   std::tie(job->queue, job->preferred) = classify(query);
   job->done = std::move(done);
   {
@@ -166,8 +178,7 @@ bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
   auto& either = queue(JobQueue::kEither);
   auto& others = queue(own_queue(other(p)));
   auto fits = [&](const Job& j) { return !batch_params || same_params(j.params, *batch_params); };
-  auto take = [&](std::deque<std::unique_ptr<Job>>& q, std::size_t i, bool stolen,
-                  bool promoted) {
+  auto take = [&](std::deque<std::unique_ptr<Job>>& q, std::size_t i, bool stolen, bool promoted) {
     taken.job = std::move(q[i]);
     q.erase(q.begin() + std::ptrdiff_t(i));
     taken.stolen = stolen;
@@ -179,9 +190,15 @@ bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
     //    jobs are the oldest of a queue, so the scan stops at the first job that is not.
     std::size_t best_own = own.size(), best_either = either.size();
     for (std::size_t i = 0; i < own.size() && own[i]->urgent_at <= now; ++i)
-      if (fits(*own[i])) { best_own = i; break; }
+      if (fits(*own[i])) {
+        best_own = i;
+        break;
+      }
     for (std::size_t i = 0; i < either.size() && either[i]->urgent_at <= now; ++i)
-      if (either[i]->preferred == p && fits(*either[i])) { best_either = i; break; }
+      if (either[i]->preferred == p && fits(*either[i])) {
+        best_either = i;
+        break;
+      }
     const bool have_own = best_own < own.size(), have_either = best_either < either.size();
     if (have_either && (!have_own || either[best_either]->seq < own[best_own]->seq))
       return take(either, best_either, false, true);
@@ -312,8 +329,8 @@ void CoProcessorScheduler::drop_waiting() {
   }
 }
 
-void CoProcessorScheduler::search_batch(std::span<const Query> queries,
-                                        const SearchParams& params, std::span<ShardResult> out,
+void CoProcessorScheduler::search_batch(std::span<const Query> queries, const SearchParams& params,
+                                        std::span<ShardResult> out,
                                         std::vector<JobOutcome>* outcomes) {
   if (outcomes) outcomes->assign(queries.size(), JobOutcome{});
   std::mutex m;
@@ -344,7 +361,8 @@ nlohmann::json CoProcessorScheduler::stats() const {
     j["lbd_threshold_blocks"] = options_.lbd_threshold_blocks;
     j["lbd_short_on"] = to_string(options_.lbd_short_on);
   }
-  for (std::size_t q = 0; q < 3; ++q) j["queued_in"][std::string(to_string(JobQueue(q)))] = queued_in_[q];
+  for (std::size_t q = 0; q < 3; ++q)
+    j["queued_in"][std::string(to_string(JobQueue(q)))] = queued_in_[q];
   for (std::size_t p = 0; p < kProcessors; ++p) {
     const Counters& c = counters_[p];
     j["processors"][std::string(to_string(Processor(p)))] = {
@@ -367,11 +385,17 @@ nlohmann::json CoProcessorScheduler::stats() const {
 SchedulerEngine::SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> cpu,
                                  std::unique_ptr<QueryEngine> gpu, ProcessorSlot cpu_slot,
                                  ProcessorSlot gpu_slot, SchedulerOptions options, Trainer train)
-    : shard_(shard), cpu_(std::move(cpu)), gpu_(std::move(gpu)), cpu_slot_(cpu_slot),
-      gpu_slot_(gpu_slot), options_(std::move(options)), train_(std::move(train)) {
+    : shard_(shard),
+      cpu_(std::move(cpu)),
+      gpu_(std::move(gpu)),
+      cpu_slot_(cpu_slot),
+      gpu_slot_(gpu_slot),
+      options_(std::move(options)),
+      train_(std::move(train)) {
   cpu_slot_.engine = cpu_.get();
   gpu_slot_.engine = gpu_.get();
-  name_ = fmt::format("scheduler-{}({}+{})", to_string(options_.policy), cpu_->name(), gpu_->name());
+  name_ =
+      fmt::format("scheduler-{}({}+{})", to_string(options_.policy), cpu_->name(), gpu_->name());
   const bool needs_estimate = options_.policy == SchedulerPolicy::kQueues ||
                               options_.policy == SchedulerPolicy::kBestSerial;
   if (needs_estimate && !options_.estimate && !train_)

@@ -156,8 +156,8 @@ class SchedulerEngine final : public QueryEngine {
   using Trainer = std::function<CostEstimator(const SearchParams&, QueryEngine& cpu,
                                               QueryEngine& gpu, nlohmann::json& report)>;
   SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> cpu,
-                  std::unique_ptr<QueryEngine> gpu, ProcessorSlot cpu_slot,
-                  ProcessorSlot gpu_slot, SchedulerOptions options, Trainer train = {});
+                  std::unique_ptr<QueryEngine> gpu, ProcessorSlot cpu_slot, ProcessorSlot gpu_slot,
+                  SchedulerOptions options, Trainer train = {});
   std::string_view name() const override { return name_; }
   bool runs_batch_in_parallel() const override { return true; }
   void search(std::span<const Query> queries, const SearchParams& params,

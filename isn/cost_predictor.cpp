@@ -9,7 +9,9 @@
 
 namespace gpusearch {
 
-std::string_view to_string(Processor p) { return p == Processor::kCpu ? "cpu" : "gpu"; }
+std::string_view to_string(Processor p) {
+  return p == Processor::kCpu ? "cpu" : "gpu";
+}
 
 QueryFeatures query_features(const ShardIndex& shard, const Query& query) {
   QueryFeatures f;
@@ -31,8 +33,7 @@ QueryFeatures query_features(const ShardIndex& shard, const Query& query) {
 namespace {
 
 std::array<double, CostModel::kFeatures> regressors(const QueryFeatures& f) {
-  return {1.0, std::log1p(f.shortest), std::log1p(f.second_shortest), std::log1p(f.total),
-          f.terms};
+  return {1.0, std::log1p(f.shortest), std::log1p(f.second_shortest), std::log1p(f.total), f.terms};
 }
 
 // Costs below a microsecond are timer noise; the logarithm needs a floor.
@@ -43,7 +44,8 @@ constexpr double kMinSeconds = 1e-7;
 CostModel CostModel::fit(std::span<const CostSample> samples) {
   constexpr std::size_t n = kFeatures;
   if (samples.size() < 2 * n)
-    throw Error(fmt::format("cost model: {} samples; at least {} are needed", samples.size(), 2 * n));
+    throw Error(
+        fmt::format("cost model: {} samples; at least {} are needed", samples.size(), 2 * n));
   // Normal equations (X^T X + ridge I) w = X^T y, augmented as [A | b].
   std::array<std::array<double, n + 1>, n> a{};
   for (const CostSample& s : samples) {

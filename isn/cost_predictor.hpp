@@ -26,7 +26,9 @@ namespace gpusearch {
 enum class Processor : std::uint8_t { kCpu = 0, kGpu = 1 };
 inline constexpr std::size_t kProcessors = 2;
 std::string_view to_string(Processor p);
-inline Processor other(Processor p) { return p == Processor::kCpu ? Processor::kGpu : Processor::kCpu; }
+inline Processor other(Processor p) {
+  return p == Processor::kCpu ? Processor::kGpu : Processor::kCpu;
+}
 
 struct QueryFeatures {
   double shortest = 0;         // postings of the shortest list in this shard (0: no terms)

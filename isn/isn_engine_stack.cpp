@@ -31,8 +31,9 @@ std::vector<Query> read_training_queries(const IsnSchedulerOptions& o, const Sha
                      fmt::format("--scheduler {} needs training queries for its cost predictor: "
                                  "give --scheduler-train FILE (TSV or TREC topics){}",
                                  o.policy,
-                                 o.train_file.empty() ? "" : fmt::format(" ({} does not exist)",
-                                                                         o.train_file.string())));
+                                 o.train_file.empty()
+                                     ? ""
+                                     : fmt::format(" ({} does not exist)", o.train_file.string())));
   const QueryFile f = read_query_file(o.train_file);
   std::vector<Query> queries;
   for (const QueryText& qt : f.queries) {
@@ -66,7 +67,8 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
           "{:.2f} GiB free of {:.2f}\n",
           report_prefix, plan["device"].get<int>(), plan["image_bytes"].get<double>() / (1 << 30),
           plan["buffer_bytes"].get<double>() / (1 << 30), plan["isns_on_device"].get<unsigned>(),
-          plan["free_bytes"].get<double>() / (1 << 30), plan["total_bytes"].get<double>() / (1 << 30));
+          plan["free_bytes"].get<double>() / (1 << 30),
+          plan["total_bytes"].get<double>() / (1 << 30));
   }
   if (gpu) eo.gpu_inject_fault_at_call = options.inject_engine_fault_at_batch;
   const std::size_t chunk = options.parallel_chunk_queries;
@@ -99,10 +101,10 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
     co.engine = "cpu";
     if (resolve_engine_name(options.engine.engine) != "cpu") co.algorithm.clear();
     auto cpu_engine = make_engine(co, shard, shard_id);
-    const unsigned workers =
-        so.cpu_workers > 0 ? so.cpu_workers
-                           : unsigned(tbb::global_control::active_value(
-                                 tbb::global_control::max_allowed_parallelism));
+    const unsigned workers = so.cpu_workers > 0
+                                 ? so.cpu_workers
+                                 : unsigned(tbb::global_control::active_value(
+                                       tbb::global_control::max_allowed_parallelism));
     SchedulerEngine::Trainer trainer;
     if (sched.policy == SchedulerPolicy::kQueues || sched.policy == SchedulerPolicy::kBestSerial) {
       auto queries = std::make_shared<std::vector<Query>>(read_training_queries(so, shard));

@@ -24,21 +24,21 @@
 namespace gpusearch {
 
 struct IsnSchedulerOptions {
-  std::string policy;  // --scheduler: cpu|gpu|lbd|queues|best-serial; empty: one engine
+  std::string policy;           // --scheduler: cpu|gpu|lbd|queues|best-serial; empty: one engine
   SchedulerOptions scheduling;  // thresholds and deadline (policy set from `policy`)
   // queues, best-serial: the cost predictor is trained at the first batch on up to
   // train_queries queries of this file (each timed alone on both processors).
   std::filesystem::path train_file;
   std::size_t train_queries = 400;
-  unsigned cpu_workers = 0;       // 0: the oneTBB parallelism allowed (--threads)
-  unsigned gpu_max_batch = 4096;  // queries per call of the GPU-side engine
+  unsigned cpu_workers = 0;          // 0: the oneTBB parallelism allowed (--threads)
+  unsigned gpu_max_batch = 4096;     // queries per call of the GPU-side engine
   std::string lbd_short_on = "gpu";  // lbd: the processor for queries below the threshold
 };
 
 struct IsnEngineStackOptions {
   EngineOptions engine;  // --engine and its options; gpu_device already placed
   std::string fallback_engine = "cpu";
-  std::size_t parallel_chunk_queries = 4;       // ParallelBatchEngine's chunk
+  std::size_t parallel_chunk_queries = 4;          // ParallelBatchEngine's chunk
   std::uint64_t inject_engine_fault_at_batch = 0;  // 0: never
   IsnSchedulerOptions scheduler;
   unsigned isns_on_device = 1;  // this node's ISNs mapped to engine.gpu_device (memory check)

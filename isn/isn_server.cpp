@@ -57,7 +57,7 @@ struct Placement {
   int rank = 0, size = 0, local_rank = 0, local_isns = 1, ompi_local_rank = -1;
   std::uint32_t shard_id = 0;
   int gpu_device = -1;
-  std::string who;  // the prefix of every line this ISN prints
+  std::string who;    // the prefix of every line this ISN prints
   std::string error;  // a placement that cannot work (goes to the aggregator in the hello)
   unsigned isns_on_device = 1;  // this node's ISNs using gpu_device (itself included)
 };
@@ -76,7 +76,8 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
   GPUSEARCH_MPI_CHECK(MPI_Comm_size(node, &p.local_isns));
   MPI_Comm_free(&node);
   MPI_Comm_free(&isns);
-  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) p.ompi_local_rank = std::atoi(env);
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    p.ompi_local_rank = std::atoi(env);
   p.shard_id = std::uint32_t(p.rank - 1);
   p.who = fmt::format("gpusearch-isn[{}]", p.rank);
   p.gpu_device = options.engine.gpu_device;
@@ -173,8 +174,8 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
       "{}: shard {} on {}: {} docs (input positions {}..{}), {:.1f} MiB mapped, RSS {:.1f} "
       "MiB, engine {}, GPU ordinal {}\n",
       where.who, where.shard_id, host_name(), shard.num_docs(), pos_min, pos_max,
-      mapped_bytes(shard.manifest()) / 1048576.0, current_rss_bytes() / 1048576.0,
-      s.engine->name(), where.gpu_device);
+      mapped_bytes(shard.manifest()) / 1048576.0, current_rss_bytes() / 1048576.0, s.engine->name(),
+      where.gpu_device);
   return s;
 }
 
@@ -205,8 +206,7 @@ struct Inbound {
 // What the engine thread counts; read by the MPI thread only when the engine is idle.
 struct EngineCounters {
   std::uint64_t batches = 0, queries = 0, compute_us = 0, unknown_terms = 0, rejected = 0,
-                failed_batches = 0, idle_us = 0, encode_us = 0, answer_bytes = 0,
-                queries_by_id = 0;
+                failed_batches = 0, idle_us = 0, encode_us = 0, answer_bytes = 0, queries_by_id = 0;
 };
 
 // Two threads: this one (the caller's, the only one that calls MPI: MPI_THREAD_FUNNELED)
@@ -218,7 +218,11 @@ class BatchLoop {
  public:
   BatchLoop(const IsnOptions& options, const Placement& where, const ShardIndex& shard,
             FallbackEngine& engine, MPI_Comm world)
-      : options_(options), where_(where), shard_(shard), engine_(engine), world_(world),
+      : options_(options),
+        where_(where),
+        shard_(shard),
+        engine_(engine),
+        world_(world),
         pacer_(options.pacing) {}
 
   // Serves batches until a shutdown has been answered with the stats.
@@ -480,24 +484,24 @@ void BatchLoop::run() {
 nlohmann::json BatchLoop::stats() const {
   const EngineCounters& c = counters_;
   nlohmann::json j{{"rank", where_.rank},
-                        {"shard", where_.shard_id},
-                        {"batches", c.batches},
-                        {"queries", c.queries},
-                        {"queries_sent_as_term_ids", c.queries_by_id},
-                        {"compute_seconds", c.compute_us / 1e6},
-                        {"idle_seconds", c.idle_us / 1e6},
-                        {"encode_seconds", c.encode_us / 1e6},
-                        {"answer_bytes", c.answer_bytes},
-                        {"unknown_terms", c.unknown_terms},
-                        {"rejected_messages", c.rejected},
-                        {"failed_batches", c.failed_batches},
-                        {"engine", std::string(engine_.name())},
-                        {"fallback_active", engine_.fallback_active()},
-                        {"fallback_reason", engine_.failure()},
-                        {"batches_on_fallback", engine_.batches_on_fallback()},
-                        {"progress", pacer_.stats()},
-                        {"rss_bytes", current_rss_bytes()},
-                        {"peak_rss_bytes", peak_rss_bytes()}};
+                   {"shard", where_.shard_id},
+                   {"batches", c.batches},
+                   {"queries", c.queries},
+                   {"queries_sent_as_term_ids", c.queries_by_id},
+                   {"compute_seconds", c.compute_us / 1e6},
+                   {"idle_seconds", c.idle_us / 1e6},
+                   {"encode_seconds", c.encode_us / 1e6},
+                   {"answer_bytes", c.answer_bytes},
+                   {"unknown_terms", c.unknown_terms},
+                   {"rejected_messages", c.rejected},
+                   {"failed_batches", c.failed_batches},
+                   {"engine", std::string(engine_.name())},
+                   {"fallback_active", engine_.fallback_active()},
+                   {"fallback_reason", engine_.failure()},
+                   {"batches_on_fallback", engine_.batches_on_fallback()},
+                   {"progress", pacer_.stats()},
+                   {"rss_bytes", current_rss_bytes()},
+                   {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
   if (!options_.scheduler.policy.empty()) j["scheduler"] = engine_.stats();
   return j;

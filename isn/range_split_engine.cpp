@@ -13,12 +13,12 @@ namespace gpusearch {
 using gpu::RangeHit;
 using gpu::RowMeta;
 
-RangeSplitEngine::RangeSplitEngine(const ShardIndex& shard, std::uint32_t shard_id,
-                                   unsigned ranges)
+RangeSplitEngine::RangeSplitEngine(const ShardIndex& shard, std::uint32_t shard_id, unsigned ranges)
     : shard_(shard), shard_id_(shard_id), engine_(shard, shard_id) {
   if (ranges == 0 || ranges > gpu::kMaxRangesPerIsn)
-    throw InputError("--gpus-per-isn", 0,
-                     fmt::format("{} docID ranges: between 1 and {}", ranges, gpu::kMaxRangesPerIsn));
+    throw InputError(
+        "--gpus-per-isn", 0,
+        fmt::format("{} docID ranges: between 1 and {}", ranges, gpu::kMaxRangesPerIsn));
   first_doc_ = gpu::split_doc_ranges(shard.num_docs(), ranges);
   name_ = fmt::format("cpu-ranges{}", ranges);
 }
@@ -50,7 +50,8 @@ void RangeSplitEngine::search(std::span<const Query> queries, const SearchParams
   // Each range is one GPU's work: the ranges, and the queries within each, run in parallel.
   tbb::parallel_for(std::size_t(0), std::size_t(g) * nq, [&](std::size_t i) {
     const unsigned r = unsigned(i / nq), q = unsigned(i % nq);
-    const ShardResult res = engine_.search_range(queries[q], params, first_doc_[r], first_doc_[r + 1]);
+    const ShardResult res =
+        engine_.search_range(queries[q], params, first_doc_[r], first_doc_[r + 1]);
     pack(rows[r].data(), q, res.hits, res.and_matches, first_doc_[r]);
     pack(or_rows[r].data(), q, res.or_hits, 0, first_doc_[r]);
     counters[r][q] = res.counters;

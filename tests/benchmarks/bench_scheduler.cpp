@@ -25,8 +25,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <numeric>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -163,10 +163,11 @@ RunResult run_at_rate(const ShardIndex& shard, const Settings& s, const SearchPa
             {"dropped", dropped},
             {"wrong", wrong},
             {"seconds", elapsed},
-            {"delay_ms", {{"mean", delay.value("mean", NAN)},
-                          {"p50", delay.value("p50", NAN)},
-                          {"p99", delay.value("p99", NAN)},
-                          {"max", delay.value("max", NAN)}}},
+            {"delay_ms",
+             {{"mean", delay.value("mean", NAN)},
+              {"p50", delay.value("p50", NAN)},
+              {"p99", delay.value("p99", NAN)},
+              {"max", delay.value("max", NAN)}}},
             {"jobs_on", {{"cpu", ran[0]}, {"gpu", ran[1]}}},
             {"gpu_batch_size_mean",
              batch_sizes.empty() ? 0.0
@@ -238,8 +239,8 @@ int main(int argc, char** argv) {
     if (test.size() > s.limit) test.resize(s.limit);
     if (train.size() > s.train_limit) train.resize(s.train_limit);
     if (test.empty() || train.size() < 20) throw Error("too few queries");
-    const SearchParams params{parse_mode(s.mode), parse_scoring(s.scoring),
-                              shard.params().gs_alpha, s.k};
+    const SearchParams params{parse_mode(s.mode), parse_scoring(s.scoring), shard.params().gs_alpha,
+                              s.k};
 
     // The engines: the CPU engine, and the GPU-side engine (the GPU engine where present).
     cpu::CpuEngine cpu_engine(shard, 0);
@@ -251,10 +252,11 @@ int main(int argc, char** argv) {
         s.cpu_workers ? s.cpu_workers : std::max(1u, std::thread::hardware_concurrency() - 1);
     const ProcessorSlot cpu_slot{&cpu_engine, cpu_workers, 1};
     const ProcessorSlot gpu_slot{gpu_engine.get(), 1, s.gpu_max_batch};
-    std::cout << fmt::format("index {}: {} docs; {} test and {} training queries; {} k={}; "
-                             "CPU: {} workers; GPU side: {} engine\n",
-                             s.index_dir.string(), shard.num_docs(), test.size(), train.size(),
-                             s.mode, s.k, cpu_workers, gpu_name);
+    std::cout << fmt::format(
+        "index {}: {} docs; {} test and {} training queries; {} k={}; "
+        "CPU: {} workers; GPU side: {} engine\n",
+        s.index_dir.string(), shard.num_docs(), test.size(), train.size(), s.mode, s.k, cpu_workers,
+        gpu_name);
 
     // Warm-up, and the answers every run is checked against (the CPU engine's).
     std::vector<ShardResult> expected(test.size()), scratch(test.size());
@@ -334,15 +336,17 @@ int main(int argc, char** argv) {
       o.lbd_short_on = s.lbd_short_on == "cpu" ? Processor::kCpu : Processor::kGpu;
       o.estimate = [&predictor](const QueryFeatures& f) { return predictor.predict(f); };
       // A first guess at capacity, from the costs measured alone; the sweep starts below it.
-      double estimate = o.policy == SchedulerPolicy::kCpu          ? cpu_workers / mean_cpu
-                        : o.policy == SchedulerPolicy::kGpu        ? 1 / mean_gpu
-                        : o.policy == SchedulerPolicy::kBestSerial ? timed / best_sum
-                                                                   : cpu_workers / mean_cpu + 1 / mean_gpu;
+      double estimate = o.policy == SchedulerPolicy::kCpu   ? cpu_workers / mean_cpu
+                        : o.policy == SchedulerPolicy::kGpu ? 1 / mean_gpu
+                        : o.policy == SchedulerPolicy::kBestSerial
+                            ? timed / best_sum
+                            : cpu_workers / mean_cpu + 1 / mean_gpu;
       double rate = s.start_rate > 0 ? s.start_rate : std::max(1.0, estimate / 4);
       double best_pass = 0, first_fail = 0;
       nlohmann::json runs = nlohmann::json::array();
       for (unsigned run = 0; run < s.max_runs; ++run) {
-        RunResult rr = run_at_rate(shard, s, params, o, cpu_slot, gpu_slot, test, expected, rate, rng);
+        RunResult rr =
+            run_at_rate(shard, s, params, o, cpu_slot, gpu_slot, test, expected, rate, rng);
         const auto& d = rr.json["delay_ms"];
         std::cout << fmt::format(
             "{:<12} rate {:>9.1f}/s  {}  delay mean {:>8.2f} ms p99 {:>8.2f} ms  on cpu {:>6} "
@@ -350,11 +354,13 @@ int main(int argc, char** argv) {
             name, rate, rr.passed ? "pass" : "FAIL", d["mean"].get<double>(),
             d["p99"].get<double>(), rr.json["jobs_on"]["cpu"].get<std::uint64_t>(),
             rr.json["jobs_on"]["gpu"].get<std::uint64_t>(), rr.json["stolen"].get<std::uint64_t>(),
-            rr.json["promoted"].get<std::uint64_t>(), rr.json["missed_deadline"].get<std::uint64_t>(),
-            rr.json["wrong"].get<std::uint64_t>());
+            rr.json["promoted"].get<std::uint64_t>(),
+            rr.json["missed_deadline"].get<std::uint64_t>(), rr.json["wrong"].get<std::uint64_t>());
         runs.push_back(rr.json);
-        if (rr.passed) best_pass = std::max(best_pass, rate);
-        else first_fail = first_fail == 0 ? rate : std::min(first_fail, rate);
+        if (rr.passed)
+          best_pass = std::max(best_pass, rate);
+        else
+          first_fail = first_fail == 0 ? rate : std::min(first_fail, rate);
         if (first_fail == 0) {
           // Far from the deadline (p99 under a tenth of it), climb twice as fast: the GPU's
           // batching takes it far past its one-query-at-a-time estimate.
@@ -373,7 +379,8 @@ int main(int argc, char** argv) {
         }
       }
       sustained[name] = best_pass;
-      configs[name] = {{"sustained_rate", best_pass}, {"first_failed_rate", first_fail}, {"runs", runs}};
+      configs[name] = {
+          {"sustained_rate", best_pass}, {"first_failed_rate", first_fail}, {"runs", runs}};
       std::cout << fmt::format("{:<12} sustained {:.1f} queries/s with no missed deadline\n", name,
                                best_pass);
     }
@@ -390,8 +397,11 @@ int main(int argc, char** argv) {
         }
     nlohmann::json out = {
         {"benchmark", "bench_scheduler"},
-        {"machine", {{"host", host_name()}, {"cores", std::thread::hardware_concurrency()},
-                     {"gpu_side_engine", gpu_name}, {"gpu_devices", gpu_device_count()}}},
+        {"machine",
+         {{"host", host_name()},
+          {"cores", std::thread::hardware_concurrency()},
+          {"gpu_side_engine", gpu_name},
+          {"gpu_devices", gpu_device_count()}}},
         {"index", s.index_dir.string()},
         {"docs", shard.num_docs()},
         {"queries", s.queries_path.string()},
@@ -406,8 +416,10 @@ int main(int argc, char** argv) {
         {"lbd_threshold_blocks", lbd_blocks},
         {"lbd_short_on", s.lbd_short_on},
         {"engines_disagree", disagree},
-        {"mean_cost_alone_ms", {{"cpu", 1e3 * mean_cpu}, {"gpu", 1e3 * mean_gpu},
-                                {"better", 1e3 * best_sum / double(timed)}}},
+        {"mean_cost_alone_ms",
+         {{"cpu", 1e3 * mean_cpu},
+          {"gpu", 1e3 * mean_gpu},
+          {"better", 1e3 * best_sum / double(timed)}}},
         {"predictor", predictor_report},
         {"sustained_rate", summary},
         {"configs", configs}};

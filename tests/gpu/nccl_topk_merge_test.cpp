@@ -30,11 +30,13 @@ void check_merge(unsigned ranges, unsigned queries, unsigned k, std::mt19937& rn
   std::vector<const void*> row_ptrs;
   for (unsigned r = 0; r < ranges; ++r) {
     auto* hits = reinterpret_cast<RangeHit*>(host_rows[r].data());
-    auto* meta = reinterpret_cast<RowMeta*>(host_rows[r].data() + std::uint64_t(queries) * k * sizeof(RangeHit));
+    auto* meta = reinterpret_cast<RowMeta*>(host_rows[r].data() +
+                                            std::uint64_t(queries) * k * sizeof(RangeHit));
     for (unsigned q = 0; q < queries; ++q) {
       const unsigned n = std::min<unsigned>(unsigned(rng() % (k + 2)), k);
       std::vector<std::pair<double, std::uint32_t>> row;
-      for (unsigned i = 0; i < n; ++i) row.push_back({double(rng() % 5) * 0.25, std::uint32_t(rng() % 1000) * 7 + i});
+      for (unsigned i = 0; i < n; ++i)
+        row.push_back({double(rng() % 5) * 0.25, std::uint32_t(rng() % 1000) * 7 + i});
       std::sort(row.begin(), row.end(), [](auto& a, auto& b) {
         return range_hit_before(a.first, a.second, b.first, b.second);
       });
@@ -43,8 +45,8 @@ void check_merge(unsigned ranges, unsigned queries, unsigned k, std::mt19937& rn
     }
     ScopedDevice on(devices[r]);
     device_rows.push_back(std::make_unique<DeviceBuffer<char>>(bytes));
-    GPUSEARCH_CUDA_CHECK(cudaMemcpy(device_rows.back()->data(), host_rows[r].data(), bytes,
-                                    cudaMemcpyHostToDevice));
+    GPUSEARCH_CUDA_CHECK(
+        cudaMemcpy(device_rows.back()->data(), host_rows[r].data(), bytes, cudaMemcpyHostToDevice));
     row_ptrs.push_back(device_rows.back()->data());
   }
   std::vector<RangeHit> hits;
@@ -56,7 +58,8 @@ void check_merge(unsigned ranges, unsigned queries, unsigned k, std::mt19937& rn
   std::vector<RangeHit> want(k);
   for (unsigned q = 0; q < queries; ++q) {
     RowMeta want_meta{};
-    merge_range_rows(twin_rows.data(), first.data(), ranges, queries, k, q, want.data(), &want_meta);
+    merge_range_rows(twin_rows.data(), first.data(), ranges, queries, k, q, want.data(),
+                     &want_meta);
     ASSERT_EQ(meta[q].count, want_meta.count) << ranges << " GPUs, k " << k << ", query " << q;
     EXPECT_EQ(meta[q].and_matches, want_meta.and_matches);
     for (unsigned i = 0; i < want_meta.count; ++i) {
@@ -77,8 +80,7 @@ TEST(NcclTopKMerge, EqualsTheCpuTwinOnEveryGpuCount) {
   std::mt19937 rng(17);
   const unsigned gpus = std::min<unsigned>(unsigned(gpu_device_count()), kMaxRangesPerIsn);
   for (unsigned g = 1; g <= gpus; ++g)
-    for (unsigned k : {1u, 10u, 100u})
-      check_merge(g, 300, k, rng);
+    for (unsigned k : {1u, 10u, 100u}) check_merge(g, 300, k, rng);
   if (gpus < 2) std::cout << "note: one GPU here: the NCCL gather ran with G = 1 only\n";
 }
 
@@ -86,7 +88,8 @@ TEST(NcclTopKMerge, BadDeviceSetsNameTheFlag) {
   if (!gpu_available())
     GTEST_SKIP() << "NO CUDA DEVICE: GPU test skipped (run launch/gpu-host.sh on a GPU host)";
   const int n = gpu_device_count();
-  for (const std::vector<int>& bad : {std::vector<int>{}, std::vector<int>{n}, std::vector<int>{0, 0}}) {
+  for (const std::vector<int>& bad :
+       {std::vector<int>{}, std::vector<int>{n}, std::vector<int>{0, 0}}) {
     try {
       NcclTopKMerge merge(bad);
       ADD_FAILURE() << "accepted a bad device set of " << bad.size();

@@ -27,12 +27,14 @@ TEST(RangeMerge, EqualsASortOfTheUnionOnRandomAndTiedRows) {
     for (unsigned k : {1u, 3u, 10u, 64u}) {
       const unsigned queries = 20;
       const auto first = gpu::split_doc_ranges(1000, ranges);
-      std::vector<std::vector<char>> rows(ranges, std::vector<char>(gpu::range_rows_bytes(queries, k)));
+      std::vector<std::vector<char>> rows(ranges,
+                                          std::vector<char>(gpu::range_rows_bytes(queries, k)));
       std::vector<std::vector<std::pair<double, std::uint32_t>>> expected(queries);
       std::vector<std::uint64_t> expected_and(queries);
       for (unsigned r = 0; r < ranges; ++r) {
         auto* hits = reinterpret_cast<RangeHit*>(rows[r].data());
-        auto* meta = reinterpret_cast<RowMeta*>(rows[r].data() + std::uint64_t(queries) * k * sizeof(RangeHit));
+        auto* meta = reinterpret_cast<RowMeta*>(rows[r].data() +
+                                                std::uint64_t(queries) * k * sizeof(RangeHit));
         for (unsigned q = 0; q < queries; ++q) {
           // Scores from a small set: many ties, across and within ranges. Some rows are empty
           // or shorter than k.
@@ -92,7 +94,8 @@ TEST(RangeMerge, ShardSplitIntoOneToEightRangesAnswersAsTheReference) {
   o.out_dir = tmp / "idx";
   o.progress = false;
   build_index_synthetic(
-      SyntheticParams::parse("docs=2500,seed=21,train_queries=2,test_queries=40,mean_length=120"), o);
+      SyntheticParams::parse("docs=2500,seed=21,train_queries=2,test_queries=40,mean_length=120"),
+      o);
   const Index index = Index::open(tmp / "idx");
   std::vector<Query> queries;
   for (const auto& qt : read_query_file(tmp / "idx" / "queries.test.tsv").queries) {
@@ -115,7 +118,8 @@ TEST(RangeMerge, ShardSplitIntoOneToEightRangesAnswersAsTheReference) {
           const auto diff = compare_top_k(ref.hits, ref.total_matches, k, got.hits);
           ASSERT_FALSE(diff) << g << " ranges, " << to_string(mode) << " k=" << k << ", query "
                              << queries[i].id << ": " << *diff;
-          EXPECT_EQ(got.answered_by_or, ref.answered_by_or) << g << " ranges, query " << queries[i].id;
+          EXPECT_EQ(got.answered_by_or, ref.answered_by_or)
+              << g << " ranges, query " << queries[i].id;
         }
       }
     }

@@ -7,10 +7,10 @@
 
 #include <atomic>
 #include <cmath>
-#include <set>
 #include <future>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common/reference_engine.hpp"
@@ -35,9 +35,9 @@ struct SchedulerFixture : ::testing::Test {
     BuildOptions o;
     o.out_dir = *tmp / "idx";
     o.progress = false;
-    build_index_synthetic(
-        SyntheticParams::parse("docs=2000,seed=11,train_queries=80,test_queries=80,mean_length=120"),
-        o);
+    build_index_synthetic(SyntheticParams::parse(
+                              "docs=2000,seed=11,train_queries=80,test_queries=80,mean_length=120"),
+                          o);
     index = new Index(Index::open(*tmp / "idx"));
     for (const char* log : {"queries.test.tsv", "queries.train.tsv"}) {
       auto& into = std::string(log) == "queries.test.tsv" ? test_queries : train_queries;
@@ -297,9 +297,7 @@ TEST_F(SchedulerFixture, UrgentJobGoesFirstToItsPreferredProcessor) {
     o.policy = SchedulerPolicy::kQueues;
     o.deadline = 1000ms;
     o.urgent_fraction = 0.5;
-    o.estimate = [&costs](const QueryFeatures& f) {
-      return costs.lower_bound(f.total)->second;
-    };
+    o.estimate = [&costs](const QueryFeatures& f) { return costs.lower_bound(f.total)->second; };
     auto cpu = std::make_unique<GatedEngine>(cpu_engine(shard()));
     auto gpu = std::make_unique<GatedEngine>(reference_engine(shard()));
     CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 4}, o);
@@ -351,7 +349,8 @@ TEST_F(SchedulerFixture, ExactUnderLoadWithStealingAndPromotion) {
   // The CPU (one worker, 4 ms a job) cannot keep up with its third of the jobs: the other
   // processor steals, and jobs grow urgent.
   auto cpu = std::make_unique<DelayEngine>(cpu_engine(shard()), 4000us);
-  auto gpu = std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())), 3000us);
+  auto gpu =
+      std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())), 3000us);
   CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 8}, o);
   const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
   std::vector<ShardResult> out(test_queries.size());
@@ -385,7 +384,8 @@ TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
   std::vector<ShardResult> out(4);
   Completions done;
   const auto now = CoProcessorScheduler::Clock::now();
-  for (int i = 0; i < 4; ++i) s.submit(test_queries[i], p, out[i], now, done.done(std::to_string(i)));
+  for (int i = 0; i < 4; ++i)
+    s.submit(test_queries[i], p, out[i], now, done.done(std::to_string(i)));
   cpu->wait_entered();
   s.drop_waiting();
   done.wait_for(3);
@@ -406,7 +406,8 @@ TEST(CostModel, RecoversAPowerLawFromNoisyCosts) {
     f.shortest = len(rng);
     f.second_shortest = f.terms > 1 ? f.shortest * (1 + len(rng) / 1000) : 0;
     f.total = f.shortest + f.second_shortest * (f.terms - 1);
-    const double seconds = 2e-6 * std::pow(f.total, 0.7) * std::pow(1 + f.shortest, 0.1) * noise(rng);
+    const double seconds =
+        2e-6 * std::pow(f.total, 0.7) * std::pow(1 + f.shortest, 0.1) * noise(rng);
     samples.push_back({f, seconds});
   }
   nlohmann::json report;
@@ -424,16 +425,17 @@ TEST_F(SchedulerFixture, PredictorTrainedOnEngineCostsDrivesTheQueuesPolicy) {
   // The ISN's path: the predictor is trained at the first batch from per-query costs logged on
   // both engines (train queries), then schedules; answers stay exact.
   const std::vector<Query> train = train_queries;
-  SchedulerEngine::Trainer trainer = [&](const SearchParams& p, QueryEngine& cpu,
-                                         QueryEngine& gpu, nlohmann::json& report) {
-    auto predictor = std::make_shared<CostPredictor>(
-        train_cost_predictor(shard(), train, p, cpu, gpu, &report));
+  SchedulerEngine::Trainer trainer = [&](const SearchParams& p, QueryEngine& cpu, QueryEngine& gpu,
+                                         nlohmann::json& report) {
+    auto predictor =
+        std::make_shared<CostPredictor>(train_cost_predictor(shard(), train, p, cpu, gpu, &report));
     return CostEstimator([predictor](const QueryFeatures& f) { return predictor->predict(f); });
   };
   SchedulerOptions o;
   o.policy = SchedulerPolicy::kQueues;
-  SchedulerEngine engine(shard(), cpu_engine(shard()), run_batches_in_parallel(reference_engine(shard())),
-                         {nullptr, 2, 1}, {nullptr, 1, 16}, o, trainer);
+  SchedulerEngine engine(shard(), cpu_engine(shard()),
+                         run_batches_in_parallel(reference_engine(shard())), {nullptr, 2, 1},
+                         {nullptr, 1, 16}, o, trainer);
   const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
   std::vector<ShardResult> out(test_queries.size());
   engine.search(test_queries, p, out);
