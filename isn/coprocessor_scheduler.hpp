@@ -176,7 +176,8 @@ class SchedulerEngine final : public QueryEngine {
 };
 
 // Trains a cost predictor by running each query alone on each engine and timing it (the logged
-// per-query costs); `report` gets the predictor's errors. Queries without terms are skipped.
+// per-query costs: the faster of two runs); `report` gets the predictor's errors. Queries
+// without terms are skipped.
 CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
                                    const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
                                    nlohmann::json* report);

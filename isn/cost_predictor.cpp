@@ -100,6 +100,44 @@ nlohmann::json CostModel::to_json() const {
           {"weights", w_}};
 }
 
+std::size_t ProcessorCostModel::leaf(const QueryFeatures& f) {
+  return std::min<std::size_t>(kLeaves, std::max<std::size_t>(1, std::size_t(f.terms))) - 1;
+}
+
+ProcessorCostModel ProcessorCostModel::fit(std::span<const CostSample> samples) {
+  ProcessorCostModel m;
+  m.overall_ = CostModel::fit(samples);
+  std::array<std::vector<CostSample>, kLeaves> by_leaf;
+  for (const CostSample& s : samples) by_leaf[leaf(s.features)].push_back(s);
+  for (std::size_t i = 0; i < kLeaves; ++i)
+    if (by_leaf[i].size() >= kMinLeafSamples) m.leaves_[i] = CostModel::fit(by_leaf[i]);
+  return m;
+}
+
+double ProcessorCostModel::predict_seconds(const QueryFeatures& f) const {
+  const auto& l = leaves_[leaf(f)];
+  return l ? l->predict_seconds(f) : overall_.predict_seconds(f);
+}
+
+double ProcessorCostModel::mean_relative_error(std::span<const CostSample> samples) const {
+  if (samples.empty()) return 0;
+  double sum = 0;
+  for (const CostSample& s : samples) {
+    const double measured = std::max(s.seconds, kMinSeconds);
+    sum += std::abs(predict_seconds(s.features) - measured) / measured;
+  }
+  return sum / double(samples.size());
+}
+
+nlohmann::json ProcessorCostModel::to_json() const {
+  nlohmann::json j = {{"overall", overall_.to_json()}, {"by_terms", nlohmann::json::object()}};
+  for (std::size_t i = 0; i < kLeaves; ++i)
+    if (leaves_[i])
+      j["by_terms"][i + 1 == kLeaves ? fmt::format("{}+", kLeaves) : std::to_string(i + 1)] =
+          leaves_[i]->weights();
+  return j;
+}
+
 CostPredictor CostPredictor::train(std::span<const CostSample> cpu_log,
                                    std::span<const CostSample> gpu_log, nlohmann::json* report) {
   CostPredictor p;
@@ -108,15 +146,19 @@ CostPredictor CostPredictor::train(std::span<const CostSample> cpu_log,
     std::vector<CostSample> fit_part, held_out;
     for (std::size_t s = 0; s < logs[i].size(); ++s)
       (s % 4 == 3 ? held_out : fit_part).push_back(logs[i][s]);
-    double held_out_error = NAN;
-    if (fit_part.size() >= 2 * CostModel::kFeatures && !held_out.empty())
-      held_out_error = CostModel::fit(fit_part).mean_relative_error(held_out);
-    p.models_[i] = CostModel::fit(logs[i]);
+    double held_out_error = NAN, held_out_error_single = NAN;
+    if (fit_part.size() >= 2 * CostModel::kFeatures && !held_out.empty()) {
+      held_out_error = ProcessorCostModel::fit(fit_part).mean_relative_error(held_out);
+      held_out_error_single = CostModel::fit(fit_part).mean_relative_error(held_out);
+    }
+    p.models_[i] = ProcessorCostModel::fit(logs[i]);
     if (report)
       (*report)[std::string(to_string(Processor(i)))] = {
           {"samples", logs[i].size()},
           {"held_out_samples", held_out.size()},
           {"mean_relative_error_held_out", held_out_error},
+          // The same with one linear model for every term count, for comparison.
+          {"mean_relative_error_held_out_one_model", held_out_error_single},
           {"mean_relative_error_training", p.models_[i].mean_relative_error(logs[i])},
           {"model", p.models_[i].to_json()}};
   }

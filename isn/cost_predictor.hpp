@@ -5,11 +5,14 @@
 // 20% (CPU). Here: a least-squares fit of ln(cost) on the logarithms of the same features (costs
 // span four orders of magnitude and grow about as a power of the lengths, which a linear model
 // of the logarithms captures; a linear model of raw seconds would be dominated by the longest
-// queries and miss the short ones by several times).
+// queries and miss the short ones by several times), split on the term count (1, 2, 3, 4 or
+// more: a one-level model tree in the spirit of M5, whose leaves are linear models), with the
+// fit over all queries for a term count with too few samples.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -61,6 +64,24 @@ class CostModel {
   std::array<double, kFeatures> w_{};
 };
 
+// One processor's model: a CostModel per term count (1, 2, 3, 4+) where the log has at least
+// kMinLeafSamples of them, else the CostModel fitted on every sample.
+class ProcessorCostModel {
+ public:
+  static constexpr std::size_t kLeaves = 4;
+  static constexpr std::size_t kMinLeafSamples = 6 * CostModel::kFeatures;
+  static ProcessorCostModel fit(std::span<const CostSample> samples);
+  double predict_seconds(const QueryFeatures& f) const;
+  double mean_relative_error(std::span<const CostSample> samples) const;
+  const CostModel& overall() const { return overall_; }
+  nlohmann::json to_json() const;
+
+ private:
+  static std::size_t leaf(const QueryFeatures& f);
+  CostModel overall_;
+  std::array<std::optional<CostModel>, kLeaves> leaves_;
+};
+
 struct CostEstimate {
   std::array<double, kProcessors> seconds{};
   double on(Processor p) const { return seconds[std::size_t(p)]; }
@@ -75,10 +96,10 @@ class CostPredictor {
   static CostPredictor train(std::span<const CostSample> cpu_log,
                              std::span<const CostSample> gpu_log, nlohmann::json* report);
   CostEstimate predict(const QueryFeatures& f) const;
-  const CostModel& model(Processor p) const { return models_[std::size_t(p)]; }
+  const ProcessorCostModel& model(Processor p) const { return models_[std::size_t(p)]; }
 
  private:
-  std::array<CostModel, kProcessors> models_;
+  std::array<ProcessorCostModel, kProcessors> models_;
 };
 
 }  // namespace gpusearch

@@ -283,9 +283,11 @@ int main(int argc, char** argv) {
       const QueryFeatures f = query_features(shard, test[i]);
       std::array<double, 2> c{};
       for (std::size_t p = 0; p < 2; ++p) {
-        metrics::Stopwatch w;
-        engines[p]->search(std::span(&test[i], 1), params, std::span(&r, 1));
-        c[p] = w.seconds();
+        for (int run = 0; run < 2; ++run) {  // the faster of two, as the training costs
+          metrics::Stopwatch w;
+          engines[p]->search(std::span(&test[i], 1), params, std::span(&r, 1));
+          c[p] = run == 0 ? w.seconds() : std::min(c[p], w.seconds());
+        }
         test_log[p].push_back({f, c[p]});
         cost_sum[p] += c[p];
       }
