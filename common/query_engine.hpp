@@ -22,6 +22,9 @@ class QueryEngine {
                       std::span<ShardResult> out) = 0;
   // Engine-specific figures for the metrics JSON (per-batch times, bytes moved, memory).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+  // Whether search() already spreads a batch over the machine (the CPU engine's oneTBB loop,
+  // the GPU engine's launches): such an engine is never wrapped in another parallel loop.
+  virtual bool runs_batch_in_parallel() const { return false; }
 };
 
 }  // namespace gpusearch

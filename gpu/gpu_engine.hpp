@@ -65,6 +65,7 @@ class GpuEngine final : public QueryEngine {
   GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineOptions options = {});
   ~GpuEngine() override;
   std::string_view name() const override { return "gpu"; }
+  bool runs_batch_in_parallel() const override { return true; }  // its own launches
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
   nlohmann::json stats() const override;

@@ -1,11 +1,14 @@
 #include "isn/engine_factory.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "common/reference_engine.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #if defined(GPUSEARCH_HAVE_CUDA)
+#include "gpu/device_memory_budget.hpp"
 #include "gpu/gpu_engine.hpp"
 #endif
 
@@ -24,6 +27,15 @@ int gpu_device_count() {
   return gpu::gpu_device_count();
 #else
   return 0;
+#endif
+}
+
+nlohmann::json check_gpu_memory(const ShardIndex& shard, int device, unsigned isns_on_device) {
+#if defined(GPUSEARCH_HAVE_CUDA)
+  return gpu::check_device_memory(shard, std::max(0, device), isns_on_device).to_json();
+#else
+  (void)shard, (void)device, (void)isns_on_device;
+  return nlohmann::json::object();
 #endif
 }
 

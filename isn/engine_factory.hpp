@@ -31,6 +31,11 @@ int gpu_device_count();
 // present, else cpu.
 std::string resolve_engine_name(const std::string& name);
 
+// GPU memory accounting before the GPU engine uploads `shard` to `device`, which
+// isns_on_device ISNs of this node share (gpu/device_memory_budget.hpp): throws InputError
+// naming what to change when it cannot fit; returns the plan as JSON ({} without CUDA).
+nlohmann::json check_gpu_memory(const ShardIndex& shard, int device, unsigned isns_on_device);
+
 std::vector<std::string> engine_names();
 // Throws InputError for an unknown engine name.
 std::unique_ptr<QueryEngine> make_engine(const EngineOptions& options, const ShardIndex& shard,

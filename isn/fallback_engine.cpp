@@ -43,7 +43,7 @@ void FaultInjectingEngine::search(std::span<const Query> queries, const SearchPa
   ++batches_;
   if (fail_at_batch_ > 0 && batches_ >= fail_at_batch_)
     throw Error(
-        fmt::format("injected GPU fault at batch {} (--inject-gpu-fault-at-batch)", batches_));
+        fmt::format("injected engine fault at batch {} (--inject-engine-fault-at-batch)", batches_));
   inner_->search(queries, params, out);
 }
 

@@ -20,6 +20,10 @@ class FallbackEngine final : public QueryEngine {
                  std::function<std::unique_ptr<QueryEngine>()> make_fallback,
                  std::string report_prefix = "gpusearch");
   std::string_view name() const override;
+  bool runs_batch_in_parallel() const override {
+    return (fallback_ ? fallback_ : primary_)->runs_batch_in_parallel();
+  }
+  nlohmann::json stats() const override { return (fallback_ ? fallback_ : primary_)->stats(); }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
 
@@ -34,13 +38,15 @@ class FallbackEngine final : public QueryEngine {
   std::uint64_t batches_on_fallback_ = 0;
 };
 
-// Test hook: throws (as a failing GPU would) on the n-th batch it runs, counting from 1, and on
-// every later one; 0 never throws.
+// Test hook (--inject-engine-fault-at-batch): makes any engine fail, as a failing GPU would:
+// throws on the n-th batch it runs, counting from 1, and on every later one; 0 never throws.
+// (The GPU engine fails for real instead, through a failing CUDA call.)
 class FaultInjectingEngine final : public QueryEngine {
  public:
   FaultInjectingEngine(std::unique_ptr<QueryEngine> inner, std::uint64_t fail_at_batch)
       : inner_(std::move(inner)), fail_at_batch_(fail_at_batch) {}
   std::string_view name() const override { return inner_->name(); }
+  bool runs_batch_in_parallel() const override { return inner_->runs_batch_in_parallel(); }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
 

@@ -36,9 +36,39 @@ int main(int argc, char** argv) {
   app.add_option("--batch-chunk", o.parallel_chunk_queries,
                  "queries per parallel task within a batch")
       ->capture_default_str();
+  IsnSchedulerOptions& so = o.scheduler;
+  unsigned deadline_ms = 500;
+  std::string lbd_short_on = "gpu";
+  app.add_option("--scheduler", so.policy,
+                 "run the CPU engine and the --engine engine at once, a processor per query: "
+                 "cpu, gpu, lbd, queues, best-serial (default: one engine)");
+  app.add_option("--scheduler-deadline-ms", deadline_ms,
+                 "scheduler: a query's deadline after arrival (queues: urgent at half of it)")
+      ->capture_default_str();
+  app.add_option("--scheduler-train", so.train_file,
+                 "scheduler queues: training queries for the cost predictor (default: "
+                 "INDEX/queries.train.tsv where present)");
+  app.add_option("--scheduler-train-queries", so.train_queries,
+                 "scheduler queues: training queries used")
+      ->capture_default_str();
+  app.add_option("--lbd-blocks", so.scheduling.lbd_threshold_blocks,
+                 "scheduler lbd: threshold S on a query's total blocks (paper 002)")
+      ->capture_default_str();
+  app.add_option("--lbd-short-on", lbd_short_on,
+                 "scheduler lbd: the processor for queries below S (gpu, as paper 002, or cpu)")
+      ->capture_default_str();
+  app.add_option("--scheduler-ratio", so.scheduling.preference_ratio,
+                 "scheduler queues: predicted cost ratio that makes a query prefer a processor")
+      ->capture_default_str();
+  app.add_option("--gpu-max-batch", so.gpu_max_batch,
+                 "scheduler: most queries per call of the GPU-side engine")
+      ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip checksum verification when opening the shard");
-  app.add_option("--inject-gpu-fault-at-batch", o.inject_gpu_fault_at_batch,
-                 "test: the engine fails from this batch on (counting from 1)");
+  // The old name (--inject-gpu-fault-at-batch) stays an alias: the hook fails any engine.
+  app.add_option("--inject-engine-fault-at-batch,--inject-gpu-fault-at-batch",
+                 o.inject_engine_fault_at_batch,
+                 "test: the engine (any) fails from this batch on (counting from 1); the ISN "
+                 "finishes on its fallback engine");
   app.add_option("--inject-delay-ms", o.inject_delay_ms, "test: sleep this long before each batch");
   app.add_option("--inject-delay-rank", o.inject_delay_rank,
                  "test: only this rank sleeps (-1: all)");
@@ -64,6 +94,10 @@ int main(int argc, char** argv) {
     return rc;
   }
   o.verify_checksums = !no_verify;
+  so.scheduling.deadline = std::chrono::milliseconds(deadline_ms);
+  so.lbd_short_on = lbd_short_on;
+  if (so.train_file.empty() && std::filesystem::exists(o.index_dir / "queries.train.tsv"))
+    so.train_file = o.index_dir / "queries.train.tsv";
   // The engine thread never calls MPI; the main thread does it all (isn/isn_server.hpp).
   if (provided < MPI_THREAD_FUNNELED) {
     std::cerr << "gpusearch-isn: error: MPI provides thread level " << provided

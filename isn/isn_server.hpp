@@ -1,10 +1,10 @@
-// The ISN process (ranks 1..N of the cluster): opens shard rank-1 of the index, says hello to
-// the aggregator (shard, docID range, memory), then answers query batches until told to shut
-// down. Each batch runs through the engine stack
-//   FallbackEngine( FaultInjectingEngine( ParallelBatchEngine( make_engine(--engine) ) ),
-// (no ParallelBatchEngine around the GPU engine, which batches itself)
-//                   ParallelBatchEngine( make_engine(kFallbackEngineName) ) )
-// and its compute time goes back with the results.
+// The ISN process (ranks 1..N of the cluster), in three stages (isn_server.cpp):
+//  1. start-up and hello: find its place on the node (rank, node-local rank, GPU ordinal), open
+//     shard rank-1 of the index, build the engine stack (isn/isn_engine_stack.hpp), and say
+//     hello to the aggregator (shard, docID range, memory) or tell it what failed;
+//  2. the batch loop: answer query batches, each with its compute time, until told to stop;
+//  3. shutdown and stats: once every batch received before a stats request or a shutdown is
+//     answered, the counters go back to the aggregator.
 //
 // Two threads: the main thread is the only one that calls MPI (MPI_THREAD_FUNNELED): it
 // receives batches ahead into a queue while the engine works, answers clock pings at once, and
@@ -22,6 +22,7 @@
 
 #include "common/wire/progress_pacer.hpp"
 #include "isn/engine_factory.hpp"
+#include "isn/isn_engine_stack.hpp"
 
 namespace gpusearch {
 
@@ -35,10 +36,11 @@ struct IsnOptions {
   EngineOptions engine;
   std::string fallback_engine = kFallbackEngineName;
   bool verify_checksums = true;
-  unsigned gpus_per_isn = 1;
+  unsigned gpus_per_isn = 1;     // more than the node has: refused at start, naming the flag
+  IsnSchedulerOptions scheduler;  // --scheduler and its options
   std::size_t parallel_chunk_queries = 4;  // ParallelBatchEngine's chunk
   // Test hooks.
-  std::uint64_t inject_gpu_fault_at_batch = 0;  // 0: never
+  std::uint64_t inject_engine_fault_at_batch = 0;  // any engine fails from this batch; 0: never
   unsigned inject_delay_ms = 0;                 // sleep before each batch
   int inject_delay_rank = -1;                   // the rank that sleeps; -1: every ISN
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)

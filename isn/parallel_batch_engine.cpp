@@ -26,4 +26,10 @@ void ParallelBatchEngine::search(std::span<const Query> queries, const SearchPar
                     });
 }
 
+std::unique_ptr<QueryEngine> run_batches_in_parallel(std::unique_ptr<QueryEngine> engine,
+                                                     std::size_t chunk_queries) {
+  if (engine->runs_batch_in_parallel()) return engine;
+  return std::make_unique<ParallelBatchEngine>(std::move(engine), chunk_queries);
+}
+
 }  // namespace gpusearch

@@ -16,6 +16,7 @@ class ParallelBatchEngine final : public QueryEngine {
   // chunk_queries: queries per task; small chunks balance skewed query costs.
   ParallelBatchEngine(std::unique_ptr<QueryEngine> inner, std::size_t chunk_queries = 4);
   std::string_view name() const override { return name_; }
+  bool runs_batch_in_parallel() const override { return true; }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
 
@@ -24,5 +25,10 @@ class ParallelBatchEngine final : public QueryEngine {
   std::size_t chunk_queries_;
   std::string name_;
 };
+
+// `engine` as it is when it runs a batch in parallel already, else wrapped in a
+// ParallelBatchEngine (so no engine runs under two parallel loops).
+std::unique_ptr<QueryEngine> run_batches_in_parallel(std::unique_ptr<QueryEngine> engine,
+                                                     std::size_t chunk_queries = 4);
 
 }  // namespace gpusearch

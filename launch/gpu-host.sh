@@ -14,12 +14,18 @@
 #     real       Debian descriptions + MS MARCO queries: cluster.sh with one ISN, cpu vs gpu
 #     ncu        Nsight Compute sections of the OR and AND kernels on the synthetic index
 #     mpi        the MPI fault test with the fault injected into the GPU engine (CPU fallback)
+#     sched      the CPU+GPU scheduler (issue 11): bench_scheduler, open loop at rising Poisson
+#                rates with a 500 ms deadline (paper 001 Figure 7: cpu, gpu, best-serial, lbd,
+#                queues) on the synthetic index and on Debian + MS MARCO; then the cluster with
+#                --scheduler queues on Debian against the CPU engine's run, and 4 ISNs sharing
+#                the GPU (tests/mpi/cluster_test.sh share), both exact
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
 # Environment: OUT, BENCH_DOCS (2500000), BENCH_QUERIES (10000), BENCH_CPU_QUERIES (2000),
 #              BENCH_ARGS (extra bench_gpu_engine flags), BENCH_K_LIST (10), GTEST_FILTER,
 #              REAL_REPEAT (100: times the real query sample is replayed),
+#              SCHED_ARGS (extra bench_scheduler flags), SCHED_SECONDS (1.0 per rate),
 #              BEFORE_BIN (a directory holding an earlier bench_gpu_engine: run on the same
 #              index in the same call, the before/after baseline).
 set -uo pipefail
@@ -83,7 +89,8 @@ else
     -DCAPNP_INCLUDE_DIRECTORY=$deps/usr/include -DCAPNPC_IMPORT_DIRS=$deps/usr/include \
     -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
-  targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine)
+  targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine
+           bench_scheduler)
   cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
     || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
   bin=$root/build-gpu/bin
@@ -99,6 +106,18 @@ bench_index() {
       > "$OUT/index_build.log" 2>&1 || { tail "$OUT/index_build.log"; return 1; }
   fi
   echo "synthetic index ready: $(elapsed)"
+}
+
+# The Debian descriptions index and the MS MARCO sample repeated $1 times (default 20).
+real_data() {
+  local repeat=${1:-20}
+  corpus=.gpuhost/data/debian-descriptions.jsonl.gz
+  queries=.gpuhost/data/msmarco-queries-sample/queries.tsv
+  ridx=/tmp/gpusearch-debian
+  [[ -f $ridx/manifest.json ]] || "$bin/gpusearch" -q index --corpus $corpus --out $ridx --force \
+    > "$OUT/real_index.log" 2>&1 || { tail "$OUT/real_index.log"; return 1; }
+  rq=/tmp/gpusearch-real-queries.tsv
+  for i in $(seq 1 "$repeat"); do awk -v r=$i -F'\t' '{print r "-" $1 "\t" $2}' $queries; done > $rq
 }
 
 status=0
@@ -141,15 +160,9 @@ for step in "${expanded[@]}"; do
       done
       ;;
     real)
-      corpus=.gpuhost/data/debian-descriptions.jsonl.gz
-      queries=.gpuhost/data/msmarco-queries-sample/queries.tsv
-      ridx=/tmp/gpusearch-debian
-      [[ -f $ridx/manifest.json ]] || "$bin/gpusearch" -q index --corpus $corpus --out $ridx --force \
-        > "$OUT/real_index.log" 2>&1 || { tail "$OUT/real_index.log"; status=1; continue; }
       # The sample repeated REAL_REPEAT times (100: 38,600 queries, about a second per engine):
       # enough batches for steady throughput.
-      rq=/tmp/gpusearch-real-queries.tsv
-      for i in $(seq 1 "${REAL_REPEAT:-100}"); do awk -v r=$i -F'\t' '{print r "-" $1 "\t" $2}' $queries; done > $rq
+      real_data "${REAL_REPEAT:-100}" || { status=1; continue; }
       for engine in cpu gpu; do
         GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
           --mode and-or --k 10 --engine $engine --run "$OUT/real_$engine.run" \
@@ -164,6 +177,52 @@ EOF
       done
       "$bin/gpusearch" compare-runs "$OUT/real_cpu.run" "$OUT/real_gpu.run" 2>&1 | tail -2
       echo "real done: $(elapsed)"
+      ;;
+    sched)
+      sched_flags=(--seconds-per-rate "${SCHED_SECONDS:-1.0}" --max-runs 11)
+      show='^(index|predictor|[a-z-]+ +(rate|sustained)|queues|lbd|wrote|bench_scheduler)'
+      bench_index || { status=1; continue; }
+      # shellcheck disable=SC2086
+      "$bin/bench_scheduler" --index $idx --out "$OUT/sched_synthetic.json" "${sched_flags[@]}" \
+        ${SCHED_ARGS:-} > "$OUT/sched_synthetic.log" 2>&1 || status=1
+      grep -E "$show" "$OUT/sched_synthetic.log" | sed 's/^/synthetic: /'
+      python3 launch/plot-sched.py "$OUT/sched_synthetic.json" "$OUT/sched_synthetic.png" \
+        > "$OUT/sched_synthetic_table.txt" 2>&1 || true
+      echo "sched synthetic done: $(elapsed)"
+      real_data || { status=1; continue; }
+      # The MS MARCO sample: every other query trains the predictor, the rest are the load.
+      # shellcheck disable=SC2086
+      "$bin/bench_scheduler" --index $ridx --queries $queries --out "$OUT/sched_real.json" \
+        "${sched_flags[@]}" ${SCHED_ARGS:-} > "$OUT/sched_real.log" 2>&1 || status=1
+      grep -E "$show" "$OUT/sched_real.log" | sed 's/^/real: /'
+      python3 launch/plot-sched.py "$OUT/sched_real.json" "$OUT/sched_real.png" \
+        > "$OUT/sched_real_table.txt" 2>&1 || true
+      echo "sched real done: $(elapsed)"
+      # The ISN with --scheduler queues (GPU engine + CPU engine) through the cluster: its run
+      # against the CPU engine's, query for query.
+      "$bin/gpusearch" -q search --engine cpu --index $ridx --queries $rq --mode and-or --k 10 \
+        --run "$OUT/sched_cluster_cpu.run" > /dev/null 2>&1 || status=1
+      GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
+        --mode and-or --k 10 --engine gpu --scheduler queues --scheduler-train $queries \
+        --run "$OUT/sched_cluster_queues.run" --metrics "$OUT/sched_cluster_queues.json" \
+        > "$OUT/sched_cluster_queues.log" 2>&1 || status=1
+      "$bin/gpusearch" compare-runs "$OUT/sched_cluster_cpu.run" "$OUT/sched_cluster_queues.run" 2>&1 \
+        | tail -1 | sed 's/^/cluster --scheduler queues vs cpu: /'
+      python3 - "$OUT/sched_cluster_queues.json" <<'EOF' || true
+import json, sys
+m = json.load(open(sys.argv[1]))
+s = m["isn"][0]["stats"]["scheduler"]
+p = s["processors"]
+print(f"cluster --scheduler queues: {m['queries_per_second']:.0f} q/s, p99 {m['latency_ms']['p99']} ms; "
+      f"jobs cpu {p['cpu']['jobs']} gpu {p['gpu']['jobs']}, stolen {p['cpu']['stolen'] + p['gpu']['stolen']}, "
+      f"predictor error cpu {s['predictor']['cpu']['mean_relative_error_held_out']:.3f} "
+      f"gpu {s['predictor']['gpu']['mean_relative_error_held_out']:.3f}")
+EOF
+      # 4 ISNs on this host's GPU(s), round-robin, every answer against the reference.
+      GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" share > "$OUT/sched_share.log" 2>&1 \
+        || status=1
+      tail -1 "$OUT/sched_share.log"
+      echo "sched done: $(elapsed)"
       ;;
     ncu)
       bench_index || { status=1; continue; }
@@ -194,7 +253,7 @@ EOF
     mpi)
       GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1
       tail -2 "$OUT/mpi_fault.log"
-      grep -m1 "injected GPU fault" "$OUT/mpi_fault.log" 2>/dev/null | cut -c1-200
+      grep -m1 -E "injected (GPU|engine) fault" "$OUT/mpi_fault.log" 2>/dev/null | cut -c1-200
       echo "mpi done: $(elapsed)"
       ;;
     *) echo "gpu-host.sh: unknown step '$step'" >&2; status=2 ;;

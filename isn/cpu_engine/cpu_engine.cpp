@@ -216,6 +216,31 @@ ShardResult CpuEngine::resume(const Query& query, const SearchParams& params, Do
   return resume(query, params, from_doc, running);
 }
 
+ShardResult CpuEngine::search_range(const Query& query, const SearchParams& params, DocId begin,
+                                    DocId end) const {
+  ShardResult r;
+  const DocId n = shard_.num_docs();
+  if (query.terms.empty() || params.k == 0 || begin >= n || begin >= end) return r;
+  bool early = false;
+  auto run = [&](bool conjunctive) {
+    SharedThreshold shared;
+    ModeRun m = run_range(query, params, conjunctive, begin, end, shared, r.counters);
+    merge_into(m.hits, params.k);
+    early = early || m.early_terminated;
+    return m;
+  };
+  if (params.mode != Mode::kAndOr) {
+    r.hits = run(params.mode == Mode::kAnd).hits;
+  } else {
+    ModeRun a = run(true);
+    r.hits = std::move(a.hits);
+    r.and_matches = a.and_matches;
+    if (r.and_matches < params.k) r.or_hits = run(false).hits;
+  }
+  r.counters.early_terminations = early ? 1 : 0;
+  return r;
+}
+
 ShardResult CpuEngine::search_one(const Query& query, const SearchParams& params) const {
   return resume(query, params, 0, ShardResult{});
 }

@@ -43,6 +43,7 @@ class CpuEngine final : public QueryEngine {
   CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineOptions options = {});
 
   std::string_view name() const override { return "cpu"; }
+  bool runs_batch_in_parallel() const override { return true; }
   const CpuEngineOptions& options() const { return options_; }
 
   // Answers every query (in parallel over queries); out[i] as ReferenceEngine fills it: for
@@ -50,6 +51,12 @@ class CpuEngine final : public QueryEngine {
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
   ShardResult search_one(const Query& query, const SearchParams& params) const;
+  // The query over the documents [begin, end) only (end = kNoDoc: to the shard's end), as one
+  // GPU of several holding a docID range of the shard answers it; the same contract as
+  // search_one's over that range (and-or: or_hits when the range's and_matches < k). Merging
+  // the ranges' results (gpu/topk_rows.hpp) gives search_one's answer.
+  ShardResult search_range(const Query& query, const SearchParams& params, DocId begin,
+                           DocId end) const;
 
   // Resume (GPU post-processing): completes one query whose documents with docID < from_doc
   // have been processed already. `running` is what that processing found over [0, from_doc):

@@ -5,7 +5,7 @@
 #                                          cache and 3 batches in flight on)
 #   cluster_test.sh BUILD_DIR real DATA    the same on Cranfield (exit 77: skipped, no data)
 #   cluster_test.sh BUILD_DIR slow         a slow ISN: partial answers within the deadline, no hang
-#   cluster_test.sh BUILD_DIR fault        injected GPU fault: CPU fallback, every answer exact
+#   cluster_test.sh BUILD_DIR fault        injected engine fault: CPU fallback, every answer exact
 #   cluster_test.sh BUILD_DIR malformed    malformed query lines (file and stdin) reported, counted
 #   cluster_test.sh BUILD_DIR mismatch     ISN count != shard count: a clear error, no hang
 #   cluster_test.sh BUILD_DIR openloop     replay at a fixed arrival rate (--qps): paced, exact
@@ -13,6 +13,13 @@
 #                                          the job ends (MPI_Abort) instead of hanging
 #   cluster_test.sh BUILD_DIR depths       pipeline depths 1..8 and automatic: every answer exact,
 #                                          the run file in arrival order, the same bytes for all
+#   cluster_test.sh BUILD_DIR scheduler    --scheduler queues and lbd (the reference engine as the
+#                                          second processor): every answer exact, jobs counted
+#   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0: clear errors, no
+#                                          MPI_Abort
+#   cluster_test.sh BUILD_DIR share        4 ISNs, --engine gpu: sharing the node's GPU round-robin
+#                                          (GPUSEARCH_TEST_ENGINE=gpu, a GPU host), or on no device
+#                                          the CPU engine with a clear message; exact
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -94,12 +101,12 @@ case "$case_name" in
     # GPUSEARCH_TEST_ENGINE=gpu (the GPU host's run) injects the fault into the GPU engine: a
     # real failing CUDA call; elsewhere the CPU engine is wrapped in a fault injector.
     check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --batch-size 16 \
-      --inject-gpu-fault-at-batch 3 --engine "${GPUSEARCH_TEST_ENGINE:-cpu}"
+      --inject-engine-fault-at-batch 3 --engine "${GPUSEARCH_TEST_ENGINE:-cpu}"
     m="$tmp/m-2-and-or-10.json"
     [ "$(metric "$m" 'm["isn"][0]["stats"]["fallback_active"]')" = True ] || fail "no fallback"
     [ "$(metric "$m" 'm["isn"][0]["stats"]["batches_on_fallback"] > 0')" = True ] || fail "no batch on fallback"
-    grep -q "injected GPU fault" "$tmp/out-2-and-or-10.txt" || fail "fallback not reported"
-    echo "PASS: injected GPU fault: CPU fallback, every answer equal to the reference"
+    grep -Eq "injected (GPU|engine) fault" "$tmp/out-2-and-or-10.txt" || fail "fallback not reported"
+    echo "PASS: injected engine fault: CPU fallback, every answer equal to the reference"
     ;;
   malformed)
     synthetic_index 1 "$tmp/idx"
@@ -129,6 +136,64 @@ case "$case_name" in
       --run "$tmp/run.txt" > "$tmp/out2.txt" 2>&1 && fail "cluster.sh accepted 3 ISNs for 2 shards"
     grep -q "one ISN serves one shard" "$tmp/out2.txt" || fail "cluster.sh: no clear error"
     echo "PASS: ISN count != shard count is a clear error (exit $rc)"
+    ;;
+  scheduler)
+    "$gs" -q index --synthetic "docs=4000,seed=11,train_queries=80,test_queries=150,mean_length=150" \
+      --shards 2 --out "$tmp/idx" >/dev/null
+    for sched in queues lbd; do
+      check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --batch-size 32 \
+        --scheduler $sched --engine "${GPUSEARCH_TEST_ENGINE:-reference}" --lbd-blocks 10
+      m="$tmp/m-2-and-or-10.json"
+      s="m['isn'][i]['stats']['scheduler']"
+      jobs=$(metric "$m" "sum(p['jobs'] for i in range(2) for p in $s['processors'].values())")
+      want=$(metric "$m" "sum(m['isn'][i]['stats']['queries'] for i in range(2))")  # all sent
+      [ "$jobs" = "$want" ] || fail "$sched: $jobs jobs scheduled, expected $want"
+      [ "$(metric "$m" "m['isn'][0]['stats']['scheduler']['policy']")" = "$sched" ] || fail "$sched: policy not reported"
+      jobs_cpu=$(metric "$m" "sum($s['processors']['cpu']['jobs'] for i in range(2))")
+      jobs_gpu=$(metric "$m" "sum($s['processors']['gpu']['jobs'] for i in range(2))")
+      echo "$sched: $jobs_cpu jobs on the CPU engine, $jobs_gpu on the other"
+      if [ $sched = queues ]; then
+        samples=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['cpu']['samples']")
+        [ "$samples" -ge 40 ] || fail "queues: predictor trained on $samples queries"
+        echo "queues: predictor error (held out) $(metric "$m" "[round(m['isn'][0]['stats']['scheduler']['predictor'][p]['mean_relative_error_held_out'], 3) for p in ('cpu', 'gpu')]")"
+      fi
+      [ "$jobs_cpu" -gt 0 ] && [ "$jobs_gpu" -gt 0 ] || fail "$sched: one processor did nothing"
+    done
+    echo "PASS: --scheduler queues and lbd: every answer equal to the reference, both processors used"
+    ;;
+  badflags)
+    synthetic_index 1 "$tmp/idx"
+    for flags in "--scheduler fifo" "--gpus-per-isn 0" "--scheduler queues --scheduler-train $tmp/none.tsv"; do
+      set +e
+      # shellcheck disable=SC2086
+      timeout -k 10 60 "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
+        --isns 1 --run "$tmp/run.txt" $flags > "$tmp/out.txt" 2>&1
+      rc=$?
+      set -e
+      [ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$tmp/out.txt"; fail "$flags: exit code $rc"; }
+      grep -q "MPI_ABORT" "$tmp/out.txt" && { cat "$tmp/out.txt"; fail "$flags: the job was aborted"; }
+      case "$flags" in
+        *fifo*) want="unknown scheduler 'fifo'" ;;
+        *gpus-per-isn*) want="--gpus-per-isn 0" ;;
+        *) want="needs training queries" ;;
+      esac
+      grep -qF -- "$want" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "$flags: no clear error ($want)"; }
+      echo "$flags: clear error, exit $rc"
+    done
+    echo "PASS: bad ISN flags are clear errors, not job aborts"
+    ;;
+  share)
+    synthetic_index 4 "$tmp/idx"
+    check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 4 and-or 10 --batch-size 32 --engine gpu
+    out="$tmp/out-4-and-or-10.txt"
+    if [ "${GPUSEARCH_TEST_ENGINE:-cpu}" = gpu ]; then
+      grep -q "share the GPUs round-robin" "$out" || [ "$(nvidia-smi -L | wc -l)" -ge 4 ] ||
+        fail "no sharing message"
+      echo "PASS: 4 ISNs sharing the node's GPU(s): every answer equal to the reference"
+    else
+      [ "$(grep -c "running the CPU engine instead" "$out")" = 4 ] || { cat "$out"; fail "no fallback message from each ISN"; }
+      echo "PASS: 4 ISNs asking for a GPU on a node without one: CPU engine, clear message, exact"
+    fi
     ;;
   openloop)
     synthetic_index 2 "$tmp/idx"

@@ -5,7 +5,9 @@
 
 #include "common/reference_engine.hpp"
 #include "common/shard_index.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/fallback_engine.hpp"
+#include "isn/isn_engine_stack.hpp"
 #include "isn/parallel_batch_engine.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
@@ -109,5 +111,39 @@ TEST(IsnEngines, FallbackAnswersEveryBatchAfterAFault) {
   }
   EXPECT_EQ(fallbacks_made, 1);
   EXPECT_EQ(engine.batches_on_fallback(), 3u);
-  EXPECT_NE(engine.failure().find("injected GPU fault"), std::string::npos);
+  EXPECT_NE(engine.failure().find("injected engine fault"), std::string::npos);
+}
+
+TEST(IsnEngines, ParallelLoopOnlyAroundEnginesThatRunABatchSerially) {
+  SmallShard s;
+  // The CPU engine spreads a batch over oneTBB itself: wrapping it would nest two loops.
+  auto cpu = run_batches_in_parallel(std::make_unique<cpu::CpuEngine>(s.index.shard(0), 0));
+  EXPECT_EQ(dynamic_cast<ParallelBatchEngine*>(cpu.get()), nullptr);
+  EXPECT_TRUE(cpu->runs_batch_in_parallel());
+  auto ref = run_batches_in_parallel(std::make_unique<ReferenceEngine>(s.index.shard(0), 0));
+  EXPECT_NE(dynamic_cast<ParallelBatchEngine*>(ref.get()), nullptr);
+  // The ISN's stack: CPU primary and CPU fallback, neither wrapped; still exact.
+  IsnEngineStackOptions o;
+  o.engine.engine = "cpu";
+  o.inject_engine_fault_at_batch = 2;
+  auto stack = make_isn_engine_stack(o, s.index.shard(0), 0, "test");
+  EXPECT_TRUE(stack->runs_batch_in_parallel());
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> expected(s.queries.size()), got(s.queries.size());
+  ReferenceEngine(s.index.shard(0), 0).search(s.queries, p, expected);
+  for (int batch = 1; batch <= 2; ++batch) {
+    stack->search(s.queries, p, got);
+    for (std::size_t q = 0; q < got.size(); ++q) {
+      ASSERT_EQ(got[q].hits.size(), expected[q].hits.size()) << q;
+      for (std::size_t i = 0; i < got[q].hits.size(); ++i)
+        EXPECT_EQ(got[q].hits[i].rank, expected[q].hits[i].rank) << q;
+      // The CPU engine counts AND matches exactly only below k (it may stop early).
+      if (expected[q].and_matches < p.k)
+        EXPECT_EQ(got[q].and_matches, expected[q].and_matches) << q;
+      else
+        EXPECT_GE(got[q].and_matches, p.k) << q;
+    }
+    EXPECT_EQ(stack->fallback_active(), batch == 2);
+  }
+  EXPECT_NE(stack->failure().find("--inject-engine-fault-at-batch"), std::string::npos);
 }

@@ -1,0 +1,448 @@
+#include "isn/coprocessor_scheduler.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <future>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/error.hpp"
+#include "common/metrics.hpp"
+
+namespace gpusearch {
+
+std::vector<std::string> scheduler_policy_names() {
+  return {"cpu", "gpu", "lbd", "queues", "best-serial"};
+}
+
+SchedulerPolicy parse_scheduler_policy(std::string_view name) {
+  if (name == "cpu") return SchedulerPolicy::kCpu;
+  if (name == "gpu") return SchedulerPolicy::kGpu;
+  if (name == "lbd") return SchedulerPolicy::kLbd;
+  if (name == "queues") return SchedulerPolicy::kQueues;
+  if (name == "best-serial") return SchedulerPolicy::kBestSerial;
+  throw InputError("--scheduler", 0,
+                   fmt::format("unknown scheduler '{}' (one of: {})", name,
+                               fmt::join(scheduler_policy_names(), ", ")));
+}
+
+std::string_view to_string(SchedulerPolicy p) {
+  switch (p) {
+    case SchedulerPolicy::kCpu:
+      return "cpu";
+    case SchedulerPolicy::kGpu:
+      return "gpu";
+    case SchedulerPolicy::kLbd:
+      return "lbd";
+    case SchedulerPolicy::kQueues:
+      return "queues";
+    case SchedulerPolicy::kBestSerial:
+      return "best-serial";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobQueue q) {
+  switch (q) {
+    case JobQueue::kCpuPreferred:
+      return "cpu_preferred";
+    case JobQueue::kGpuPreferred:
+      return "gpu_preferred";
+    case JobQueue::kEither:
+      return "either";
+  }
+  return "?";
+}
+
+namespace {
+
+JobQueue own_queue(Processor p) {
+  return p == Processor::kCpu ? JobQueue::kCpuPreferred : JobQueue::kGpuPreferred;
+}
+
+bool same_params(const SearchParams& a, const SearchParams& b) {
+  return a.mode == b.mode && a.scoring == b.scoring && a.alpha == b.alpha && a.k == b.k;
+}
+
+double seconds_between(CoProcessorScheduler::Clock::time_point a,
+                       CoProcessorScheduler::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+struct CoProcessorScheduler::Job {
+  const Query* query = nullptr;
+  SearchParams params;
+  ShardResult* out = nullptr;
+  Clock::time_point arrival, urgent_at, deadline;
+  JobQueue queue = JobQueue::kEither;
+  Processor preferred = Processor::kCpu;
+  std::uint64_t seq = 0;
+  Done done;
+};
+
+struct CoProcessorScheduler::Taken {
+  std::unique_ptr<Job> job;
+  bool stolen = false, promoted = false;
+};
+
+CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlot cpu,
+                                           ProcessorSlot gpu, SchedulerOptions options)
+    : shard_(shard), options_(std::move(options)), slots_{cpu, gpu} {
+  const bool needs_estimate = options_.policy == SchedulerPolicy::kQueues ||
+                              options_.policy == SchedulerPolicy::kBestSerial;
+  if (needs_estimate && !options_.estimate)
+    throw InputError(
+        "--scheduler", 0,
+        fmt::format("scheduler '{}' needs a cost predictor", to_string(options_.policy)));
+  for (std::size_t p = 0; p < kProcessors; ++p) {
+    if (!slots_[p].engine)
+      throw InputError("--scheduler", 0, fmt::format("no {} engine", to_string(Processor(p))));
+    slots_[p].workers = std::max(1u, slots_[p].workers);
+    slots_[p].max_batch = std::max(1u, slots_[p].max_batch);
+  }
+  for (std::size_t p = 0; p < kProcessors; ++p)
+    for (unsigned w = 0; w < slots_[p].workers; ++w)
+      workers_.emplace_back([this, p] { worker_main(Processor(p)); });
+  // Every worker waiting before the first job: whether a job may be stolen depends on the
+  // owner's idle workers, and a worker still starting would count as busy.
+  std::unique_lock lock(mutex_);
+  wake_.wait(lock, [&] {
+    return idle_workers_[0] == slots_[0].workers && idle_workers_[1] == slots_[1].workers;
+  });
+}
+
+CoProcessorScheduler::~CoProcessorScheduler() {
+  drop_waiting();
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query) const {
+  switch (options_.policy) {
+    case SchedulerPolicy::kCpu:
+      return {JobQueue::kCpuPreferred, Processor::kCpu};
+    case SchedulerPolicy::kGpu:
+      return {JobQueue::kGpuPreferred, Processor::kGpu};
+    case SchedulerPolicy::kLbd: {
+      const bool short_list =
+          query_features(shard_, query).total_blocks < options_.lbd_threshold_blocks;
+      const Processor p = short_list ? options_.lbd_short_on : other(options_.lbd_short_on);
+      return {own_queue(p), p};
+    }
+    case SchedulerPolicy::kQueues:
+    case SchedulerPolicy::kBestSerial: {
+      const CostEstimate e = options_.estimate(query_features(shard_, query));
+      const double cpu = e.on(Processor::kCpu), gpu = e.on(Processor::kGpu);
+      const Processor preferred = gpu < cpu ? Processor::kGpu : Processor::kCpu;
+      if (options_.policy == SchedulerPolicy::kBestSerial) return {own_queue(preferred), preferred};
+      if (cpu >= options_.preference_ratio * gpu) return {JobQueue::kGpuPreferred, Processor::kGpu};
+      if (gpu >= options_.preference_ratio * cpu) return {JobQueue::kCpuPreferred, Processor::kCpu};
+      return {JobQueue::kEither, preferred};
+    }
+  }
+  return {JobQueue::kEither, Processor::kCpu};
+}
+
+void CoProcessorScheduler::submit(const Query& query, const SearchParams& params, ShardResult& out,
+                                  Clock::time_point arrival, Done done) {
+  auto job = std::make_unique<Job>();
+  job->query = &query;
+  job->params = params;
+  job->out = &out;
+  job->arrival = arrival;
+  job->deadline = arrival + options_.deadline;
+  job->urgent_at = arrival + std::chrono::duration_cast<Clock::duration>(options_.deadline *
+                                                                         options_.urgent_fraction);
+  std::tie(job->queue, job->preferred) = classify(query);
+  job->done = std::move(done);
+  {
+    std::lock_guard lock(mutex_);
+    job->seq = next_seq_++;
+    ++queued_in_[std::size_t(job->queue)];
+    queue(job->queue).push_back(std::move(job));
+  }
+  wake_.notify_all();
+}
+
+bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
+                                     const SearchParams* batch_params, Taken& taken) {
+  const bool queues = options_.policy == SchedulerPolicy::kQueues;
+  auto& own = queue(own_queue(p));
+  auto& either = queue(JobQueue::kEither);
+  auto& others = queue(own_queue(other(p)));
+  auto fits = [&](const Job& j) { return !batch_params || same_params(j.params, *batch_params); };
+  auto take = [&](std::deque<std::unique_ptr<Job>>& q, std::size_t i, bool stolen, bool promoted) {
+    taken.job = std::move(q[i]);
+    q.erase(q.begin() + std::ptrdiff_t(i));
+    taken.stolen = stolen;
+    taken.promoted = promoted;
+    return true;
+  };
+  if (queues) {
+    // a) The oldest urgent job that prefers p, from its own queue or the either queue. Urgent
+    //    jobs are the oldest of a queue, so the scan stops at the first job that is not.
+    std::size_t best_own = own.size(), best_either = either.size();
+    for (std::size_t i = 0; i < own.size() && own[i]->urgent_at <= now; ++i)
+      if (fits(*own[i])) {
+        best_own = i;
+        break;
+      }
+    for (std::size_t i = 0; i < either.size() && either[i]->urgent_at <= now; ++i)
+      if (either[i]->preferred == p && fits(*either[i])) {
+        best_either = i;
+        break;
+      }
+    const bool have_own = best_own < own.size(), have_either = best_either < either.size();
+    if (have_either && (!have_own || either[best_either]->seq < own[best_own]->seq))
+      return take(either, best_either, false, true);
+    if (have_own) return take(own, best_own, false, best_own != 0);
+  }
+  // b) The oldest of its own queue.
+  if (!own.empty() && fits(*own.front())) return take(own, 0, false, false);
+  if (!queues) return false;
+  // c) The oldest of the either queue.
+  if (!either.empty() && fits(*either.front())) return take(either, 0, false, false);
+  // d) Steal the oldest of the other's queue, when the other has no idle worker to take it.
+  if (!others.empty() && idle_workers_[std::size_t(other(p))] == 0 && fits(*others.front()))
+    return take(others, 0, true, false);
+  return false;
+}
+
+bool CoProcessorScheduler::can_take(Processor p) const {
+  if (options_.policy == SchedulerPolicy::kBestSerial && running_calls_ > 0) return false;
+  const auto& own = queues_[std::size_t(own_queue(p))];
+  if (!own.empty()) return true;
+  if (options_.policy != SchedulerPolicy::kQueues) return false;
+  return !queues_[std::size_t(JobQueue::kEither)].empty() ||
+         (!queues_[std::size_t(own_queue(other(p)))].empty() &&
+          idle_workers_[std::size_t(other(p))] == 0);
+}
+
+void CoProcessorScheduler::worker_main(Processor p) {
+  const ProcessorSlot slot = slots_[std::size_t(p)];
+  std::vector<Taken> batch;
+  std::vector<Query> queries;
+  std::vector<ShardResult> results;
+  std::vector<JobOutcome> outcomes;
+  std::unique_lock lock(mutex_);
+  ++idle_workers_[std::size_t(p)];
+  for (;;) {
+    // An idle worker of p changes whether the other processor may steal (and, serialized,
+    // whether anyone may start): wake the others to re-check. Urgency needs no timer: it
+    // changes only the order in which a worker takes jobs, never whether it can take one.
+    wake_.notify_all();
+    wake_.wait(lock, [&] { return stop_ || can_take(p); });
+    if (stop_) return;
+    batch.clear();
+    const auto now = Clock::now();
+    const SearchParams* params = nullptr;
+    const std::size_t max_batch =
+        options_.policy == SchedulerPolicy::kBestSerial ? 1 : slot.max_batch;
+    while (batch.size() < max_batch) {
+      Taken t;
+      if (!take_next(p, now, params, t)) break;
+      batch.push_back(std::move(t));
+      params = &batch.front().job->params;
+    }
+    if (batch.empty()) continue;
+    --idle_workers_[std::size_t(p)];
+    ++running_calls_;
+    lock.unlock();
+
+    queries.clear();
+    results.assign(batch.size(), ShardResult{});
+    for (const Taken& t : batch) queries.push_back(*t.job->query);
+    std::string error;
+    const auto t0 = Clock::now();
+    try {
+      slot.engine->search(queries, batch.front().job->params, results);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const auto t1 = Clock::now();
+    outcomes.assign(batch.size(), JobOutcome{});
+    std::uint64_t missed = 0, stolen = 0, promoted = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Job& j = *batch[i].job;
+      JobOutcome& o = outcomes[i];
+      o.ran_on = p;
+      o.preferred = j.preferred;
+      o.queued_in = j.queue;
+      o.stolen = batch[i].stolen;
+      o.promoted = batch[i].promoted;
+      o.missed_deadline = t1 > j.deadline;
+      o.batch_size = batch.size();
+      o.wait_seconds = seconds_between(j.arrival, t0);
+      o.service_seconds = seconds_between(t0, t1);
+      o.error = error;
+      if (error.empty()) *j.out = std::move(results[i]);
+      missed += o.missed_deadline;
+      stolen += o.stolen;
+      promoted += o.promoted;
+    }
+
+    // The worker counts as idle again, and the counters are current, before anyone hears that
+    // its jobs are done: a caller that submits on completion sees this worker free (so the
+    // other processor does not steal the job) and sees the stats of what it waited for.
+    lock.lock();
+    --running_calls_;
+    ++idle_workers_[std::size_t(p)];
+    Counters& c = counters_[std::size_t(p)];
+    c.jobs += batch.size();
+    ++c.calls;
+    c.stolen += stolen;
+    c.promoted += promoted;
+    c.missed += missed;
+    c.errors += !error.empty();
+    c.busy_seconds += seconds_between(t0, t1);
+    lock.unlock();
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i].job->done) batch[i].job->done(outcomes[i]);
+    lock.lock();
+  }
+}
+
+void CoProcessorScheduler::drop_waiting() {
+  std::vector<std::unique_ptr<Job>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& q : queues_) {
+      for (auto& j : q) dropped.push_back(std::move(j));
+      q.clear();
+    }
+    dropped_ += dropped.size();
+  }
+  for (auto& j : dropped) {
+    JobOutcome o;
+    o.dropped = true;
+    o.preferred = j->preferred;
+    o.queued_in = j->queue;
+    o.missed_deadline = true;
+    if (j->done) j->done(o);
+  }
+}
+
+void CoProcessorScheduler::search_batch(std::span<const Query> queries, const SearchParams& params,
+                                        std::span<ShardResult> out,
+                                        std::vector<JobOutcome>* outcomes) {
+  if (outcomes) outcomes->assign(queries.size(), JobOutcome{});
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t left = queries.size();
+  std::string first_error;
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < queries.size(); ++i)
+    submit(queries[i], params, out[i], now, [&, i](const JobOutcome& o) {
+      std::lock_guard lock(m);
+      if (outcomes) (*outcomes)[i] = o;
+      if (first_error.empty() && !o.error.empty()) first_error = o.error;
+      if (--left == 0) cv.notify_all();
+    });
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return left == 0; });
+  if (!first_error.empty()) throw Error(first_error);
+}
+
+nlohmann::json CoProcessorScheduler::stats() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json j = {{"policy", to_string(options_.policy)},
+                      {"deadline_ms", options_.deadline.count() / 1000.0},
+                      {"urgent_fraction", options_.urgent_fraction},
+                      {"preference_ratio", options_.preference_ratio},
+                      {"dropped", dropped_}};
+  if (options_.policy == SchedulerPolicy::kLbd) {
+    j["lbd_threshold_blocks"] = options_.lbd_threshold_blocks;
+    j["lbd_short_on"] = to_string(options_.lbd_short_on);
+  }
+  for (std::size_t q = 0; q < 3; ++q)
+    j["queued_in"][std::string(to_string(JobQueue(q)))] = queued_in_[q];
+  for (std::size_t p = 0; p < kProcessors; ++p) {
+    const Counters& c = counters_[p];
+    j["processors"][std::string(to_string(Processor(p)))] = {
+        {"engine", std::string(slots_[p].engine->name())},
+        {"workers", slots_[p].workers},
+        {"max_batch", slots_[p].max_batch},
+        {"jobs", c.jobs},
+        {"calls", c.calls},
+        {"stolen", c.stolen},
+        {"promoted", c.promoted},
+        {"missed_deadline", c.missed},
+        {"errors", c.errors},
+        {"busy_seconds", c.busy_seconds}};
+  }
+  return j;
+}
+
+// ---- SchedulerEngine ---------------------------------------------------------------------------
+
+SchedulerEngine::SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> cpu,
+                                 std::unique_ptr<QueryEngine> gpu, ProcessorSlot cpu_slot,
+                                 ProcessorSlot gpu_slot, SchedulerOptions options, Trainer train)
+    : shard_(shard),
+      cpu_(std::move(cpu)),
+      gpu_(std::move(gpu)),
+      cpu_slot_(cpu_slot),
+      gpu_slot_(gpu_slot),
+      options_(std::move(options)),
+      train_(std::move(train)) {
+  cpu_slot_.engine = cpu_.get();
+  gpu_slot_.engine = gpu_.get();
+  name_ =
+      fmt::format("scheduler-{}({}+{})", to_string(options_.policy), cpu_->name(), gpu_->name());
+  const bool needs_estimate = options_.policy == SchedulerPolicy::kQueues ||
+                              options_.policy == SchedulerPolicy::kBestSerial;
+  if (needs_estimate && !options_.estimate && !train_)
+    throw InputError("--scheduler", 0,
+                     fmt::format("scheduler '{}' needs training queries for its cost predictor",
+                                 to_string(options_.policy)));
+  if (!needs_estimate || options_.estimate)
+    scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
+}
+
+void SchedulerEngine::search(std::span<const Query> queries, const SearchParams& params,
+                             std::span<ShardResult> out) {
+  if (!scheduler_) {
+    options_.estimate = train_(params, *cpu_, *gpu_, training_report_);
+    scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
+  }
+  scheduler_->search_batch(queries, params, out);
+}
+
+nlohmann::json SchedulerEngine::stats() const {
+  nlohmann::json j = scheduler_ ? scheduler_->stats() : nlohmann::json::object();
+  if (!training_report_.is_null()) j["predictor"] = training_report_;
+  return j;
+}
+
+CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
+                                   const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
+                                   nlohmann::json* report) {
+  std::array<std::vector<CostSample>, kProcessors> logs;
+  std::array<QueryEngine*, kProcessors> engines{&cpu, &gpu};
+  ShardResult r;
+  for (const Query& q : queries) {
+    if (q.terms.empty()) continue;
+    const QueryFeatures f = query_features(shard, q);
+    for (std::size_t p = 0; p < kProcessors; ++p) {
+      // The faster of two runs: the first may pay for cold caches and page faults that the
+      // scheduled run of a warm ISN does not.
+      double best = 0;
+      for (int run = 0; run < 2; ++run) {
+        metrics::Stopwatch watch;
+        engines[p]->search(std::span(&q, 1), params, std::span(&r, 1));
+        best = run == 0 ? watch.seconds() : std::min(best, watch.seconds());
+      }
+      logs[p].push_back({f, best});
+    }
+  }
+  return CostPredictor::train(logs[0], logs[1], report);
+}
+
+}  // namespace gpusearch

@@ -1,0 +1,185 @@
+// The ISN's CPU+GPU co-processor scheduler: the CPU engine and the GPU engine run at the same
+// time, and each query goes to one of them (paper 001, section 9; paper 002, LBD).
+//
+// Policies (--scheduler):
+//   cpu, gpu     every query on one processor (the other idles): the baselines.
+//   lbd          paper 002's length-based distribution: a query whose lists hold fewer than S
+//                blocks in total goes to one processor (the GPU in the paper), the rest to the
+//                other; static, no stealing.
+//   queues       paper 001's three queues: CPU-preferred, GPU-preferred (predicted at least
+//                preference_ratio times cheaper there) and either. An idle processor takes, in
+//                order: the oldest job near its deadline that prefers it (a job older than
+//                urgent_fraction of its deadline goes first to its preferred processor), the
+//                oldest of its own queue, the oldest of the either queue, and then steals the
+//                oldest of the other's queue when every worker of the other is busy.
+//   best-serial  paper 001 Figure 7's third line: one query at a time, on the processor
+//                predicted cheaper for it (a benchmark baseline).
+//
+// A processor is a QueryEngine with `workers` threads, each taking up to `max_batch` jobs of
+// equal search parameters per call (the CPU engine: one worker per core, one query each; the GPU
+// engine: one worker, batches of whatever waits). Every answer is the engine's, so every answer
+// is exact whichever processor computed it. Nothing here knows which engine is which: tests
+// drive the scheduler with two CPU-side engines.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/query_engine.hpp"
+#include "common/shard_index.hpp"
+#include "isn/cost_predictor.hpp"
+
+namespace gpusearch {
+
+enum class SchedulerPolicy { kCpu, kGpu, kLbd, kQueues, kBestSerial };
+// Throws InputError naming --scheduler and the valid names.
+SchedulerPolicy parse_scheduler_policy(std::string_view name);
+std::string_view to_string(SchedulerPolicy p);
+std::vector<std::string> scheduler_policy_names();
+
+enum class JobQueue : std::uint8_t { kCpuPreferred = 0, kGpuPreferred = 1, kEither = 2 };
+std::string_view to_string(JobQueue q);
+
+using CostEstimator = std::function<CostEstimate(const QueryFeatures&)>;
+
+struct ProcessorSlot {
+  QueryEngine* engine = nullptr;  // not owned
+  unsigned workers = 1;
+  unsigned max_batch = 1;
+};
+
+struct SchedulerOptions {
+  SchedulerPolicy policy = SchedulerPolicy::kQueues;
+  std::uint64_t lbd_threshold_blocks = 30000;  // paper 002's S (its best value)
+  Processor lbd_short_on = Processor::kGpu;    // where queries below S go (paper 002: the GPU)
+  double preference_ratio = 1.2;               // paper 001: "20% faster" makes a job prefer
+  std::chrono::microseconds deadline{500000};  // after arrival
+  double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
+  CostEstimator estimate;                      // queues and best-serial need one
+};
+
+struct JobOutcome {
+  Processor ran_on = Processor::kCpu;
+  Processor preferred = Processor::kCpu;
+  JobQueue queued_in = JobQueue::kEither;
+  bool stolen = false;    // taken from the other processor's queue
+  bool promoted = false;  // taken ahead of its processor's own queue because it was urgent
+  bool dropped = false;   // never run (drop_waiting)
+  bool missed_deadline = false;
+  std::size_t batch_size = 0;  // jobs in the engine call that answered it
+  double wait_seconds = 0;     // arrival to the start of that call
+  double service_seconds = 0;  // the call's duration
+  std::string error;           // the engine's exception, if it threw
+};
+
+class CoProcessorScheduler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Done = std::function<void(const JobOutcome&)>;
+
+  // Starts the workers. Throws InputError for a policy that needs an estimator without one.
+  CoProcessorScheduler(const ShardIndex& shard, ProcessorSlot cpu, ProcessorSlot gpu,
+                       SchedulerOptions options);
+  ~CoProcessorScheduler();  // drops what waits, finishes what runs, joins the workers
+  CoProcessorScheduler(const CoProcessorScheduler&) = delete;
+  CoProcessorScheduler& operator=(const CoProcessorScheduler&) = delete;
+
+  // Queues one query. `query` and `out` must live until `done` has been called (from a worker
+  // thread, after `out` is written). `arrival` may lie in the past (its deadline counts from it).
+  void submit(const Query& query, const SearchParams& params, ShardResult& out,
+              Clock::time_point arrival, Done done);
+  // Every query of a batch, arriving now; returns when all are answered. Throws the first
+  // engine error. `outcomes`, if given, gets one per query.
+  void search_batch(std::span<const Query> queries, const SearchParams& params,
+                    std::span<ShardResult> out, std::vector<JobOutcome>* outcomes = nullptr);
+  // Completes every queued job without running it (outcome.dropped): ends an overloaded
+  // benchmark run quickly.
+  void drop_waiting();
+  // Where the next query would be queued, and which processor it prefers (for tests and logs).
+  std::pair<JobQueue, Processor> classify(const Query& query) const;
+
+  const SchedulerOptions& options() const { return options_; }
+  nlohmann::json stats() const;
+
+ private:
+  struct Job;
+  struct Taken;
+  struct ProcessorState;
+  void worker_main(Processor p);
+  // Under mutex_: the next job processor p may take, given the parameters of the batch it fills
+  // (nullptr: the first job).
+  bool take_next(Processor p, Clock::time_point now, const SearchParams* batch_params,
+                 Taken& taken);
+  bool can_take(Processor p) const;  // under mutex_
+  std::deque<std::unique_ptr<Job>>& queue(JobQueue q) { return queues_[std::size_t(q)]; }
+
+  const ShardIndex& shard_;
+  SchedulerOptions options_;
+  std::array<ProcessorSlot, kProcessors> slots_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::array<std::deque<std::unique_ptr<Job>>, 3> queues_;
+  std::array<unsigned, kProcessors> idle_workers_{};
+  unsigned running_calls_ = 0;  // engine calls in progress, both processors
+  bool stop_ = false;
+  std::uint64_t next_seq_ = 0;
+  struct Counters {
+    std::uint64_t jobs = 0, calls = 0, stolen = 0, promoted = 0, missed = 0, errors = 0;
+    double busy_seconds = 0;
+  };
+  std::array<Counters, kProcessors> counters_{};
+  std::array<std::uint64_t, 3> queued_in_{};
+  std::uint64_t dropped_ = 0;
+  std::vector<std::thread> workers_;
+};
+
+// The scheduler as an ISN engine: owns both engines, answers each batch through
+// CoProcessorScheduler::search_batch.
+class SchedulerEngine final : public QueryEngine {
+ public:
+  // `train` (optional) builds the cost estimator at the first batch, with that batch's
+  // parameters (the mode and k arrive with the batches, not at start-up); policies that need no
+  // estimator never call it.
+  using Trainer = std::function<CostEstimator(const SearchParams&, QueryEngine& cpu,
+                                              QueryEngine& gpu, nlohmann::json& report)>;
+  SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> cpu,
+                  std::unique_ptr<QueryEngine> gpu, ProcessorSlot cpu_slot, ProcessorSlot gpu_slot,
+                  SchedulerOptions options, Trainer train = {});
+  std::string_view name() const override { return name_; }
+  bool runs_batch_in_parallel() const override { return true; }
+  void search(std::span<const Query> queries, const SearchParams& params,
+              std::span<ShardResult> out) override;
+  nlohmann::json stats() const override;
+
+ private:
+  const ShardIndex& shard_;
+  std::unique_ptr<QueryEngine> cpu_, gpu_;
+  ProcessorSlot cpu_slot_, gpu_slot_;
+  SchedulerOptions options_;
+  Trainer train_;
+  nlohmann::json training_report_;
+  std::unique_ptr<CoProcessorScheduler> scheduler_;
+  std::string name_;
+};
+
+// Trains a cost predictor by running each query alone on each engine and timing it (the logged
+// per-query costs: the faster of two runs); `report` gets the predictor's errors. Queries
+// without terms are skipped.
+CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
+                                   const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
+                                   nlohmann::json* report);
+
+}  // namespace gpusearch

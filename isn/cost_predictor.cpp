@@ -1,0 +1,174 @@
+#include "isn/cost_predictor.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+
+namespace gpusearch {
+
+std::string_view to_string(Processor p) {
+  return p == Processor::kCpu ? "cpu" : "gpu";
+}
+
+QueryFeatures query_features(const ShardIndex& shard, const Query& query) {
+  QueryFeatures f;
+  std::vector<double> lengths;
+  lengths.reserve(query.terms.size());
+  for (TermId t : query.terms) {
+    const TermInfo& info = shard.term(t);
+    lengths.push_back(double(info.df_shard));
+    f.total += double(info.df_shard);
+    f.total_blocks += info.num_blocks;
+  }
+  std::sort(lengths.begin(), lengths.end());
+  f.terms = double(lengths.size());
+  if (!lengths.empty()) f.shortest = lengths[0];
+  if (lengths.size() > 1) f.second_shortest = lengths[1];
+  return f;
+}
+
+namespace {
+
+std::array<double, CostModel::kFeatures> regressors(const QueryFeatures& f) {
+  return {1.0, std::log1p(f.shortest), std::log1p(f.second_shortest), std::log1p(f.total), f.terms};
+}
+
+// Costs below a microsecond are timer noise; the logarithm needs a floor.
+constexpr double kMinSeconds = 1e-7;
+
+}  // namespace
+
+CostModel CostModel::fit(std::span<const CostSample> samples) {
+  constexpr std::size_t n = kFeatures;
+  if (samples.size() < 2 * n)
+    throw Error(
+        fmt::format("cost model: {} samples; at least {} are needed", samples.size(), 2 * n));
+  // Normal equations (X^T X + ridge I) w = X^T y, augmented as [A | b].
+  std::array<std::array<double, n + 1>, n> a{};
+  for (const CostSample& s : samples) {
+    const auto x = regressors(s.features);
+    const double y = std::log(std::max(s.seconds, kMinSeconds));
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < n; ++j) a[i][j] += x[i] * x[j];
+      a[i][n] += x[i] * y;
+    }
+  }
+  // A tiny ridge keeps the system solvable when a feature is constant (all one-term queries:
+  // second_shortest is always 0), without moving a well-posed fit.
+  for (std::size_t i = 1; i < n; ++i) a[i][i] += 1e-9 * (1.0 + a[i][i]);
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t pivot = c;
+    for (std::size_t r = c + 1; r < n; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
+    std::swap(a[c], a[pivot]);
+    if (std::abs(a[c][c]) < 1e-300) continue;  // a dead column: its weight stays 0
+    for (std::size_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double m = a[r][c] / a[c][c];
+      for (std::size_t k = c; k <= n; ++k) a[r][k] -= m * a[c][k];
+    }
+  }
+  CostModel model;
+  for (std::size_t i = 0; i < n; ++i)
+    model.w_[i] = std::abs(a[i][i]) < 1e-300 ? 0.0 : a[i][n] / a[i][i];
+  return model;
+}
+
+double CostModel::predict_seconds(const QueryFeatures& f) const {
+  const auto x = regressors(f);
+  double z = 0;
+  for (std::size_t i = 0; i < kFeatures; ++i) z += w_[i] * x[i];
+  return std::exp(std::clamp(z, -30.0, 10.0));
+}
+
+double CostModel::mean_relative_error(std::span<const CostSample> samples) const {
+  if (samples.empty()) return 0;
+  double sum = 0;
+  for (const CostSample& s : samples) {
+    const double measured = std::max(s.seconds, kMinSeconds);
+    sum += std::abs(predict_seconds(s.features) - measured) / measured;
+  }
+  return sum / double(samples.size());
+}
+
+nlohmann::json CostModel::to_json() const {
+  return {{"target", "ln(seconds)"},
+          {"regressors", {"1", "ln(1+shortest)", "ln(1+second_shortest)", "ln(1+total)", "terms"}},
+          {"weights", w_}};
+}
+
+std::size_t ProcessorCostModel::leaf(const QueryFeatures& f) {
+  return std::min<std::size_t>(kLeaves, std::max<std::size_t>(1, std::size_t(f.terms))) - 1;
+}
+
+ProcessorCostModel ProcessorCostModel::fit(std::span<const CostSample> samples) {
+  ProcessorCostModel m;
+  m.overall_ = CostModel::fit(samples);
+  std::array<std::vector<CostSample>, kLeaves> by_leaf;
+  for (const CostSample& s : samples) by_leaf[leaf(s.features)].push_back(s);
+  for (std::size_t i = 0; i < kLeaves; ++i)
+    if (by_leaf[i].size() >= kMinLeafSamples) m.leaves_[i] = CostModel::fit(by_leaf[i]);
+  return m;
+}
+
+double ProcessorCostModel::predict_seconds(const QueryFeatures& f) const {
+  const auto& l = leaves_[leaf(f)];
+  return l ? l->predict_seconds(f) : overall_.predict_seconds(f);
+}
+
+double ProcessorCostModel::mean_relative_error(std::span<const CostSample> samples) const {
+  if (samples.empty()) return 0;
+  double sum = 0;
+  for (const CostSample& s : samples) {
+    const double measured = std::max(s.seconds, kMinSeconds);
+    sum += std::abs(predict_seconds(s.features) - measured) / measured;
+  }
+  return sum / double(samples.size());
+}
+
+nlohmann::json ProcessorCostModel::to_json() const {
+  nlohmann::json j = {{"overall", overall_.to_json()}, {"by_terms", nlohmann::json::object()}};
+  for (std::size_t i = 0; i < kLeaves; ++i)
+    if (leaves_[i])
+      j["by_terms"][i + 1 == kLeaves ? fmt::format("{}+", kLeaves) : std::to_string(i + 1)] =
+          leaves_[i]->weights();
+  return j;
+}
+
+CostPredictor CostPredictor::train(std::span<const CostSample> cpu_log,
+                                   std::span<const CostSample> gpu_log, nlohmann::json* report) {
+  CostPredictor p;
+  const std::array<std::span<const CostSample>, kProcessors> logs{cpu_log, gpu_log};
+  for (std::size_t i = 0; i < kProcessors; ++i) {
+    std::vector<CostSample> fit_part, held_out;
+    for (std::size_t s = 0; s < logs[i].size(); ++s)
+      (s % 4 == 3 ? held_out : fit_part).push_back(logs[i][s]);
+    double held_out_error = NAN, held_out_error_single = NAN;
+    if (fit_part.size() >= 2 * CostModel::kFeatures && !held_out.empty()) {
+      held_out_error = ProcessorCostModel::fit(fit_part).mean_relative_error(held_out);
+      held_out_error_single = CostModel::fit(fit_part).mean_relative_error(held_out);
+    }
+    p.models_[i] = ProcessorCostModel::fit(logs[i]);
+    if (report)
+      (*report)[std::string(to_string(Processor(i)))] = {
+          {"samples", logs[i].size()},
+          {"held_out_samples", held_out.size()},
+          {"mean_relative_error_held_out", held_out_error},
+          // The same with one linear model for every term count, for comparison.
+          {"mean_relative_error_held_out_one_model", held_out_error_single},
+          {"mean_relative_error_training", p.models_[i].mean_relative_error(logs[i])},
+          {"model", p.models_[i].to_json()}};
+  }
+  return p;
+}
+
+CostEstimate CostPredictor::predict(const QueryFeatures& f) const {
+  CostEstimate e;
+  for (std::size_t i = 0; i < kProcessors; ++i) e.seconds[i] = models_[i].predict_seconds(f);
+  return e;
+}
+
+}  // namespace gpusearch

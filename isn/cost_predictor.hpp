@@ -1,0 +1,105 @@
+// Per-query cost prediction for the CPU/GPU scheduler (paper 001, section 9): a query's cost on
+// each processor is predicted from the lengths of its lists, trained on logged per-query costs.
+// Paper 001 uses Weka's M5Rules on four features (shortest and second-shortest list lengths,
+// the sum of the lengths, the term count) and reports a mean relative error of 22% (GPU) and
+// 20% (CPU). Here: a least-squares fit of ln(cost) on the logarithms of the same features (costs
+// span four orders of magnitude and grow about as a power of the lengths, which a linear model
+// of the logarithms captures; a linear model of raw seconds would be dominated by the longest
+// queries and miss the short ones by several times), split on the term count (1, 2, 3, 4 or
+// more: a one-level model tree in the spirit of M5, whose leaves are linear models), with the
+// fit over all queries for a term count with too few samples.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/query.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch {
+
+// The two processors of an ISN. "gpu" is whichever engine runs beside the CPU engine (the GPU
+// engine on a GPU host; tests put a second CPU-side engine there).
+enum class Processor : std::uint8_t { kCpu = 0, kGpu = 1 };
+inline constexpr std::size_t kProcessors = 2;
+std::string_view to_string(Processor p);
+inline Processor other(Processor p) {
+  return p == Processor::kCpu ? Processor::kGpu : Processor::kCpu;
+}
+
+struct QueryFeatures {
+  double shortest = 0;         // postings of the shortest list in this shard (0: no terms)
+  double second_shortest = 0;  // of the second-shortest (0 for one term)
+  double total = 0;            // sum of the lists' postings
+  double terms = 0;
+  std::uint64_t total_blocks = 0;  // blocks of all the query's lists (paper 002's LBD measure)
+};
+QueryFeatures query_features(const ShardIndex& shard, const Query& query);
+
+struct CostSample {
+  QueryFeatures features;
+  double seconds = 0;
+};
+
+// ln(seconds) = w . x(features), fitted by least squares (normal equations with a tiny ridge
+// term, solved by Gaussian elimination with partial pivoting: five unknowns).
+class CostModel {
+ public:
+  static constexpr std::size_t kFeatures = 5;
+  // Throws Error with fewer than 2 * kFeatures samples.
+  static CostModel fit(std::span<const CostSample> samples);
+  double predict_seconds(const QueryFeatures& f) const;
+  // Mean of |predicted - measured| / measured over the samples (paper 001's measure).
+  double mean_relative_error(std::span<const CostSample> samples) const;
+  const std::array<double, kFeatures>& weights() const { return w_; }
+  nlohmann::json to_json() const;
+
+ private:
+  std::array<double, kFeatures> w_{};
+};
+
+// One processor's model: a CostModel per term count (1, 2, 3, 4+) where the log has at least
+// kMinLeafSamples of them, else the CostModel fitted on every sample.
+class ProcessorCostModel {
+ public:
+  static constexpr std::size_t kLeaves = 4;
+  static constexpr std::size_t kMinLeafSamples = 6 * CostModel::kFeatures;
+  static ProcessorCostModel fit(std::span<const CostSample> samples);
+  double predict_seconds(const QueryFeatures& f) const;
+  double mean_relative_error(std::span<const CostSample> samples) const;
+  const CostModel& overall() const { return overall_; }
+  nlohmann::json to_json() const;
+
+ private:
+  static std::size_t leaf(const QueryFeatures& f);
+  CostModel overall_;
+  std::array<std::optional<CostModel>, kLeaves> leaves_;
+};
+
+struct CostEstimate {
+  std::array<double, kProcessors> seconds{};
+  double on(Processor p) const { return seconds[std::size_t(p)]; }
+};
+
+// One model per processor.
+class CostPredictor {
+ public:
+  // Fits each processor's model on the samples but every fourth, reports the mean relative
+  // error on the held-out fourth (`report`: per processor, samples, held-out error, weights),
+  // then refits on every sample for use.
+  static CostPredictor train(std::span<const CostSample> cpu_log,
+                             std::span<const CostSample> gpu_log, nlohmann::json* report);
+  CostEstimate predict(const QueryFeatures& f) const;
+  const ProcessorCostModel& model(Processor p) const { return models_[std::size_t(p)]; }
+
+ private:
+  std::array<ProcessorCostModel, kProcessors> models_;
+};
+
+}  // namespace gpusearch

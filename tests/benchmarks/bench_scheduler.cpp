@@ -1,0 +1,435 @@
+// Open-loop node benchmark of the ISN's CPU+GPU scheduler (a program, not a test): paper 001's
+// Figure 7 on our hardware. Queries arrive as a Poisson process at a given rate, each with a
+// deadline (500 ms); a run fails when a query misses it. For each configuration
+//   cpu          the CPU engine only (one worker per core)
+//   gpu          the GPU-side engine only (one worker, batches of whatever waits)
+//   best-serial  one query at a time, on the processor predicted cheaper for it
+//   lbd          paper 002's threshold on a query's total blocks (--lbd-blocks)
+//   queues       paper 001's three queues, stealing and deadline promotion
+// the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
+// with no missed deadline is the configuration's sustained rate, and each run reports the mean,
+// p50 and p99 delay (arrival to answer). The cost predictor is trained on the training queries
+// (each timed alone on both processors) and its mean relative error is reported on held-out
+// training queries and on the test queries. Every answer of every run is checked against one
+// engine's answer computed beforehand (the `wrong` column; the engines' exactness against the
+// reference is what their own tests check).
+//
+//   bench_scheduler --index DIR [--queries FILE] [--train FILE] --out JSON [--gpu-engine E]
+//                   [--configs cpu,gpu,best-serial,lbd,queues] [--deadline-ms 500]
+//                   [--seconds-per-rate 1.5] [--mode and-or] [--k 10]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/metrics.hpp"
+#include "common/shard_index.hpp"
+#include "isn/coprocessor_scheduler.hpp"
+#include "isn/cost_predictor.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/engine_factory.hpp"
+#include "isn/parallel_batch_engine.hpp"
+
+using namespace gpusearch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Settings {
+  std::filesystem::path index_dir, queries_path, train_path, out_path;
+  std::string gpu_engine = "auto", configs = "cpu,gpu,best-serial,lbd,queues";
+  std::string mode = "and-or", scoring = "bm25";
+  unsigned k = 10, cpu_workers = 0, gpu_max_batch = 4096, deadline_ms = 500, max_runs = 14;
+  std::size_t limit = 4000, train_limit = 600;
+  double seconds_per_rate = 1.5, rate_step = 1.5, start_rate = 0, urgent_fraction = 0.5,
+         preference_ratio = 1.2;
+  std::int64_t lbd_blocks = -1;  // -1: the median of the test queries' total blocks
+  std::string lbd_short_on = "gpu";
+  unsigned seed = 1;
+};
+
+std::vector<Query> resolve_all(const ShardIndex& shard, const std::filesystem::path& path) {
+  std::vector<Query> out;
+  for (const QueryText& qt : read_query_file(path).queries) {
+    Query q;
+    QueryProblem problem;
+    if (resolve_query(shard, qt, {}, q, problem, path.string()) && !q.terms.empty())
+      out.push_back(std::move(q));
+  }
+  return out;
+}
+
+bool same_hits(const ShardResult& a, const ShardResult& b) {
+  auto same = [](const std::vector<RankedDoc>& x, const std::vector<RankedDoc>& y) {
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (x[i].doc != y[i].doc &&
+          std::abs(x[i].score - y[i].score) > 1e-5 * std::max(1.0, std::abs(double(y[i].score))))
+        return false;
+    return true;
+  };
+  return same(a.hits, b.hits) && same(a.or_hits, b.or_hits);
+}
+
+struct RunResult {
+  double rate = 0;
+  bool passed = false;
+  nlohmann::json json;
+};
+
+// One open-loop run: Poisson arrivals at `rate` for `seconds`, through a fresh scheduler.
+RunResult run_at_rate(const ShardIndex& shard, const Settings& s, const SearchParams& params,
+                      SchedulerOptions options, ProcessorSlot cpu, ProcessorSlot gpu,
+                      const std::vector<Query>& queries, const std::vector<ShardResult>& expected,
+                      double rate, std::mt19937_64& rng) {
+  CoProcessorScheduler scheduler(shard, cpu, gpu, options);
+  std::exponential_distribution<double> gap(rate);
+  std::vector<double> arrival_s;
+  for (double t = gap(rng); t < s.seconds_per_rate; t += gap(rng)) arrival_s.push_back(t);
+  const std::size_t n = arrival_s.size();
+  std::vector<ShardResult> out(n);
+  std::vector<JobOutcome> outcomes(n);
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t done = 0;
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now() + std::chrono::milliseconds(5);
+  std::size_t submitted = 0;
+  for (; submitted < n && !failed.load(); ++submitted) {
+    const auto at = t0 + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(arrival_s[submitted]));
+    std::this_thread::sleep_until(at);
+    const std::size_t i = submitted;
+    scheduler.submit(queries[i % queries.size()], params, out[i], at, [&, i](const JobOutcome& o) {
+      if (o.missed_deadline) failed = true;
+      std::lock_guard lock(m);
+      outcomes[i] = o;
+      ++done;
+      cv.notify_all();  // the run may end before n arrivals (a missed deadline)
+    });
+  }
+  if (submitted < n) {
+    // A deadline was missed: the run has failed; what waits is dropped, not run.
+    scheduler.drop_waiting();
+  }
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done == submitted; });
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> delays_ms;
+  std::uint64_t missed = 0, dropped = 0, wrong = 0, stolen = 0, promoted = 0;
+  std::array<std::uint64_t, 2> ran{};
+  std::vector<double> batch_sizes;
+  for (std::size_t i = 0; i < submitted; ++i) {
+    const JobOutcome& o = outcomes[i];
+    if (o.dropped) {
+      ++dropped;
+      continue;
+    }
+    missed += o.missed_deadline;
+    stolen += o.stolen;
+    promoted += o.promoted;
+    ++ran[std::size_t(o.ran_on)];
+    if (o.ran_on == Processor::kGpu) batch_sizes.push_back(double(o.batch_size));
+    delays_ms.push_back(1e3 * (o.wait_seconds + o.service_seconds));
+    if (!same_hits(out[i], expected[i % queries.size()])) ++wrong;
+  }
+  RunResult r;
+  r.rate = rate;
+  r.passed = missed == 0 && dropped == 0 && submitted == n && wrong == 0;
+  const nlohmann::json delay = metrics::summarize(delays_ms);
+  r.json = {{"rate", rate},
+            {"passed", r.passed},
+            {"arrivals", n},
+            {"submitted", submitted},
+            {"answered", submitted - dropped},
+            {"missed_deadline", missed},
+            {"dropped", dropped},
+            {"wrong", wrong},
+            {"seconds", elapsed},
+            {"delay_ms",
+             {{"mean", delay.value("mean", NAN)},
+              {"p50", delay.value("p50", NAN)},
+              {"p99", delay.value("p99", NAN)},
+              {"max", delay.value("max", NAN)}}},
+            {"jobs_on", {{"cpu", ran[0]}, {"gpu", ran[1]}}},
+            {"gpu_batch_size_mean",
+             batch_sizes.empty() ? 0.0
+                                 : std::accumulate(batch_sizes.begin(), batch_sizes.end(), 0.0) /
+                                       double(batch_sizes.size())},
+            {"stolen", stolen},
+            {"promoted", promoted},
+            {"scheduler", scheduler.stats()}};
+  return r;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_scheduler: open-loop CPU+GPU scheduler benchmark (paper 001, Figure 7)"};
+  Settings s;
+  app.add_option("--index", s.index_dir, "index directory (shard 0 is served)")->required();
+  app.add_option("--queries", s.queries_path, "test queries (default INDEX/queries.test.tsv)");
+  app.add_option("--train", s.train_path,
+                 "training queries for the cost predictor (default INDEX/queries.train.tsv; "
+                 "absent: every other query of --queries, the rest being the test queries)");
+  app.add_option("--out", s.out_path, "JSON output")->required();
+  app.add_option("--gpu-engine", s.gpu_engine, "the GPU-side engine: auto, gpu, cpu, reference")
+      ->capture_default_str();
+  app.add_option("--configs", s.configs, "configurations, comma-separated")->capture_default_str();
+  app.add_option("--mode", s.mode)->capture_default_str();
+  app.add_option("--scoring", s.scoring)->capture_default_str();
+  app.add_option("--k", s.k)->capture_default_str();
+  app.add_option("--cpu-workers", s.cpu_workers,
+                 "CPU processor threads (0: every core but one, which the GPU side's host thread "
+                 "and the arrivals need)");
+  app.add_option("--gpu-max-batch", s.gpu_max_batch)->capture_default_str();
+  app.add_option("--deadline-ms", s.deadline_ms)->capture_default_str();
+  app.add_option("--urgent-fraction", s.urgent_fraction)->capture_default_str();
+  app.add_option("--preference-ratio", s.preference_ratio)->capture_default_str();
+  app.add_option("--lbd-blocks", s.lbd_blocks, "LBD threshold S (-1: median of the test log)")
+      ->capture_default_str();
+  app.add_option("--lbd-short-on", s.lbd_short_on)->capture_default_str();
+  app.add_option("--limit", s.limit, "test queries")->capture_default_str();
+  app.add_option("--train-limit", s.train_limit, "training queries")->capture_default_str();
+  app.add_option("--seconds-per-rate", s.seconds_per_rate)->capture_default_str();
+  app.add_option("--rate-step", s.rate_step)->capture_default_str();
+  app.add_option("--start-rate", s.start_rate, "first rate (0: a quarter of the estimate)");
+  app.add_option("--max-runs", s.max_runs, "runs per configuration")->capture_default_str();
+  app.add_option("--seed", s.seed)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::cout.setf(std::ios::unitbuf);  // progress lines as they come, through a pipe too
+
+  try {
+    const Index index = Index::open_shard(s.index_dir, 0);
+    const ShardIndex& shard = index.shard(0);
+    if (s.queries_path.empty()) s.queries_path = s.index_dir / "queries.test.tsv";
+    if (s.train_path.empty() && std::filesystem::exists(s.index_dir / "queries.train.tsv"))
+      s.train_path = s.index_dir / "queries.train.tsv";
+    std::vector<Query> test = resolve_all(shard, s.queries_path), train;
+    if (s.train_path.empty()) {
+      std::vector<Query> all = std::move(test);
+      test.clear();
+      for (std::size_t i = 0; i < all.size(); ++i) (i % 2 ? train : test).push_back(all[i]);
+    } else {
+      train = resolve_all(shard, s.train_path);
+    }
+    if (test.size() > s.limit) test.resize(s.limit);
+    if (train.size() > s.train_limit) train.resize(s.train_limit);
+    if (test.empty() || train.size() < 20) throw Error("too few queries");
+    const SearchParams params{parse_mode(s.mode), parse_scoring(s.scoring), shard.params().gs_alpha,
+                              s.k};
+
+    // The engines: the CPU engine, and the GPU-side engine (the GPU engine where present).
+    cpu::CpuEngine cpu_engine(shard, 0);
+    EngineOptions go;
+    go.engine = s.gpu_engine;
+    const std::string gpu_name = resolve_engine_name(s.gpu_engine);
+    auto gpu_engine = run_batches_in_parallel(make_engine(go, shard, 0));
+    const unsigned cpu_workers =
+        s.cpu_workers ? s.cpu_workers : std::max(1u, std::thread::hardware_concurrency() - 1);
+    const ProcessorSlot cpu_slot{&cpu_engine, cpu_workers, 1};
+    const ProcessorSlot gpu_slot{gpu_engine.get(), 1, s.gpu_max_batch};
+    std::cout << fmt::format(
+        "index {}: {} docs; {} test and {} training queries; {} k={}; "
+        "CPU: {} workers; GPU side: {} engine\n",
+        s.index_dir.string(), shard.num_docs(), test.size(), train.size(), s.mode, s.k, cpu_workers,
+        gpu_name);
+
+    // Warm-up, and the answers every run is checked against (the CPU engine's).
+    std::vector<ShardResult> expected(test.size()), scratch(test.size());
+    cpu_engine.search(test, params, expected);
+    gpu_engine->search(test, params, scratch);
+    std::uint64_t disagree = 0;
+    for (std::size_t i = 0; i < test.size(); ++i) disagree += !same_hits(scratch[i], expected[i]);
+
+    // The predictor, trained on per-query costs logged on each processor.
+    nlohmann::json predictor_report;
+    metrics::Stopwatch train_watch;
+    const CostPredictor predictor =
+        train_cost_predictor(shard, train, params, cpu_engine, *gpu_engine, &predictor_report);
+    const double train_seconds = train_watch.seconds();
+    // Its error on the test queries, each timed alone on both processors (also the per-query
+    // costs behind the rate estimates).
+    std::array<std::vector<CostSample>, 2> test_log;
+    std::array<double, 2> cost_sum{};
+    double best_sum = 0;
+    const std::size_t timed = std::min<std::size_t>(test.size(), 1000);
+    std::array<QueryEngine*, 2> engines{&cpu_engine, gpu_engine.get()};
+    ShardResult r;
+    for (std::size_t i = 0; i < timed; ++i) {
+      const QueryFeatures f = query_features(shard, test[i]);
+      std::array<double, 2> c{};
+      for (std::size_t p = 0; p < 2; ++p) {
+        for (int run = 0; run < 2; ++run) {  // the faster of two, as the training costs
+          metrics::Stopwatch w;
+          engines[p]->search(std::span(&test[i], 1), params, std::span(&r, 1));
+          c[p] = run == 0 ? w.seconds() : std::min(c[p], w.seconds());
+        }
+        test_log[p].push_back({f, c[p]});
+        cost_sum[p] += c[p];
+      }
+      best_sum += std::min(c[0], c[1]);
+    }
+    predictor_report["cpu"]["mean_relative_error_test"] =
+        predictor.model(Processor::kCpu).mean_relative_error(test_log[0]);
+    predictor_report["gpu"]["mean_relative_error_test"] =
+        predictor.model(Processor::kGpu).mean_relative_error(test_log[1]);
+    predictor_report["training_seconds"] = train_seconds;
+    const double mean_cpu = cost_sum[0] / double(timed), mean_gpu = cost_sum[1] / double(timed);
+    std::cout << fmt::format(
+        "predictor: mean relative error CPU {:.1f}% GPU {:.1f}% (held-out training queries), "
+        "CPU {:.1f}% GPU {:.1f}% (test queries); mean cost alone CPU {:.3f} ms, GPU {:.3f} ms, "
+        "better of the two {:.3f} ms\n",
+        100 * predictor_report["cpu"]["mean_relative_error_held_out"].get<double>(),
+        100 * predictor_report["gpu"]["mean_relative_error_held_out"].get<double>(),
+        100 * predictor_report["cpu"]["mean_relative_error_test"].get<double>(),
+        100 * predictor_report["gpu"]["mean_relative_error_test"].get<double>(), 1e3 * mean_cpu,
+        1e3 * mean_gpu, 1e3 * best_sum / double(timed));
+
+    std::uint64_t lbd_blocks = 0;
+    if (s.lbd_blocks >= 0) {
+      lbd_blocks = std::uint64_t(s.lbd_blocks);
+    } else {
+      std::vector<std::uint64_t> blocks;
+      for (const Query& q : test) blocks.push_back(query_features(shard, q).total_blocks);
+      std::nth_element(blocks.begin(), blocks.begin() + blocks.size() / 2, blocks.end());
+      lbd_blocks = blocks[blocks.size() / 2];
+    }
+
+    std::mt19937_64 rng(s.seed);
+    nlohmann::json configs = nlohmann::json::object();
+    std::vector<std::string> names;
+    for (std::size_t a = 0, b; a < s.configs.size(); a = b + 1) {
+      b = s.configs.find(',', a);
+      if (b == std::string::npos) b = s.configs.size();
+      names.push_back(s.configs.substr(a, b - a));
+    }
+    std::map<std::string, double> sustained;
+    for (const std::string& name : names) {
+      SchedulerOptions o;
+      o.policy = parse_scheduler_policy(name);
+      o.deadline = std::chrono::milliseconds(s.deadline_ms);
+      o.urgent_fraction = s.urgent_fraction;
+      o.preference_ratio = s.preference_ratio;
+      o.lbd_threshold_blocks = lbd_blocks;
+      o.lbd_short_on = s.lbd_short_on == "cpu" ? Processor::kCpu : Processor::kGpu;
+      o.estimate = [&predictor](const QueryFeatures& f) { return predictor.predict(f); };
+      // A first guess at capacity, from the costs measured alone; the sweep starts below it.
+      double estimate = o.policy == SchedulerPolicy::kCpu   ? cpu_workers / mean_cpu
+                        : o.policy == SchedulerPolicy::kGpu ? 1 / mean_gpu
+                        : o.policy == SchedulerPolicy::kBestSerial
+                            ? timed / best_sum
+                            : cpu_workers / mean_cpu + 1 / mean_gpu;
+      double rate = s.start_rate > 0 ? s.start_rate : std::max(1.0, estimate / 4);
+      double best_pass = 0, first_fail = 0;
+      nlohmann::json runs = nlohmann::json::array();
+      for (unsigned run = 0; run < s.max_runs; ++run) {
+        RunResult rr =
+            run_at_rate(shard, s, params, o, cpu_slot, gpu_slot, test, expected, rate, rng);
+        const auto& d = rr.json["delay_ms"];
+        std::cout << fmt::format(
+            "{:<12} rate {:>9.1f}/s  {}  delay mean {:>8.2f} ms p99 {:>8.2f} ms  on cpu {:>6} "
+            "gpu {:>6}  stolen {:>5} promoted {:>5} missed {:>5} wrong {}\n",
+            name, rate, rr.passed ? "pass" : "FAIL", d["mean"].get<double>(),
+            d["p99"].get<double>(), rr.json["jobs_on"]["cpu"].get<std::uint64_t>(),
+            rr.json["jobs_on"]["gpu"].get<std::uint64_t>(), rr.json["stolen"].get<std::uint64_t>(),
+            rr.json["promoted"].get<std::uint64_t>(),
+            rr.json["missed_deadline"].get<std::uint64_t>(), rr.json["wrong"].get<std::uint64_t>());
+        runs.push_back(rr.json);
+        if (rr.passed)
+          best_pass = std::max(best_pass, rate);
+        else
+          first_fail = first_fail == 0 ? rate : std::min(first_fail, rate);
+        if (first_fail == 0) {
+          // Far from the deadline (p99 under a tenth of it), climb twice as fast: the GPU's
+          // batching takes it far past its one-query-at-a-time estimate.
+          const bool far = d["p99"].get<double>() < 0.1 * s.deadline_ms;
+          rate *= far ? s.rate_step * s.rate_step : s.rate_step;
+        } else {
+          // Bisect (geometrically) between the best pass and the first failure until they are
+          // within rate_step^0.3 (about two bisections).
+          if (best_pass == 0) {
+            rate = first_fail / 2;
+            if (rate < 0.5) break;
+            continue;
+          }
+          if (first_fail / best_pass < std::pow(s.rate_step, 0.3)) break;
+          rate = std::sqrt(best_pass * first_fail);
+        }
+      }
+      sustained[name] = best_pass;
+      configs[name] = {
+          {"sustained_rate", best_pass}, {"first_failed_rate", first_fail}, {"runs", runs}};
+      std::cout << fmt::format("{:<12} sustained {:.1f} queries/s with no missed deadline\n", name,
+                               best_pass);
+    }
+    nlohmann::json summary = nlohmann::json::object();
+    for (const auto& [name, rate] : sustained) summary[name] = rate;
+    const double single = std::max(sustained.count("cpu") ? sustained["cpu"] : 0.0,
+                                   sustained.count("gpu") ? sustained["gpu"] : 0.0);
+    if (single > 0)
+      for (const char* both : {"queues", "lbd"})
+        if (sustained.count(both)) {
+          summary[std::string(both) + "_over_best_single"] = sustained[both] / single;
+          std::cout << fmt::format("{} sustains {:.2f}x the better of CPU only and GPU only\n",
+                                   both, sustained[both] / single);
+        }
+    nlohmann::json out = {
+        {"benchmark", "bench_scheduler"},
+        {"machine",
+         {{"host", host_name()},
+          {"cores", std::thread::hardware_concurrency()},
+          {"gpu_side_engine", gpu_name},
+          {"gpu_devices", gpu_device_count()}}},
+        {"index", s.index_dir.string()},
+        {"docs", shard.num_docs()},
+        {"queries", s.queries_path.string()},
+        {"train", s.train_path.empty() ? "every other query of --queries" : s.train_path.string()},
+        {"test_queries", test.size()},
+        {"train_queries", train.size()},
+        {"params", {{"mode", s.mode}, {"scoring", s.scoring}, {"k", s.k}}},
+        {"deadline_ms", s.deadline_ms},
+        {"seconds_per_rate", s.seconds_per_rate},
+        {"cpu_workers", cpu_workers},
+        {"gpu_max_batch", s.gpu_max_batch},
+        {"lbd_threshold_blocks", lbd_blocks},
+        {"lbd_short_on", s.lbd_short_on},
+        {"engines_disagree", disagree},
+        {"mean_cost_alone_ms",
+         {{"cpu", 1e3 * mean_cpu},
+          {"gpu", 1e3 * mean_gpu},
+          {"better", 1e3 * best_sum / double(timed)}}},
+        {"predictor", predictor_report},
+        {"sustained_rate", summary},
+        {"configs", configs}};
+    std::ofstream(s.out_path) << out.dump(2) << '\n';
+    std::cout << "wrote " << s.out_path.string() << '\n';
+    return disagree == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_scheduler: error: " << e.what() << '\n';
+    return 1;
+  }
+}

@@ -1,0 +1,455 @@
+// The ISN's CPU+GPU scheduler (isn/coprocessor_scheduler.hpp) driven with two CPU-side engines
+// (the CPU engine as "cpu", the reference engine as "gpu"), with gates and delays injected so
+// that stealing and deadline promotion happen when the test says: every policy's answers equal
+// the reference's, an idle processor steals from a busy one, an urgent job goes first to the
+// processor it prefers, and the cost predictor fits logged costs.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "isn/coprocessor_scheduler.hpp"
+#include "isn/cost_predictor.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/parallel_batch_engine.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct SchedulerFixture : ::testing::Test {
+  static void SetUpTestSuite() {
+    tmp = new TempDir;
+    BuildOptions o;
+    o.out_dir = *tmp / "idx";
+    o.progress = false;
+    build_index_synthetic(SyntheticParams::parse(
+                              "docs=2000,seed=11,train_queries=80,test_queries=80,mean_length=120"),
+                          o);
+    index = new Index(Index::open(*tmp / "idx"));
+    for (const char* log : {"queries.test.tsv", "queries.train.tsv"}) {
+      auto& into = std::string(log) == "queries.test.tsv" ? test_queries : train_queries;
+      for (const auto& qt : read_query_file(*tmp / "idx" / log).queries) {
+        Query q;
+        QueryProblem p;
+        if (resolve_query(index->shard(0), qt, {}, q, p, "test") && !q.terms.empty())
+          into.push_back(std::move(q));
+      }
+    }
+  }
+  static void TearDownTestSuite() {
+    delete index;
+    delete tmp;
+  }
+  static const ShardIndex& shard() { return index->shard(0); }
+
+  // Every answer of `got` is the reference's top-k for its query.
+  static void expect_exact(std::span<const Query> queries, const SearchParams& p,
+                           std::span<const ShardResult> got, const std::string& what) {
+    ASSERT_EQ(queries.size(), got.size());
+    for (std::size_t i = 0; i < queries.size(); ++i) {
+      const auto ref = reference_answer(*index, queries[i], p, p.k + 20);
+      const ShardResult* one[] = {&got[i]};
+      const QueryResult merged = merge_shard_results(p, one);
+      const auto diff = compare_top_k(ref.hits, ref.total_matches, p.k, merged.hits);
+      EXPECT_FALSE(diff) << what << ", query " << queries[i].id << ": " << diff.value_or("");
+    }
+  }
+
+  static inline TempDir* tmp = nullptr;
+  static inline Index* index = nullptr;
+  static inline std::vector<Query> test_queries, train_queries;
+};
+
+// Blocks its first call until opened; records the order in which it answers queries.
+class GatedEngine final : public QueryEngine {
+ public:
+  explicit GatedEngine(std::unique_ptr<QueryEngine> inner) : inner_(std::move(inner)) {
+    gate_ = open_.get_future().share();
+  }
+  std::string_view name() const override { return inner_->name(); }
+  void search(std::span<const Query> q, const SearchParams& p,
+              std::span<ShardResult> out) override {
+    if (!entered_once_.exchange(true)) {
+      entered_.set_value();
+      gate_.wait();
+    }
+    {
+      std::lock_guard lock(m_);
+      for (const Query& x : q) order_.push_back(x.id);
+    }
+    inner_->search(q, p, out);
+  }
+  void wait_entered() { entered_.get_future().wait(); }
+  void open() { open_.set_value(); }
+  std::vector<std::string> order() const {
+    std::lock_guard lock(m_);
+    return order_;
+  }
+
+ private:
+  std::unique_ptr<QueryEngine> inner_;
+  std::promise<void> open_, entered_;
+  std::shared_future<void> gate_;
+  std::atomic<bool> entered_once_{false};
+  mutable std::mutex m_;
+  std::vector<std::string> order_;
+};
+
+// Sleeps before every call: a slow processor.
+class DelayEngine final : public QueryEngine {
+ public:
+  DelayEngine(std::unique_ptr<QueryEngine> inner, std::chrono::microseconds per_call)
+      : inner_(std::move(inner)), per_call_(per_call) {}
+  std::string_view name() const override { return inner_->name(); }
+  void search(std::span<const Query> q, const SearchParams& p,
+              std::span<ShardResult> out) override {
+    std::this_thread::sleep_for(per_call_);
+    inner_->search(q, p, out);
+  }
+
+ private:
+  std::unique_ptr<QueryEngine> inner_;
+  std::chrono::microseconds per_call_;
+};
+
+std::unique_ptr<QueryEngine> cpu_engine(const ShardIndex& s) {
+  return std::make_unique<cpu::CpuEngine>(s, 0);
+}
+std::unique_ptr<QueryEngine> reference_engine(const ShardIndex& s) {
+  return std::make_unique<ReferenceEngine>(s, 0);
+}
+
+// An estimator with fixed preferences: the CPU costs 1, the GPU `gpu_cost`.
+CostEstimator fixed_costs(double gpu_cost) {
+  return [gpu_cost](const QueryFeatures&) { return CostEstimate{{1.0, gpu_cost}}; };
+}
+
+// Waits for jobs submitted one by one.
+struct Completions {
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<std::string, JobOutcome> outcomes;
+  CoProcessorScheduler::Done done(const std::string& id) {
+    return [this, id](const JobOutcome& o) {
+      std::lock_guard lock(m);
+      outcomes[id] = o;
+      cv.notify_all();
+    };
+  }
+  void wait_for(std::size_t n) {
+    std::unique_lock lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, 30s, [&] { return outcomes.size() >= n; }))
+        << outcomes.size() << " of " << n << " jobs done";
+  }
+  JobOutcome get(const std::string& id) {
+    std::lock_guard lock(m);
+    return outcomes.at(id);
+  }
+};
+
+}  // namespace
+
+TEST(SchedulerPolicy, UnknownNameIsAClearError) {
+  EXPECT_EQ(parse_scheduler_policy("queues"), SchedulerPolicy::kQueues);
+  EXPECT_EQ(parse_scheduler_policy("lbd"), SchedulerPolicy::kLbd);
+  try {
+    parse_scheduler_policy("fifo");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--scheduler"), std::string::npos) << what;
+    EXPECT_NE(what.find("fifo"), std::string::npos) << what;
+    EXPECT_NE(what.find("queues"), std::string::npos) << what;
+  }
+}
+
+TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
+  ASSERT_GT(test_queries.size(), 40u);
+  ASSERT_GT(train_queries.size(), 40u);
+  // LBD's threshold and the estimator both split the log about in half, so both processors work.
+  std::vector<std::uint64_t> blocks;
+  for (const Query& q : test_queries) blocks.push_back(query_features(shard(), q).total_blocks);
+  std::nth_element(blocks.begin(), blocks.begin() + blocks.size() / 2, blocks.end());
+  const std::uint64_t median_blocks = blocks[blocks.size() / 2];
+  auto alternate = [median_blocks](const QueryFeatures& f) {
+    return f.total_blocks < median_blocks ? CostEstimate{{1.0, 3.0}} : CostEstimate{{3.0, 1.0}};
+  };
+  for (const char* name : {"cpu", "gpu", "lbd", "queues", "best-serial"}) {
+    SchedulerOptions o;
+    o.policy = parse_scheduler_policy(name);
+    o.lbd_threshold_blocks = median_blocks;
+    o.estimate = alternate;
+    auto cpu = cpu_engine(shard());
+    auto gpu = run_batches_in_parallel(reference_engine(shard()));
+    CoProcessorScheduler s(shard(), {cpu.get(), 2, 1}, {gpu.get(), 1, 16}, o);
+    for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+      const SearchParams p{mode, Scoring::kBm25, 0.3, 10};
+      std::vector<ShardResult> out(test_queries.size());
+      std::vector<JobOutcome> outcomes;
+      s.search_batch(test_queries, p, out, &outcomes);
+      expect_exact(test_queries, p, out, std::string(name) + " " + std::string(to_string(mode)));
+      std::array<int, 2> ran{};
+      for (const JobOutcome& oc : outcomes) ++ran[std::size_t(oc.ran_on)];
+      const std::string policy = name;
+      if (policy == "cpu") {
+        EXPECT_EQ(ran[1], 0) << policy;
+      }
+      if (policy == "gpu") {
+        EXPECT_EQ(ran[0], 0) << policy;
+      }
+      if (policy == "lbd" || policy == "queues" || policy == "best-serial") {
+        EXPECT_GT(ran[0], 0) << policy;
+        EXPECT_GT(ran[1], 0) << policy;
+      }
+      if (policy == "best-serial") {
+        for (const JobOutcome& oc : outcomes) EXPECT_EQ(oc.batch_size, 1u);
+      }
+    }
+  }
+}
+
+TEST_F(SchedulerFixture, IdleProcessorStealsFromABusyOne) {
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kQueues;
+  o.estimate = fixed_costs(10.0);  // every job prefers the CPU, strongly
+  auto gated = std::make_unique<GatedEngine>(cpu_engine(shard()));
+  GatedEngine& cpu = *gated;
+  auto gpu = reference_engine(shard());
+  CoProcessorScheduler s(shard(), {&cpu, 1, 1}, {gpu.get(), 1, 4}, o);
+  ASSERT_EQ(s.classify(test_queries[0]).first, JobQueue::kCpuPreferred);
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> out(9);
+  Completions done;
+  const auto now = CoProcessorScheduler::Clock::now();
+  s.submit(test_queries[0], p, out[0], now, done.done("first"));
+  cpu.wait_entered();  // the CPU's only worker is busy now
+  for (int i = 1; i < 9; ++i)
+    s.submit(test_queries[i], p, out[i], now, done.done(std::to_string(i)));
+  done.wait_for(8);  // answered while the CPU is still blocked: stolen by the other processor
+  for (int i = 1; i < 9; ++i) {
+    const JobOutcome oc = done.get(std::to_string(i));
+    EXPECT_EQ(oc.ran_on, Processor::kGpu) << i;
+    EXPECT_TRUE(oc.stolen) << i;
+    EXPECT_EQ(oc.preferred, Processor::kCpu) << i;
+    EXPECT_FALSE(oc.promoted) << i;
+  }
+  cpu.open();
+  done.wait_for(9);
+  EXPECT_EQ(done.get("first").ran_on, Processor::kCpu);
+  EXPECT_FALSE(done.get("first").stolen);
+  expect_exact(std::span(test_queries).first(9), p, out, "stolen");
+  EXPECT_EQ(s.stats()["processors"]["gpu"]["stolen"], 8);
+}
+
+TEST_F(SchedulerFixture, NoStealingWhileTheOwnerHasAnIdleWorker) {
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kQueues;
+  o.estimate = fixed_costs(10.0);
+  auto cpu = cpu_engine(shard());
+  auto gpu = reference_engine(shard());
+  CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 4}, o);
+  const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  // One at a time: the CPU is idle at each arrival, so it takes each job itself.
+  std::vector<ShardResult> out(5);
+  for (int i = 0; i < 5; ++i) {
+    std::vector<JobOutcome> oc;
+    s.search_batch(std::span(test_queries).subspan(i, 1), p, std::span(out).subspan(i, 1), &oc);
+    EXPECT_EQ(oc[0].ran_on, Processor::kCpu);
+    EXPECT_FALSE(oc[0].stolen);
+  }
+}
+
+// Both processors are held busy; then the CPU's own queue gets two new jobs, and the either
+// queue one job that prefers the CPU. Urgent (arrived long ago), that job runs first on the
+// CPU, ahead of the CPU's own queue; not urgent, it waits until the CPU's own queue is empty.
+TEST_F(SchedulerFixture, UrgentJobGoesFirstToItsPreferredProcessor) {
+  for (bool urgent : {true, false}) {
+    SCOPED_TRACE(urgent ? "urgent" : "not urgent");
+    // Costs by query: q0, q1, q2 prefer the CPU strongly, q3 prefers the GPU strongly, q4 is
+    // nearly even but prefers the CPU (the either queue).
+    std::map<double, CostEstimate> costs;
+    const std::vector<Query> q(test_queries.begin(), test_queries.begin() + 5);
+    const std::array<CostEstimate, 5> c{CostEstimate{{1, 10}}, CostEstimate{{1, 10}},
+                                        CostEstimate{{1, 10}}, CostEstimate{{10, 1}},
+                                        CostEstimate{{1.0, 1.1}}};
+    for (int i = 0; i < 5; ++i) {
+      const double key = query_features(shard(), q[i]).total + 1e-3 * i;
+      costs[key] = c[i];
+    }
+    // Distinct totals are needed to tell the queries apart by their features.
+    std::set<double> totals;
+    for (int i = 0; i < 5; ++i) totals.insert(query_features(shard(), q[i]).total);
+    if (totals.size() < 5) GTEST_SKIP() << "test queries with equal list lengths";
+    SchedulerOptions o;
+    o.policy = SchedulerPolicy::kQueues;
+    o.deadline = 1000ms;
+    o.urgent_fraction = 0.5;
+    o.estimate = [&costs](const QueryFeatures& f) { return costs.lower_bound(f.total)->second; };
+    auto cpu = std::make_unique<GatedEngine>(cpu_engine(shard()));
+    auto gpu = std::make_unique<GatedEngine>(reference_engine(shard()));
+    CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 4}, o);
+    ASSERT_EQ(s.classify(q[4]), std::make_pair(JobQueue::kEither, Processor::kCpu));
+    ASSERT_EQ(s.classify(q[3]).first, JobQueue::kGpuPreferred);
+    const SearchParams p{Mode::kAnd, Scoring::kBm25, 0.3, 10};
+    std::vector<ShardResult> out(5);
+    Completions done;
+    const auto now = CoProcessorScheduler::Clock::now();
+    s.submit(q[3], p, out[3], now, done.done(q[3].id));
+    gpu->wait_entered();
+    s.submit(q[0], p, out[0], now, done.done(q[0].id));
+    cpu->wait_entered();
+    s.submit(q[1], p, out[1], now, done.done(q[1].id));
+    s.submit(q[2], p, out[2], now, done.done(q[2].id));
+    s.submit(q[4], p, out[4], urgent ? now - 700ms : now, done.done(q[4].id));
+    cpu->open();
+    done.wait_for(4);  // q0, then q1, q2, q4 in some order, all on the CPU (the GPU is held)
+    const std::vector<std::string> order = cpu->order();
+    ASSERT_EQ(order.size(), 4u);
+    EXPECT_EQ(order[0], q[0].id);
+    if (urgent) {
+      EXPECT_EQ(order[1], q[4].id);
+      EXPECT_TRUE(done.get(q[4].id).promoted);
+    } else {
+      EXPECT_EQ(order[3], q[4].id);
+      EXPECT_FALSE(done.get(q[4].id).promoted);
+    }
+    EXPECT_EQ(done.get(q[4].id).ran_on, Processor::kCpu);
+    EXPECT_EQ(done.get(q[4].id).queued_in, JobQueue::kEither);
+    gpu->open();
+    done.wait_for(5);
+    EXPECT_EQ(done.get(q[3].id).ran_on, Processor::kGpu);
+    expect_exact(q, p, out, "promotion");
+  }
+}
+
+// Many jobs arriving at random over slow processors, with a short deadline: jobs are stolen,
+// promoted and late, and every answer is still the reference's.
+TEST_F(SchedulerFixture, ExactUnderLoadWithStealingAndPromotion) {
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kQueues;
+  o.deadline = 20ms;
+  o.urgent_fraction = 0.25;
+  o.estimate = [](const QueryFeatures& f) {
+    const double x = std::fmod(f.total, 3.0);  // a third each: CPU, GPU, either
+    return CostEstimate{{1.0, x < 1 ? 2.0 : x < 2 ? 0.5 : 1.05}};
+  };
+  // The CPU (one worker, 4 ms a job) cannot keep up with its third of the jobs: the other
+  // processor steals, and jobs grow urgent.
+  auto cpu = std::make_unique<DelayEngine>(cpu_engine(shard()), 4000us);
+  auto gpu =
+      std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())), 3000us);
+  CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 8}, o);
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> out(test_queries.size());
+  Completions done;
+  std::mt19937 rng(5);
+  std::exponential_distribution<double> gap(2000.0);  // 2,000 arrivals/s: overload
+  for (std::size_t i = 0; i < test_queries.size(); ++i) {
+    s.submit(test_queries[i], p, out[i], CoProcessorScheduler::Clock::now(),
+             done.done(std::to_string(i)));
+    std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
+  }
+  done.wait_for(test_queries.size());
+  expect_exact(test_queries, p, out, "under load");
+  const auto st = s.stats();
+  EXPECT_GT(st["processors"]["cpu"]["jobs"].get<int>(), 0);
+  EXPECT_GT(st["processors"]["gpu"]["jobs"].get<int>(), 0);
+  const int moved = st["processors"]["cpu"]["stolen"].get<int>() +
+                    st["processors"]["gpu"]["stolen"].get<int>() +
+                    st["processors"]["cpu"]["promoted"].get<int>() +
+                    st["processors"]["gpu"]["promoted"].get<int>();
+  EXPECT_GT(moved, 0) << st.dump();
+}
+
+TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kCpu;
+  auto cpu = std::make_unique<GatedEngine>(cpu_engine(shard()));
+  auto gpu = reference_engine(shard());
+  CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 1}, o);
+  const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> out(4);
+  Completions done;
+  const auto now = CoProcessorScheduler::Clock::now();
+  for (int i = 0; i < 4; ++i)
+    s.submit(test_queries[i], p, out[i], now, done.done(std::to_string(i)));
+  cpu->wait_entered();
+  s.drop_waiting();
+  done.wait_for(3);
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(done.get(std::to_string(i)).dropped);
+  cpu->open();
+  done.wait_for(4);
+  EXPECT_FALSE(done.get("0").dropped);
+}
+
+TEST(CostModel, RecoversAPowerLawFromNoisyCosts) {
+  std::mt19937 rng(3);
+  std::lognormal_distribution<double> len(8.0, 2.0);
+  std::uniform_real_distribution<double> noise(0.9, 1.1);
+  std::vector<CostSample> samples;
+  for (int i = 0; i < 400; ++i) {
+    QueryFeatures f;
+    f.terms = 1 + i % 4;
+    f.shortest = len(rng);
+    f.second_shortest = f.terms > 1 ? f.shortest * (1 + len(rng) / 1000) : 0;
+    f.total = f.shortest + f.second_shortest * (f.terms - 1);
+    const double seconds =
+        2e-6 * std::pow(f.total, 0.7) * std::pow(1 + f.shortest, 0.1) * noise(rng);
+    samples.push_back({f, seconds});
+  }
+  nlohmann::json report;
+  const CostPredictor p = CostPredictor::train(samples, samples, &report);
+  EXPECT_LT(report["cpu"]["mean_relative_error_held_out"].get<double>(), 0.08) << report.dump();
+  QueryFeatures big;
+  big.terms = 2, big.shortest = 1e5, big.second_shortest = 2e5, big.total = 3e5;
+  QueryFeatures small = big;
+  small.shortest = 10, small.second_shortest = 20, small.total = 30;
+  EXPECT_GT(p.predict(big).on(Processor::kCpu), 50 * p.predict(small).on(Processor::kCpu));
+  EXPECT_THROW(CostModel::fit(std::span(samples).first(5)), Error);
+}
+
+TEST_F(SchedulerFixture, PredictorTrainedOnEngineCostsDrivesTheQueuesPolicy) {
+  // The ISN's path: the predictor is trained at the first batch from per-query costs logged on
+  // both engines (train queries), then schedules; answers stay exact.
+  const std::vector<Query> train = train_queries;
+  SchedulerEngine::Trainer trainer = [&](const SearchParams& p, QueryEngine& cpu, QueryEngine& gpu,
+                                         nlohmann::json& report) {
+    auto predictor =
+        std::make_shared<CostPredictor>(train_cost_predictor(shard(), train, p, cpu, gpu, &report));
+    return CostEstimator([predictor](const QueryFeatures& f) { return predictor->predict(f); });
+  };
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kQueues;
+  SchedulerEngine engine(shard(), cpu_engine(shard()),
+                         run_batches_in_parallel(reference_engine(shard())), {nullptr, 2, 1},
+                         {nullptr, 1, 16}, o, trainer);
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  std::vector<ShardResult> out(test_queries.size());
+  engine.search(test_queries, p, out);
+  expect_exact(test_queries, p, out, "trained queues");
+  const auto st = engine.stats();
+  ASSERT_TRUE(st.contains("predictor")) << st.dump();
+  EXPECT_GT(st["predictor"]["cpu"]["samples"].get<int>(), 40);
+  const double err = st["predictor"]["gpu"]["mean_relative_error_held_out"].get<double>();
+  EXPECT_TRUE(std::isfinite(err)) << st.dump();
+  EXPECT_EQ(st["processors"]["cpu"]["jobs"].get<int>() + st["processors"]["gpu"]["jobs"].get<int>(),
+            int(test_queries.size()));
+  EXPECT_NE(engine.name().find("queues"), std::string::npos);
+  // Without a trainer, the queues policy is refused with a message that names the flag.
+  EXPECT_THROW(SchedulerEngine(shard(), cpu_engine(shard()), reference_engine(shard()),
+                               {nullptr, 1, 1}, {nullptr, 1, 1}, o),
+               InputError);
+}
