@@ -113,6 +113,9 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
       for (int r = 0; r < p.local_isns; ++r)
         p.isns_on_device += int(unsigned(r) * options.gpus_per_isn) % gpus == p.gpu_device;
     }
+  } else if (uses_gpu) {
+    // --gpu D for every ISN of the node: they all share D.
+    p.isns_on_device = unsigned(p.local_isns);
   }
   return p;
 }
