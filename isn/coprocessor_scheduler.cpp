@@ -109,7 +109,7 @@ CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlo
   // Every worker waiting before the first job: whether a job may be stolen depends on the
   // owner's idle workers, and a worker still starting would count as busy.
   std::unique_lock lock(mutex_);
-  wake_.wait(lock, [&] {
+  ready_.wait(lock, [&] {
     return idle_workers_[0] == slots_[0].workers && idle_workers_[1] == slots_[1].workers;
   });
 }
@@ -120,8 +120,16 @@ CoProcessorScheduler::~CoProcessorScheduler() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  wake_.notify_all();
+  for (auto& w : wake_) w.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+void CoProcessorScheduler::wake_for(JobQueue q) {
+  // A job of p's own queue is p's; under `queues` the other processor may take a job of the
+  // either queue, or steal, too (can_take decides; a worker woken for nothing sleeps again).
+  const bool queues = options_.policy == SchedulerPolicy::kQueues;
+  if (q != JobQueue::kGpuPreferred || queues) notify(Processor::kCpu);
+  if (q != JobQueue::kCpuPreferred || queues) notify(Processor::kGpu);
 }
 
 std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query) const {
@@ -166,9 +174,10 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
     std::lock_guard lock(mutex_);
     job->seq = next_seq_++;
     ++queued_in_[std::size_t(job->queue)];
-    queue(job->queue).push_back(std::move(job));
+    const JobQueue q = job->queue;
+    queue(q).push_back(std::move(job));
+    wake_for(q);
   }
-  wake_.notify_all();
 }
 
 bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
@@ -233,12 +242,11 @@ void CoProcessorScheduler::worker_main(Processor p) {
   std::vector<JobOutcome> outcomes;
   std::unique_lock lock(mutex_);
   ++idle_workers_[std::size_t(p)];
+  ready_.notify_all();
   for (;;) {
-    // An idle worker of p changes whether the other processor may steal (and, serialized,
-    // whether anyone may start): wake the others to re-check. Urgency needs no timer: it
-    // changes only the order in which a worker takes jobs, never whether it can take one.
-    wake_.notify_all();
-    wake_.wait(lock, [&] { return stop_ || can_take(p); });
+    // Urgency needs no timer: it changes only the order in which a worker takes jobs, never
+    // whether it can take one.
+    wake_[std::size_t(p)].wait(lock, [&] { return stop_ || can_take(p); });
     if (stop_) return;
     batch.clear();
     const auto now = Clock::now();
@@ -254,6 +262,12 @@ void CoProcessorScheduler::worker_main(Processor p) {
     if (batch.empty()) continue;
     --idle_workers_[std::size_t(p)];
     ++running_calls_;
+    // Jobs left for p: another idle worker of p takes them. p now busy: the other processor
+    // may steal from p's queue.
+    if (can_take(p)) notify(p);
+    if (options_.policy == SchedulerPolicy::kQueues && idle_workers_[std::size_t(p)] == 0 &&
+        !queue(own_queue(p)).empty())
+      notify(other(p));
     lock.unlock();
 
     queries.clear();
@@ -302,6 +316,11 @@ void CoProcessorScheduler::worker_main(Processor p) {
     c.missed += missed;
     c.errors += !error.empty();
     c.busy_seconds += seconds_between(t0, t1);
+    // Serialized (best-serial): the end of a call lets either processor start the next.
+    if (options_.policy == SchedulerPolicy::kBestSerial) {
+      notify(Processor::kCpu);
+      notify(Processor::kGpu);
+    }
     lock.unlock();
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (batch[i].job->done) batch[i].job->done(outcomes[i]);

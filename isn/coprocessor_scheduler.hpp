@@ -123,6 +123,7 @@ class CoProcessorScheduler {
   bool take_next(Processor p, Clock::time_point now, const SearchParams* batch_params,
                  Taken& taken);
   bool can_take(Processor p) const;  // under mutex_
+  void notify(Processor p) { wake_[std::size_t(p)].notify_one(); }
   std::deque<std::unique_ptr<Job>>& queue(JobQueue q) { return queues_[std::size_t(q)]; }
 
   const ShardIndex& shard_;
@@ -130,7 +131,13 @@ class CoProcessorScheduler {
   std::array<ProcessorSlot, kProcessors> slots_;
 
   mutable std::mutex mutex_;
-  std::condition_variable wake_;
+  // One wake-up per processor: a submission or a state change wakes a worker of the processor
+  // that may now take a job, not every worker (waking all 16 on every submission throttled the
+  // submitting thread to about 70K jobs/s on a 16-core host). ready_: the constructor waits
+  // for every worker to start.
+  std::array<std::condition_variable, kProcessors> wake_;
+  std::condition_variable ready_;
+  void wake_for(JobQueue q);  // under mutex_ or not: notifies whoever may take from q
   std::array<std::deque<std::unique_ptr<Job>>, 3> queues_;
   std::array<unsigned, kProcessors> idle_workers_{};
   unsigned running_calls_ = 0;  // engine calls in progress, both processors
