@@ -103,15 +103,22 @@ case "$case_name" in
     ;;
   malformed)
     synthetic_index 1 "$tmp/idx"
-    printf 'q1\tsome query words\nno tab on this line\n\tempty id\nq2\t   \nq3\tmore words here\n' > "$tmp/q.tsv"
+    # Line 6: random bytes before the tab as a query id (issue 14): malformed, not in the run.
+    { printf 'q1\tsome query words\nno tab on this line\n\tempty id\nq2\t   \nq3\tmore words here\n'
+      printf '\x8f\xfe\x01\x1b[0m \xc3\tsome query words\n'; } > "$tmp/q.tsv"
     cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 1 --run "$tmp/run.txt" \
       --metrics "$tmp/m.json" > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "exit $?"; }
-    [ "$(metric "$tmp/m.json" 'm["queries"]["skipped"]')" = 3 ] || fail "expected 3 skipped"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["skipped"]')" = 4 ] || fail "expected 4 skipped"
     [ "$(metric "$tmp/m.json" 'm["queries"]["run"]')" = 2 ] || fail "expected 2 run"
     grep -q "malformed line" "$tmp/out.txt" || fail "malformed lines not reported"
+    grep -q "q.tsv:6: .*not valid UTF-8" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "bad id not reported with file and line"; }
+    # The run file is valid TREC: six printable fields per line, ids q1 and q3 only (if any hits).
+    LC_ALL=C awk 'NF != 6 || $2 != "Q0" || /[^ -~]/ { bad = 1 } END { exit bad }' "$tmp/run.txt" ||
+      fail "run file is not valid TREC"
+    ! cut -d' ' -f1 "$tmp/run.txt" | grep -qvx 'q[13]' || fail "unexpected query ids in the run"
     cluster --index "$tmp/idx" --queries - --isns 1 --run "$tmp/run2.txt" --metrics "$tmp/m2.json" \
       < "$tmp/q.tsv" > "$tmp/out2.txt" 2>&1 || { cat "$tmp/out2.txt"; fail "stdin exit $?"; }
-    [ "$(metric "$tmp/m2.json" 'm["queries"]["skipped"]')" = 3 ] || fail "stdin: expected 3 skipped"
+    [ "$(metric "$tmp/m2.json" 'm["queries"]["skipped"]')" = 4 ] || fail "stdin: expected 4 skipped"
     cmp -s <(sort "$tmp/run.txt") <(sort "$tmp/run2.txt") || fail "stdin run differs from file run"
     echo "PASS: malformed query lines reported and counted (file and standard input)"
     ;;
