@@ -94,7 +94,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   std::ofstream run(options.run_path);
   if (!run) throw InputError(options.run_path.string(), 0, "cannot write run file");
 
-  std::unique_ptr<QuerySource> source = make_query_source(options, [&pacer] { pacer.notify(); });
+  std::unique_ptr<QuerySource> source =
+      make_query_source(options, params, [&pacer] { pacer.notify(); });
   Batcher batcher(options.batching);
   SharedResultCache cache(options.cache_entries);
   const bool auto_depth = options.max_in_flight == 0;
@@ -102,15 +103,22 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   AdmissionStats admission;
   InFlightBatches in_flight(world, isns, options.deadline_ms, me);
   const auto t_run = Clock::now();
-  BatchMerger merger({params, &run, options.run_tag, options.timeline_batches, t_run, me}, isns,
-                     cache, bar, [&pacer] { pacer.notify(); });
+  BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get()},
+                     isns, cache, bar, [&pacer] { pacer.notify(); });
   std::uint64_t next_sequence = 0;
 
   std::size_t depth = auto_depth ? 2 : options.max_in_flight;
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
-    if (auto_depth) depth = merger.model().depth(options.max_depth);
+    {
+      const LatencyModel model = merger.model();
+      if (auto_depth) depth = model.depth(options.max_depth);
+      // SLA-driven cuts: a batch takes about the slowest ISN's compute plus the round trip's
+      // overhead from its cut to its answers.
+      batcher.set_service_time(std::chrono::microseconds(
+          std::int64_t(model.compute_us + model.overhead_us)));
+    }
     const std::size_t window =
         options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
 
@@ -119,12 +127,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     const std::size_t outstanding = batcher.size() + in_flight.queries() + merger.queries();
     source->poll(t_run, now, outstanding < window ? window - outstanding : 0, arrived);
     for (auto& p : source->take_problems()) admission.problems.push_back(std::move(p));
-    for (auto& [qt, arrival] : arrived) {
+    for (ArrivedQuery& a : arrived) {
       progress = true;
       ++admission.read;
+      const Clock::time_point arrival = a.arrival;
       Query q;
       QueryProblem problem;
-      if (!resolve_query(vocabulary, qt, options.limits, q, problem, source->name())) {
+      if (!resolve_query(vocabulary, a.text, options.limits, q, problem, source->name())) {
+        if (a.ticket != 0) source->rejected(a.ticket, problem);
         admission.problems.push_back(std::move(problem));
         continue;
       }
@@ -132,13 +142,16 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       admission.unknown_tokens += q.unknown_tokens;
       if (q.terms.empty()) {  // matches nothing on any shard: no broadcast needed
         ++admission.no_known_terms;
-        merger.submit_answer(seq, std::move(q.id), {}, arrival);
+        merger.submit_answer(seq, a.ticket, std::move(q.id), {}, arrival);
         continue;
       }
       PendingQuery pq;
       pq.id = std::move(q.id);
       pq.arrival = arrival;
       pq.sequence = seq;
+      pq.params = a.params.value_or(params);
+      pq.deadline = a.deadline;
+      pq.ticket = a.ticket;
       pq.cost = std::numeric_limits<double>::max();
       for (TermId t : q.terms) {
         pq.terms.emplace_back(vocabulary.term_string(t));
@@ -146,12 +159,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       }
       if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
       if (cache.enabled()) {
-        pq.cache_key = result_cache_key(params, pq.terms);
+        pq.cache_key = result_cache_key(pq.params, pq.terms);
         if (std::optional<CachedAnswer> hit = cache.find(pq.cache_key)) {
           ++admission.cache_hits;
           if (hit->answered_by_or) ++admission.cache_hits_by_or;
           hit->answered_by_or = false;  // counted here, not again by the merger
-          merger.submit_answer(seq, std::move(pq.id), std::move(*hit), arrival);
+          merger.submit_answer(seq, pq.ticket, std::move(pq.id), std::move(*hit), arrival);
           continue;
         }
       }
@@ -162,7 +175,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     while (in_flight.size() < depth && batcher.due(Clock::now(), source->exhausted())) {
       progress = true;
       const auto cut = Clock::now();
-      in_flight.broadcast(batcher.cut(), cut, params, send_term_ids);
+      in_flight.broadcast(batcher.cut(), cut, send_term_ids);
       admission.depth_samples.push_back(double(depth));
     }
 
@@ -203,9 +216,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
       if (now3 < give_up) due = std::min(due, predicted);
     }
-    if (!batcher.empty() && in_flight.size() < depth)  // a cut by wait time needs room
-      due = std::min(due, batcher.oldest_arrival() +
-                              std::chrono::microseconds(options.batching.max_wait_us));
+    if (!batcher.empty() && in_flight.size() < depth)  // a cut by wait or deadline needs room
+      due = std::min(due, batcher.next_due());
     due = std::min(due, source->next_arrival(t_run));
     pacer.idle(now3, due, sends_pending);
   }
@@ -232,7 +244,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
 
   outcome.metrics = aggregator_metrics({options, params, admission, in_flight, merger, isns, cache,
                                         pacer.stats(), send_term_ids, start_seconds, run_seconds,
-                                        stuck});
+                                        stuck, batcher.deadline_cuts(), source->stats()});
   if (!options.metrics_path.empty()) {
     std::ofstream m(options.metrics_path);
     m << outcome.metrics.dump(2) << '\n';

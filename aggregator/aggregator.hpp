@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aggregator/batcher.hpp"
+#include "aggregator/front_end_options.hpp"
 #include "common/query.hpp"
 #include "common/search_result.hpp"
 #include "common/wire/progress_pacer.hpp"
@@ -63,6 +64,7 @@ struct AggregatorOptions {
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
   std::size_t timeline_batches = 100000;  // batches kept in the metrics' timeline
   bool progress = true;
+  FrontEndOptions front_end;  // listen empty: no RPC front end (replay `queries`)
 };
 
 struct AggregatorOutcome {

@@ -62,7 +62,8 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
       {"batches",
        {{"count", s.batch_sizes.size()},
         {"size", summary(s.batch_sizes)},
-        {"with_missing_isns", s.batches_with_misses}}},
+        {"with_missing_isns", s.batches_with_misses},
+        {"cut_for_deadline", p.deadline_cuts}}},
       {"stages_ms",
        {{"batching_wait_per_query", summary(p.batches.wait_ms())},
         {"encode", summary(p.batches.encode_ms())},
@@ -97,6 +98,7 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
         {"isn_clocks", p.isns.clocks_json()},
         {"batches", s.timeline}}},
       {"counters", to_json(s.counters)},
+      {"front_end", p.front_end},
       {"peak_rss_bytes", peak_rss_bytes()}};
 }
 

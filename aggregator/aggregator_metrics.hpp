@@ -37,6 +37,8 @@ struct AggregatorRunParts {
   bool term_ids = false;
   double start_seconds = 0, run_seconds = 0;
   std::vector<int> stuck;  // ISN ranks silent at shutdown
+  std::uint64_t deadline_cuts = 0;  // batches cut early for a query's deadline
+  nlohmann::json front_end;         // the RPC front end's counters (null: none)
 };
 
 nlohmann::json aggregator_metrics(const AggregatorRunParts& parts);

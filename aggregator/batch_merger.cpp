@@ -51,10 +51,11 @@ void BatchMerger::submit(InFlightBatch&& batch) {
   push(std::move(job));
 }
 
-void BatchMerger::submit_answer(std::uint64_t sequence, std::string qid, CachedAnswer answer,
-                                Clock::time_point arrival) {
+void BatchMerger::submit_answer(std::uint64_t sequence, std::uint64_t ticket, std::string qid,
+                                CachedAnswer answer, Clock::time_point arrival) {
   MergeJob job;
   job.sequence = sequence;
+  job.ticket = ticket;
   job.qid = std::move(qid);
   job.answer = std::move(answer);
   job.arrival = arrival;
@@ -99,7 +100,8 @@ void BatchMerger::loop() {
         merging_queries_ -= n;
       } else {
         if (job.answer.answered_by_or) ++stats_.answered_by_or;
-        record_answer(job.sequence, job.qid, std::move(job.answer), job.arrival, job.answered);
+        record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
+                      job.arrival, job.answered);
       }
       on_done_();
     }
@@ -113,8 +115,10 @@ double BatchMerger::rel_ms(Clock::time_point t) const {
   return std::round(ms_between(setup_.t_run, t) * 1000) / 1000;
 }
 
-void BatchMerger::record_answer(std::uint64_t seq, const std::string& qid, CachedAnswer&& a,
-                                Clock::time_point arrival, Clock::time_point at) {
+void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
+                                CachedAnswer&& a, bool partial, Clock::time_point arrival,
+                                Clock::time_point at) {
+  if (ticket != 0 && setup_.source) setup_.source->answered(ticket, a, partial, arrival);
   stats_.hits_written += a.hits.size();
   if (a.hits.empty()) ++stats_.empty_results;
   ++stats_.answered;
@@ -157,14 +161,14 @@ void BatchMerger::merge(InFlightBatch& b) {
   const auto now = Clock::now();
   for (std::size_t q = 0; q < b.queries.size(); ++q) {
     for (std::size_t j = 0; j < present.size(); ++j) shards[j] = &results[present[j]].answers[q];
-    MergedAnswer m = merge_answers(setup_.params, shards);
+    MergedAnswer m = merge_answers(b.params, shards);
     const bool partial = m.partial || missed;
     s.counters.add(m.counters);
     if (m.answer.answered_by_or) ++s.answered_by_or;
     if (partial) ++s.partial_answers;
     const PendingQuery& pq = b.queries[q];
     if (!partial && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
-    record_answer(pq.sequence, pq.id, std::move(m.answer), pq.arrival, now);
+    record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
   const auto t_done = Clock::now();
   setup_.run->flush();

@@ -24,6 +24,7 @@
 #include "aggregator/in_flight_batches.hpp"
 #include "aggregator/isn_roster.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
+#include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
@@ -51,6 +52,7 @@ struct SharedResultCache {
 struct MergeJob {
   std::optional<InFlightBatch> batch;
   std::uint64_t sequence = 0;
+  std::uint64_t ticket = 0;
   std::string qid;
   CachedAnswer answer;
   AggregatorClock::time_point arrival, answered;
@@ -70,12 +72,12 @@ struct MergeStats {
 class BatchMerger {
  public:
   struct Setup {
-    SearchParams params;
     std::ostream* run = nullptr;
     std::string run_tag;
     std::size_t timeline_batches = 0;
     AggregatorClock::time_point t_run;  // the timeline's zero
     std::string me;
+    QuerySource* source = nullptr;  // told each answer of a query with a ticket
   };
   // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
   BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
@@ -84,8 +86,8 @@ class BatchMerger {
 
   // A completed batch, or an answer known at admission (`answer` of query `sequence`).
   void submit(InFlightBatch&& batch);
-  void submit_answer(std::uint64_t sequence, std::string qid, CachedAnswer answer,
-                     AggregatorClock::time_point arrival);
+  void submit_answer(std::uint64_t sequence, std::uint64_t ticket, std::string qid,
+                     CachedAnswer answer, AggregatorClock::time_point arrival);
   // Queries handed over and not yet written.
   std::size_t queries() const { return merging_queries_; }
   // Rethrows what made the merge thread fail, if anything did.
@@ -101,8 +103,9 @@ class BatchMerger {
   void push(MergeJob job);
   void loop();
   void merge(InFlightBatch& b);
-  void record_answer(std::uint64_t seq, const std::string& qid, CachedAnswer&& a,
-                     AggregatorClock::time_point arrival, AggregatorClock::time_point at);
+  void record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
+                     CachedAnswer&& a, bool partial, AggregatorClock::time_point arrival,
+                     AggregatorClock::time_point at);
   double rel_ms(AggregatorClock::time_point t) const;
 
   Setup setup_;

@@ -21,15 +21,16 @@ InFlightBatches::InFlightBatches(MPI_Comm world, IsnRoster& isns, std::uint64_t 
     : world_(world), isns_(isns), deadline_ms_(deadline_ms), me_(std::move(me)) {}
 
 void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_point cut,
-                                const SearchParams& params, bool term_ids) {
+                                bool term_ids) {
   const std::size_t num_isns = isns_.size();
   InFlightBatch b;
   b.id = next_batch_id_++;
   b.cut = cut;
   b.queries = std::move(queries);
+  b.params = b.queries.front().params;
   QueryBatch qb;
   qb.batch_id = b.id;
-  qb.params = params;
+  qb.params = b.params;
   qb.queries.reserve(b.queries.size());
   for (const PendingQuery& pq : b.queries) {
     if (term_ids)

@@ -30,6 +30,7 @@ struct IsnTimes {
 
 struct InFlightBatch {
   std::uint64_t id = 0;
+  SearchParams params;  // every query's (Batcher cuts batches of one params)
   std::vector<PendingQuery> queries;
   AggregatorClock::time_point cut, encoded, sent, deadline, sends_done, complete;
   std::size_t bytes = 0;
@@ -52,10 +53,10 @@ class InFlightBatches {
   const InFlightBatch& oldest() const { return batches_.begin()->second; }
   AggregatorClock::time_point last_batch_done() const { return last_batch_done_; }
 
-  // Encodes the batch once and starts a send of it to every ISN. Term IDs travel when
-  // `term_ids` (every ISN shares the vocabulary), else the normalized terms.
+  // Encodes the batch (non-empty, one params) once and starts a send of it to every ISN. Term
+  // IDs travel when `term_ids` (every ISN shares the vocabulary), else the normalized terms.
   void broadcast(std::vector<PendingQuery> queries, AggregatorClock::time_point cut,
-                 const SearchParams& params, bool term_ids);
+                 bool term_ids);
   // Tests the sends still running; true if one finished. `pending`: some still run.
   bool test_sends(bool& pending);
   // Receives every result that has arrived; true if one did.

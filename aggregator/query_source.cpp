@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "aggregator/aggregator.hpp"
+#include "aggregator/rpc_front_end.hpp"
 
 namespace gpusearch {
 
@@ -27,7 +28,7 @@ void FileQuerySource::poll(AggregatorClock::time_point start, AggregatorClock::t
     } else {
       --room;
     }
-    out.emplace_back(file_.queries[next_++], arrival);
+    out.push_back({file_.queries[next_++], arrival});
   }
 }
 
@@ -83,7 +84,7 @@ void StdinQuerySource::read_lines() {
     {
       std::lock_guard lock(mutex_);
       if (ok)
-        lines_.emplace_back(std::move(q), AggregatorClock::now());
+        lines_.push_back({std::move(q), AggregatorClock::now()});
       else
         problems_.push_back(std::move(p));
     }
@@ -97,8 +98,11 @@ void StdinQuerySource::read_lines() {
 }
 
 std::unique_ptr<QuerySource> make_query_source(const AggregatorOptions& options,
-                                               std::function<void()> on_line) {
-  if (options.queries == "-") return std::make_unique<StdinQuerySource>(std::move(on_line));
+                                               const SearchParams& params,
+                                               std::function<void()> on_arrival) {
+  if (!options.front_end.listen.empty())
+    return std::make_unique<RpcQuerySource>(options.front_end, params, std::move(on_arrival));
+  if (options.queries == "-") return std::make_unique<StdinQuerySource>(std::move(on_arrival));
   return std::make_unique<FileQuerySource>(options.queries, options.qps);
 }
 

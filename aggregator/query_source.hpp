@@ -9,12 +9,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "aggregator/batcher.hpp"
+#include <nlohmann/json.hpp>
+
 #include "common/query.hpp"
 
 namespace gpusearch {
@@ -22,7 +25,15 @@ namespace gpusearch {
 struct AggregatorOptions;
 
 // A query that has arrived, with its arrival time (latency is measured from it).
-using ArrivedQuery = std::pair<QueryText, AggregatorClock::time_point>;
+struct ArrivedQuery {
+  QueryText text;
+  AggregatorClock::time_point arrival;
+  std::uint64_t ticket = 0;            // the source's handle for answered() / rejected(); 0: none
+  std::optional<SearchParams> params;  // its own mode, k, scoring (RPC); else the cluster's
+  AggregatorClock::time_point deadline = AggregatorClock::time_point::max();
+};
+
+struct CachedAnswer;
 
 class QuerySource {
  public:
@@ -43,6 +54,13 @@ class QuerySource {
   virtual bool exhausted() const = 0;
   // Lines it could not read as queries since the last call (file and line in each).
   virtual std::vector<QueryProblem> take_problems() = 0;
+  // The answer to a query it delivered with a ticket (merge thread; also in the run file).
+  virtual void answered(std::uint64_t /*ticket*/, const CachedAnswer& /*answer*/,
+                        bool /*partial*/, AggregatorClock::time_point /*arrival*/) {}
+  // A query it delivered with a ticket that cannot run (MPI thread; counted as skipped).
+  virtual void rejected(std::uint64_t /*ticket*/, const QueryProblem& /*problem*/) {}
+  // Its own counters for the metrics JSON (null: none).
+  virtual nlohmann::json stats() const { return nullptr; }
 };
 
 // A query file (TSV or TREC topics), read at once: closed loop (at most `room` admitted per
@@ -90,8 +108,11 @@ class StdinQuerySource final : public QuerySource {
   std::thread reader_;
 };
 
-// The source the options name: "-" is standard input, anything else a file.
+// The source the options name: the RPC front end when options.listen is set, "-" standard
+// input, anything else a file. `params`: the cluster's defaults (RPC requests may override).
+// `on_arrival` wakes the MPI thread when a query arrives from another thread.
 std::unique_ptr<QuerySource> make_query_source(const AggregatorOptions& options,
-                                               std::function<void()> on_line);
+                                               const SearchParams& params,
+                                               std::function<void()> on_arrival);
 
 }  // namespace gpusearch

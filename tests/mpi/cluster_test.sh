@@ -13,6 +13,9 @@
 #                                          the job ends (MPI_Abort) instead of hanging
 #   cluster_test.sh BUILD_DIR depths       pipeline depths 1..8 and automatic: every answer exact,
 #                                          the run file in arrival order, the same bytes for all
+#   cluster_test.sh BUILD_DIR rpc          the live front end (--listen): gpusearch load and query
+#                                          answers equal the replay's; bad token refused; SIGTERM
+#                                          ends the run with run and metrics written
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -146,6 +149,48 @@ case "$case_name" in
     [ "$(metric "$m" 'm["seconds"] >= 0.45')" = True ] || fail "not paced: $(metric "$m" 'm["seconds"]') s"
     [ "$(metric "$m" 'm["batches"]["size"]["mean"] < 16')" = True ] || fail "batches not cut by wait time"
     echo "PASS: open-loop replay at 300 queries/s: paced, batches cut by wait time, exact"
+    ;;
+  rpc)
+    synthetic_index 2 "$tmp/idx"
+    q=$tmp/idx/queries.test.tsv
+    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 --mode and-or \
+      --k 10 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
+      > "$tmp/serve.txt" 2>&1 &
+    serving=$!
+    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
+    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
+    addr=$(cat "$tmp/addr")
+    case "$addr" in 127.0.0.1:*) ;; *) fail "not bound to loopback: $addr" ;; esac
+    # Open-loop load: all 150 queries at 300/s (Poisson), each answered once, no error.
+    "$gs" load --connect "$addr" --queries "$q" --qps 300 --poisson --duration 10 --limit 150 \
+      --run "$tmp/load-run.txt" --metrics "$tmp/load.json" > "$tmp/load.txt" 2>&1 ||
+      { cat "$tmp/load.txt" "$tmp/serve.txt"; fail "load reported errors"; }
+    [ "$(metric "$tmp/load.json" 'm["answered"]')" = 150 ] || fail "load: not every query answered"
+    [ "$(metric "$tmp/load.json" 'sum(m["errors"].values())')" = 0 ] || fail "load: errors"
+    # One query with its own mode and k.
+    "$gs" query --connect "$addr" --mode or --k 3 --id one "$(head -1 "$q" | cut -f2)" > "$tmp/one.txt" ||
+      fail "gpusearch query failed"
+    grep -q "^query one: 3 hits" "$tmp/one.txt" || { cat "$tmp/one.txt"; fail "query: not 3 hits"; }
+    # Shutdown needs the operator token; SIGTERM to cluster.sh sends it.
+    echo wrong > "$tmp/bad-token"
+    "$gs" query --connect "$addr" --shutdown --token-file "$tmp/bad-token" 2> "$tmp/refused.txt" &&
+      fail "shutdown accepted without the token"
+    grep -q "shutdown refused" "$tmp/refused.txt" || fail "no clear refusal"
+    kill -TERM "$serving"
+    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$serving" 2>/dev/null && { kill -9 "$serving"; fail "SIGTERM did not end the serving run"; }
+    wait "$serving" || { cat "$tmp/serve.txt"; fail "serving run exit code $?"; }
+    [ "$(metric "$tmp/rpc-m.json" 'm["queries"]["run"]')" = 151 ] || fail "aggregator: expected 151 answered"
+    [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered"]')" = 151 ] || fail "front end: expected 151 answered"
+    # The same answers as the replay's, in the client's run and in the cluster's own.
+    cluster --index "$tmp/idx" --queries "$q" --isns 2 --mode and-or --k 10 --run "$tmp/replay.txt" \
+      > /dev/null 2>&1 || fail "replay failed"
+    "$gs" compare-runs "$tmp/replay.txt" "$tmp/load-run.txt" || fail "RPC answers differ from the replay's"
+    grep -v '^one ' "$tmp/rpc-run.txt" > "$tmp/rpc-load-only.txt"
+    "$gs" compare-runs "$tmp/replay.txt" "$tmp/rpc-load-only.txt" || fail "cluster run differs from the replay's"
+    echo "PASS: RPC front end answers equal the replay's; latency p50 $(metric "$tmp/load.json" \
+      'round(m["latency_ms"]["p50"], 3)') ms, added by RPC p50 $(metric "$tmp/load.json" \
+      'round(m["added_ms"]["p50"], 3)') ms; SIGTERM ended the run cleanly"
     ;;
   stuck)
     synthetic_index 2 "$tmp/idx"
