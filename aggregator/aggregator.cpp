@@ -101,7 +101,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   const bool auto_depth = options.max_in_flight == 0;
   Progress bar("cluster", source->total(), "queries", options.progress);
   AdmissionStats admission;
-  InFlightBatches in_flight(world, isns, options.deadline_ms, me);
+  InFlightBatches in_flight(world, isns, options.deadline_ms, me, options.isn_dead_after);
   const auto t_run = Clock::now();
   BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get()},
                      isns, cache, bar, [&pacer] { pacer.notify(); });
@@ -250,6 +250,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     m << outcome.metrics.dump(2) << '\n';
     if (!m) throw Error("cannot write " + options.metrics_path.string());
   }
+  // A rank still dead at the end did not answer the shutdown either: it is among `stuck`, and
+  // the job ends with MPI_Abort (exit 3), as for a stuck ISN.
   outcome.abort_job = !stuck.empty();
   outcome.exit_code = stuck.empty() ? 0 : 3;
   return outcome;

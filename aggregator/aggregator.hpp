@@ -60,6 +60,11 @@ struct AggregatorOptions {
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;
+  // An ISN missing this many batch deadlines in a row is declared dead (0: never): sent nothing
+  // more, its shard's answers partial at once, until it answers again (it was slow). One still
+  // silent at shutdown ends the job with MPI_Abort (exit 3) after the run and metrics are
+  // written, as a stuck ISN does.
+  std::uint64_t isn_dead_after = 3;
   std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
   std::size_t timeline_batches = 100000;  // batches kept in the metrics' timeline

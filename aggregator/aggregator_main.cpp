@@ -76,9 +76,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
-  app.add_option("--timeline-batches", o.timeline_batches,
-                 "batches recorded in the metrics' timeline")
-      ->capture_default_str();
+  auto* timeline_opt = app.add_option("--timeline-batches", o.timeline_batches,
+                 "batches recorded in the metrics' timeline (default 100000; 1000 with --listen)");
   app.add_option(
       "--window", o.window,
       "closed-loop replay: queries admitted ahead (default batch-size * (pipeline depth + 1))");
@@ -91,6 +90,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms,
                  "wait this long for ISNs at shutdown, then MPI_Abort")
+      ->capture_default_str();
+  app.add_option("--isn-dead-after", o.isn_dead_after,
+                 "declare an ISN dead after this many batch deadlines missed in a row: send it "
+                 "nothing more, answer without it (partial); 0: never")
       ->capture_default_str();
   app.add_option("--start-timeout-ms", o.start_timeout_ms,
                  "wait this long for ISNs to open their shards")
@@ -126,6 +129,9 @@ int main(int argc, char** argv) {
     o.pacing.mode = wire::parse_progress_mode(progress);
     if (!o.front_end.listen.empty()) {
       if (o.front_end.token_file.empty()) o.front_end.token_file = o.run_path.string() + ".token";
+      // A serving run has no end known in advance: keep the timeline (about 1 KB per batch)
+      // short unless asked otherwise.
+      if (timeline_opt->count() == 0) o.timeline_batches = 1000;
       o.front_end.max_text_bytes = o.limits.max_text_bytes;
       // SIGTERM ends a serving run as a shutdown request does: answers in flight are finished,
       // the run and metrics written.

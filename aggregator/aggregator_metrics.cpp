@@ -93,6 +93,7 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
         {"late_discarded_during_run", p.batches.late_discarded()},
         {"late_discarded", p.isns.late_results()}}},  // including those drained at shutdown
       {"isn", p.isns.to_json(p.run_seconds, p.stuck)},
+      {"dead_isns", p.isns.dead_ranks()},
       {"timeline",
        {{"clock", "aggregator steady clock, ms since the run started"},
         {"isn_clocks", p.isns.clocks_json()},

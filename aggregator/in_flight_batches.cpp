@@ -17,8 +17,9 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 InFlightBatches::InFlightBatches(MPI_Comm world, IsnRoster& isns, std::uint64_t deadline_ms,
-                                 std::string me)
-    : world_(world), isns_(isns), deadline_ms_(deadline_ms), me_(std::move(me)) {}
+                                 std::string me, std::uint64_t dead_after)
+    : world_(world), isns_(isns), deadline_ms_(deadline_ms), me_(std::move(me)),
+      dead_after_(dead_after) {}
 
 void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_point cut,
                                 bool term_ids) {
@@ -44,10 +45,11 @@ void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_p
   encode_ms_.push_back(ms_between(b.cut, b.encoded));
   b.bytes = msg->bytes();
   for (std::size_t i = 0; i < num_isns; ++i)
-    b.sends.emplace_back(msg, int(i + 1), kTagQueryBatch, world_);
+    if (!isns_[i].dead) b.sends.emplace_back(msg, int(i + 1), kTagQueryBatch, world_);
+  b.expected = b.sends.size();
   b.sent = Clock::now();
-  bytes_sent_ += msg->bytes() * num_isns;
-  messages_sent_ += num_isns;
+  bytes_sent_ += msg->bytes() * b.expected;
+  messages_sent_ += b.expected;
   b.deadline = deadline_ms_ == 0 ? Clock::time_point::max()
                                  : b.sent + std::chrono::milliseconds(deadline_ms_);
   b.messages.resize(num_isns);
@@ -88,6 +90,13 @@ bool InFlightBatches::receive() {
       continue;
     }
     bytes_received_ += m->bytes;
+    if (isns_[i].dead) {
+      // Declared dead, yet it answers: it was only slow. Batches go to it again.
+      isns_[i].dead = false;
+      isns_[i].consecutive_misses = 0;
+      std::cerr << fmt::format("{}: ISN rank {} answered again; it gets batches again\n", me_,
+                               m->source);
+    }
     ResultHeader h;
     try {
       h = decode_result_header(m->data());
@@ -124,12 +133,28 @@ bool InFlightBatches::complete(Clock::time_point now,
   bool progress = false;
   for (auto it = batches_.begin(); it != batches_.end();) {
     InFlightBatch& b = it->second;
-    if (b.received == num_isns || now >= b.deadline) {
-      if (b.received < num_isns)
+    if (b.received == b.expected || now >= b.deadline) {
+      if (b.received < b.expected)
         std::cerr << fmt::format(
             "{}: batch {} missed its deadline of {} ms on {} ISN(s); its "
             "{} queries are answered partially\n",
-            me_, b.id, deadline_ms_, num_isns - b.received, b.queries.size());
+            me_, b.id, deadline_ms_, b.expected - b.received, b.queries.size());
+      // Deadlines missed in a row: a dead (or hopelessly stuck) ISN is left out from now on.
+      for (std::size_t i = 0; i < num_isns; ++i) {
+        IsnBook& isn = isns_[i];
+        if (isn.dead) continue;
+        if (b.messages[i]) {
+          isn.consecutive_misses = 0;
+          continue;
+        }
+        if (++isn.consecutive_misses < dead_after_ || dead_after_ == 0) continue;
+        isn.dead = true;
+        isn.dead_after_batch = b.id;
+        std::cerr << fmt::format(
+            "{}: ISN rank {} declared dead: no answer to {} batches in a row within the {} ms "
+            "deadline; its shard's answers are partial from now on ({} of {} ISNs live)\n",
+            me_, i + 1, isn.consecutive_misses, deadline_ms_, isns_.live(), num_isns);
+      }
       b.complete = now;
       b.sends.clear();  // a send to an ISN that missed the deadline stays with MPI
       queries_ -= b.queries.size();

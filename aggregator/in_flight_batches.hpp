@@ -40,12 +40,15 @@ struct InFlightBatch {
   std::vector<wire::ResultHeader> headers;              // read on arrival (O(1))
   std::vector<IsnTimes> times;
   std::size_t received = 0;
+  std::size_t expected = 0;  // ISNs it was sent to (those not declared dead)
 };
 
 class InFlightBatches {
  public:
-  // `deadline_ms` 0: wait for every ISN.
-  InFlightBatches(MPI_Comm world, IsnRoster& isns, std::uint64_t deadline_ms, std::string me);
+  // `deadline_ms` 0: wait for every ISN. `dead_after` (0: never): an ISN that misses this many
+  // batch deadlines in a row is declared dead: reported, sent nothing more, left out at once.
+  InFlightBatches(MPI_Comm world, IsnRoster& isns, std::uint64_t deadline_ms, std::string me,
+                  std::uint64_t dead_after = 0);
 
   std::size_t size() const { return batches_.size(); }
   bool empty() const { return batches_.empty(); }
@@ -79,6 +82,7 @@ class InFlightBatches {
   IsnRoster& isns_;
   std::uint64_t deadline_ms_;
   std::string me_;
+  std::uint64_t dead_after_ = 0;
   std::map<std::uint64_t, InFlightBatch> batches_;
   std::size_t queries_ = 0;
   std::uint64_t next_batch_id_ = 1;

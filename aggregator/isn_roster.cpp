@@ -100,6 +100,7 @@ std::vector<int> IsnRoster::shut_down(std::uint64_t grace_ms) {
       encode_message(Control{Control::Kind::kShutdown, ""}));
   std::vector<bool> waiting(num_isns, false);
   for (std::size_t i = 0; i < num_isns; ++i) {
+    // A rank declared dead gets one too: if it is only slow, its answer clears it.
     if (books_[i].hello.is_null() || books_[i].hello.contains("error")) continue;
     sends.emplace_back(msg, int(i + 1), kTagControl, world_);
     waiting[i] = true;
@@ -120,6 +121,7 @@ std::vector<int> IsnRoster::shut_down(std::uint64_t grace_ms) {
           const Control c = decode_control(m->data());
           if (c.kind == Control::Kind::kStatsReply && i < num_isns && waiting[i]) {
             books_[i].stats = nlohmann::json::parse(c.payload, nullptr, false);
+            books_[i].dead = false;  // it was slow, not dead
             waiting[i] = false;
             --left;
           }
@@ -154,6 +156,8 @@ nlohmann::json IsnRoster::to_json(double run_seconds, const std::vector<int>& st
          {"idle_seconds", b.idle_us / 1e6},
          {"busy_fraction", run_seconds > 0 ? compute / run_seconds : 0.0},
          {"fallback_seen", b.fallback_seen},
+         {"dead", b.dead.load()},
+         {"declared_dead_after_batch", b.dead_after_batch},
          {"stuck_at_shutdown", std::find(stuck.begin(), stuck.end(), int(i + 1)) != stuck.end()}});
   }
   return out;
@@ -165,6 +169,18 @@ nlohmann::json IsnRoster::clocks_json() const {
     out.push_back({{"rank", i + 1},
                    {"offset_us", books_[i].clock_offset_us},
                    {"rtt_us", books_[i].clock_rtt_us}});
+  return out;
+}
+
+std::size_t IsnRoster::live() const {
+  return std::size_t(std::count_if(books_.begin(), books_.end(),
+                                   [](const IsnBook& b) { return !b.dead; }));
+}
+
+std::vector<int> IsnRoster::dead_ranks() const {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < books_.size(); ++i)
+    if (books_[i].dead) out.push_back(int(i + 1));
   return out;
 }
 

@@ -29,6 +29,11 @@ struct IsnBook {
   // Written by both threads.
   std::atomic<std::uint64_t> errors{0};
   std::atomic<std::uint64_t> late_results{0};
+  // The MPI thread's: deadlines missed in a row; declared dead after --isn-dead-after of them
+  // (no batch goes to it any more, its shard's answers are partial at once).
+  std::uint64_t consecutive_misses = 0;
+  std::atomic<bool> dead{false};
+  std::uint64_t dead_after_batch = 0;  // the batch whose miss declared it dead
   std::int64_t clock_offset_us = 0;  // ISN steady clock minus the aggregator's
   double clock_rtt_us = -1;          // of the sample the offset came from; < 0: not measured
 };
@@ -66,6 +71,8 @@ class IsnRoster {
   // Per ISN: the clock offset and the round trip it was measured with.
   nlohmann::json clocks_json() const;
   std::uint64_t late_results() const;
+  std::size_t live() const;          // ISNs not declared dead
+  std::vector<int> dead_ranks() const;
 
  private:
   MPI_Comm world_;

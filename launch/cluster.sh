@@ -65,7 +65,12 @@ if [ ! -x "$agg" ] || [ ! -x "$isn" ]; then
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# --enable-recovery: a rank that dies (kill -9 of an ISN) does not take the job down with it; the
+# aggregator leaves the dead ISN out after --isn-dead-after missed deadlines, answers partially,
+# and ends the job itself (tests/benchmarks/NOTES-frontend.md, "ISN death"). GPUSEARCH_NO_RECOVERY=1
+# leaves it out (mpirun then kills the whole job when any rank dies).
 mpi=(mpirun --oversubscribe --bind-to none)
+[ -n "${GPUSEARCH_NO_RECOVERY:-}" ] || mpi+=(--enable-recovery)
 [ -n "$hostfile" ] && mpi+=(--hostfile "$hostfile")
 # shellcheck disable=SC2206
 [ -n "${GPUSEARCH_MPIRUN_ARGS:-}" ] && mpi+=(${GPUSEARCH_MPIRUN_ARGS})
@@ -107,7 +112,22 @@ else
   trap 'kill "$pid" 2>/dev/null' INT TERM
 fi
 waited=0
+agg_pid="" agg_gone=0
 while kill -0 "$pid" 2>/dev/null; do
+  # With --enable-recovery mpirun outlives a crashed aggregator, and the ISNs would wait for it
+  # forever: when the aggregator (a child of mpirun on this host) is gone and mpirun has not
+  # ended 10 s later, it is killed.
+  [ -n "$agg_pid" ] || agg_pid=$(pgrep -P "$pid" -f "gpusearch-aggregator" | head -1 || true)
+  if [ -n "$agg_pid" ] && ! kill -0 "$agg_pid" 2>/dev/null && [ ! -e "$marker" ]; then
+    agg_gone=$((agg_gone + 1))
+    if [ "$agg_gone" -gt 50 ]; then
+      echo "cluster.sh: the aggregator ended but mpirun did not within 10 s; killing it" >&2
+      children=$(pgrep -P "$pid" || true)
+      kill -9 "$pid" $children 2>/dev/null || true
+      wait "$pid" 2>/dev/null
+      exit 1
+    fi
+  fi
   if [ -e "$marker" ]; then
     waited=$((waited + 1))
     if [ "$waited" -gt 50 ]; then

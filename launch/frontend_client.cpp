@@ -166,7 +166,8 @@ int run_load_command(const LoadCommand& c) {
     const QueryText& q = qf.queries[sent % qf.queries.size()];
     const std::size_t pass = sent / qf.queries.size();
     const std::size_t slot = out.size();
-    out.push_back({pass == 0 ? q.id : fmt::format("{}~{}", q.id, pass), {}, "", -1, 0, 0, false});
+    out.push_back({c.id_prefix + (pass == 0 ? q.id : fmt::format("{}~{}", q.id, pass)), {}, "", -1,
+                   0, 0, false});
     auto req = conn.frontend.searchRequest();
     fill_request(req.initRequest(), out[slot].id, q.text, c.mode, c.scoring, c.k, c.deadline_ms);
     const auto scheduled = t0 + std::chrono::duration_cast<Clock::duration>(

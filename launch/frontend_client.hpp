@@ -38,6 +38,7 @@ struct LoadCommand {
   std::size_t limit = 0;  // at most this many requests (0: as many as the duration gives)
   std::filesystem::path run_path, metrics_path;
   std::string tag = "gpusearch-load";
+  std::string id_prefix;  // put before every query id (runs of one soak stay distinct)
 };
 // Runs the load, writes the run (answers in send order; a query id of the file's n-th pass
 // through it gets the suffix ~n) and the metrics JSON; prints a summary; returns the exit code.

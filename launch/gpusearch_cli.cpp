@@ -252,6 +252,7 @@ int main(int argc, char** argv) {
   load->add_option("--run", lc.run_path, "TREC run of the answers");
   load->add_option("--metrics", lc.metrics_path, "metrics JSON");
   load->add_option("--tag", lc.tag, "run tag")->capture_default_str();
+  load->add_option("--id-prefix", lc.id_prefix, "put before every query id");
 
   CLI11_PARSE(app, argc, argv);
   std::unique_ptr<tbb::global_control> thread_limit;

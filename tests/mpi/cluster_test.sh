@@ -13,6 +13,9 @@
 #                                          the job ends (MPI_Abort) instead of hanging
 #   cluster_test.sh BUILD_DIR depths       pipeline depths 1..8 and automatic: every answer exact,
 #                                          the run file in arrival order, the same bytes for all
+#   cluster_test.sh BUILD_DIR death        kill -9 of an ISN mid-run: it is declared dead, every
+#                                          query is answered (partially after), run and metrics
+#                                          written, the job ends (exit 3) instead of aborting
 #   cluster_test.sh BUILD_DIR rpc          the live front end (--listen): gpusearch load and query
 #                                          answers equal the replay's; bad token refused; SIGTERM
 #                                          ends the run with run and metrics written
@@ -191,6 +194,40 @@ case "$case_name" in
     echo "PASS: RPC front end answers equal the replay's; latency p50 $(metric "$tmp/load.json" \
       'round(m["latency_ms"]["p50"], 3)') ms, added by RPC p50 $(metric "$tmp/load.json" \
       'round(m["added_ms"]["p50"], 3)') ms; SIGTERM ended the run cleanly"
+    ;;
+  death)
+    synthetic_index 2 "$tmp/idx"
+    for i in 0 1 2 3 4 5; do sed "s/^/p$i-/" "$tmp/idx/queries.test.tsv"; done > "$tmp/q.tsv"  # 900
+    start=$(date +%s)
+    timeout -k 10 90 "$root/launch/cluster.sh" -q --index "$tmp/idx" --queries "$tmp/q.tsv" \
+      --isns 2 --mode and-or --k 10 --run "$tmp/run.txt" --metrics "$tmp/m.json" --qps 300 \
+      --deadline-ms 300 --isn-dead-after 3 --shutdown-grace-ms 1000 > "$tmp/out.txt" 2>&1 &
+    job=$!
+    victim=""
+    for _ in $(seq 1 100); do
+      victim=$(pgrep -f "gpusearch-isn --index $tmp/idx" | sort -n | tail -1 || true)
+      [ -n "$victim" ] && [ -s "$tmp/run.txt" ] && break
+      sleep 0.1
+    done
+    [ -n "$victim" ] || fail "no ISN process found"
+    sleep 1
+    kill -9 "$victim"
+    set +e
+    wait "$job"
+    rc=$?
+    set -e
+    took=$(( $(date +%s) - start ))
+    [ "$rc" = 3 ] || { cat "$tmp/out.txt"; fail "exit code $rc, expected 3 (job ended by the aggregator)"; }
+    [ "$took" -lt 60 ] || fail "took $took s"
+    grep -q "declared dead" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "dead ISN not reported"; }
+    [ "$(metric "$tmp/m.json" 'm["dead_isns"]')" = "[2]" ] || fail "dead_isns: $(metric "$tmp/m.json" 'm["dead_isns"]')"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["run"]')" = 900 ] || fail "not every query answered"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["partial"] > 0')" = True ] || fail "no partial answers"
+    [ "$(metric "$tmp/m.json" 'm["isn"][1]["stuck_at_shutdown"]')" = True ] || fail "dead ISN not reported at shutdown"
+    # Every answered query once in the run file, ranks 1..n without repeats.
+    awk '{ if (seen[$1 " " $4]++) bad = 1 } END { exit bad }' "$tmp/run.txt" || fail "an answer written twice"
+    echo "PASS: ISN killed mid-run: declared dead, all 900 queries answered ($(metric "$tmp/m.json" \
+      'm["queries"]["partial"]') partial), metrics written, job ended (exit $rc) in ${took}s"
     ;;
   stuck)
     synthetic_index 2 "$tmp/idx"
