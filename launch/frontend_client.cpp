@@ -105,7 +105,9 @@ int run_query_command(const QueryCommand& c) {
     auto req = conn.frontend.searchRequest();
     fill_request(req.initRequest(), c.id, c.text, c.mode, c.scoring, c.k, c.deadline_ms);
     const auto t0 = Clock::now();
-    auto resp = req.send().wait(ws).getResponse();
+    // The response owns the message its reader points into: keep it alive (ASan found this).
+    const auto response = req.send().wait(ws);
+    const auto resp = response.getResponse();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     fmt::print("query {}: {} hits{}{} ({:.3f} ms, {:.3f} ms in the cluster)\n",
                resp.getId().cStr(), resp.getHits().size(), resp.getPartial() ? ", PARTIAL" : "",
