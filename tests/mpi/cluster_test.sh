@@ -160,6 +160,10 @@ case "$case_name" in
       --k 10 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
       > "$tmp/serve.txt" 2>&1 &
     serving=$!
+    # A failing check must not leave the serving cluster behind: stop it (SIGTERM: shutdown),
+    # then make sure.
+    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
+      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
     for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
     [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
     addr=$(cat "$tmp/addr")
