@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aggregator/batcher.hpp"
+#include "aggregator/front_end_options.hpp"
 #include "common/query.hpp"
 #include "common/search_result.hpp"
 #include "common/wire/progress_pacer.hpp"
@@ -59,10 +60,16 @@ struct AggregatorOptions {
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;
+  // An ISN missing this many batch deadlines in a row is declared dead (0: never): sent nothing
+  // more, its shard's answers partial at once, until it answers again (it was slow). One still
+  // silent at shutdown ends the job with MPI_Abort (exit 3) after the run and metrics are
+  // written, as a stuck ISN does.
+  std::uint64_t isn_dead_after = 3;
   std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
   std::size_t timeline_batches = 100000;  // batches kept in the metrics' timeline
   bool progress = true;
+  FrontEndOptions front_end;  // listen empty: no RPC front end (replay `queries`)
 };
 
 struct AggregatorOutcome {

@@ -2,12 +2,14 @@
 // ISNs as ranks 1..N). Flags in, run_aggregator, summary out.
 #include <mpi.h>
 
+#include <csignal>
 #include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "aggregator/aggregator.hpp"
+#include "aggregator/rpc_front_end.hpp"
 #include "common/error.hpp"
 #include "common/wire/progress_flags.hpp"
 
@@ -22,9 +24,28 @@ int main(int argc, char** argv) {
   std::string abort_marker;
   app.add_option("--index", o.index_dir, "index directory (its manifest and shard 0's lexicon)")
       ->required();
-  app.add_option("--queries", o.queries,
+  auto* queries_opt = app.add_option("--queries", o.queries,
                  "queries: TSV or TREC topics file, or - for TSV on standard input")
       ->capture_default_str();
+  auto* listen_opt = app.add_option(
+      "--listen", o.front_end.listen,
+      "serve live queries over Cap'n Proto RPC on ADDR:PORT (e.g. 127.0.0.1:7300; port 0: any "
+      "free one) until a shutdown request or SIGTERM, instead of replaying --queries");
+  listen_opt->excludes(queries_opt);
+  app.add_option("--address-file", o.front_end.address_file,
+                 "with --listen: write the bound ADDR:PORT here once listening");
+  app.add_option("--operator-token-file", o.front_end.token_file,
+                 "with --listen: the shutdown token is written here, readable by this user only "
+                 "(default: RUN.token)");
+  app.add_option("--max-requests", o.front_end.max_requests,
+                 "with --listen: requests admitted and unanswered over all clients; more are "
+                 "refused (overloaded)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
+  app.add_option("--max-per-client", o.front_end.max_per_client,
+                 "with --listen: requests in flight per connection; more are refused (overloaded)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
   app.add_option("--run", o.run_path, "TREC run output")->required();
   app.add_option("--metrics", o.metrics_path, "metrics JSON output");
   app.add_option("--tag", o.run_tag, "run tag (last column)")->capture_default_str();
@@ -55,9 +76,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
-  app.add_option("--timeline-batches", o.timeline_batches,
-                 "batches recorded in the metrics' timeline")
-      ->capture_default_str();
+  auto* timeline_opt = app.add_option("--timeline-batches", o.timeline_batches,
+                 "batches recorded in the metrics' timeline (default 100000; 1000 with --listen)");
   app.add_option(
       "--window", o.window,
       "closed-loop replay: queries admitted ahead (default batch-size * (pipeline depth + 1))");
@@ -70,6 +90,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms,
                  "wait this long for ISNs at shutdown, then MPI_Abort")
+      ->capture_default_str();
+  app.add_option("--isn-dead-after", o.isn_dead_after,
+                 "declare an ISN dead after this many batch deadlines missed in a row: send it "
+                 "nothing more, answer without it (partial); 0: never")
       ->capture_default_str();
   app.add_option("--start-timeout-ms", o.start_timeout_ms,
                  "wait this long for ISNs to open their shards")
@@ -103,6 +127,16 @@ int main(int argc, char** argv) {
     o.params.scoring = parse_scoring(scoring);
     o.progress = !quiet;
     o.pacing.mode = wire::parse_progress_mode(progress);
+    if (!o.front_end.listen.empty()) {
+      if (o.front_end.token_file.empty()) o.front_end.token_file = o.run_path.string() + ".token";
+      // A serving run has no end known in advance: keep the timeline (about 1 KB per batch)
+      // short unless asked otherwise.
+      if (timeline_opt->count() == 0) o.timeline_batches = 1000;
+      o.front_end.max_text_bytes = o.limits.max_text_bytes;
+      // SIGTERM ends a serving run as a shutdown request does: answers in flight are finished,
+      // the run and metrics written.
+      std::signal(SIGTERM, [](int) { g_stop_requested = true; });
+    }
     const AggregatorOutcome out = run_aggregator(o, MPI_COMM_WORLD);
     if (!out.metrics.is_null()) print_aggregator_summary(out.metrics, std::cout);
     if (out.metrics.is_object())

@@ -6,35 +6,71 @@
 
 namespace gpusearch {
 
+bool same_params(const SearchParams& a, const SearchParams& b) {
+  return a.mode == b.mode && a.scoring == b.scoring && a.k == b.k &&
+         (a.alpha == b.alpha || (std::isnan(a.alpha) && std::isnan(b.alpha)));
+}
+
+std::size_t Batcher::most_urgent() const {
+  std::size_t best = pending_.size();
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    if (pending_[i].deadline != AggregatorClock::time_point::max() &&
+        (best == pending_.size() || pending_[i].deadline < pending_[best].deadline))
+      best = i;
+  return best;
+}
+
+AggregatorClock::time_point Batcher::next_due() const {
+  if (pending_.empty()) return AggregatorClock::time_point::max();
+  auto t = pending_.front().arrival + std::chrono::microseconds(policy_.max_wait_us);
+  const std::size_t u = most_urgent();
+  if (u < pending_.size()) t = std::min(t, pending_[u].deadline - service_);
+  return t;
+}
+
 bool Batcher::due(AggregatorClock::time_point now, bool flush) const {
   if (pending_.empty()) return false;
   if (flush || pending_.size() >= policy_.batch_size) return true;
-  return now - pending_.front().arrival >= std::chrono::microseconds(policy_.max_wait_us);
+  return now >= next_due();
 }
 
 std::vector<PendingQuery> Batcher::cut() {
-  const std::size_t n = std::min(policy_.batch_size, pending_.size());
+  if (pending_.empty()) return {};
+  // The batch's anchor: the oldest query, unless a deadline is what made the batch due (the
+  // query of the nearest deadline then leads, so that it is not left behind for a batch of
+  // older queries of other params).
+  std::size_t anchor = 0;
+  const std::size_t u = most_urgent();
+  if (u < pending_.size() && AggregatorClock::now() >= pending_[u].deadline - service_) {
+    anchor = u;
+    ++deadline_cuts_;
+  }
+  const SearchParams params = pending_[anchor].params;
+  // Candidates: the anchor first, then every waiting query of the same params in arrival order.
+  std::vector<std::size_t> candidates{anchor};
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    if (i != anchor && same_params(pending_[i].params, params)) candidates.push_back(i);
+  const std::size_t n = std::min(policy_.batch_size, candidates.size());
+  std::vector<bool> take(pending_.size(), false);
+  if (!policy_.cost_buckets || candidates.size() <= n) {
+    for (std::size_t j = 0; j < n; ++j) take[candidates[j]] = true;
+  } else {
+    // Cost on a log scale: list lengths span orders of magnitude.
+    const double centre = std::log1p(pending_[anchor].cost);
+    auto distance = [&](std::size_t i) { return std::abs(std::log1p(pending_[i].cost) - centre); };
+    std::stable_sort(candidates.begin() + 1, candidates.end(),
+                     [&](std::size_t a, std::size_t b) { return distance(a) < distance(b); });
+    for (std::size_t j = 0; j < n; ++j) take[candidates[j]] = true;
+  }
+  // The batch in arrival order (the anchor first), the rest keep theirs.
   std::vector<PendingQuery> batch;
   batch.reserve(n);
-  if (!policy_.cost_buckets || pending_.size() <= n) {
-    for (std::size_t i = 0; i < n; ++i) batch.push_back(std::move(pending_[i]));
-    pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(n));
-    return batch;
-  }
-  // Cost on a log scale: list lengths span orders of magnitude.
-  const double anchor = std::log1p(pending_.front().cost);
-  std::vector<std::size_t> order(pending_.size() - 1);
-  std::iota(order.begin(), order.end(), std::size_t(1));
-  auto distance = [&](std::size_t i) { return std::abs(std::log1p(pending_[i].cost) - anchor); };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return distance(a) < distance(b); });
-  std::vector<bool> take(pending_.size(), false);
-  take[0] = true;
-  for (std::size_t i = 0; i + 1 < n; ++i) take[order[i]] = true;
+  batch.push_back(std::move(pending_[anchor]));
   std::deque<PendingQuery> rest;
-  for (std::size_t i = 0; i < pending_.size(); ++i)
-    (take[i] ? batch.emplace_back(std::move(pending_[i]))
-             : rest.emplace_back(std::move(pending_[i])));
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    if (i == anchor) continue;
+    (take[i] ? batch.emplace_back(std::move(pending_[i])) : rest.emplace_back(std::move(pending_[i])));
+  }
   pending_ = std::move(rest);
   return batch;
 }

@@ -1,7 +1,10 @@
 // Forms query batches by size and by wait time; with cost buckets (paper 003, section on
 // bucketing by shortest-list length) a batch holds the oldest waiting query and the waiting
 // queries closest to it in cost, so one long query does not hold back a batch of short ones
-// and no query waits behind newer ones forever.
+// and no query waits behind newer ones forever. A batch holds queries of one SearchParams (mode,
+// k, scoring: the ISNs run a batch under one), the oldest query's. SLA-driven cuts: a query
+// with a deadline makes its batch due once waiting longer would leave less than the expected
+// service time (broadcast, the slowest ISN, merge) before that deadline.
 #pragma once
 
 #include <chrono>
@@ -9,6 +12,8 @@
 #include <deque>
 #include <string>
 #include <vector>
+
+#include "common/search_result.hpp"
 
 namespace gpusearch {
 
@@ -22,7 +27,13 @@ struct PendingQuery {
   std::string cache_key;
   double cost = 0;  // shortest posting list (df) of its terms
   AggregatorClock::time_point arrival;
+  SearchParams params;  // a batch holds queries of equal params
+  // The answer is due by then (an RPC request's deadline); max(): none.
+  AggregatorClock::time_point deadline = AggregatorClock::time_point::max();
+  std::uint64_t ticket = 0;  // the query source's handle for its answer (0: none)
 };
+
+bool same_params(const SearchParams& a, const SearchParams& b);
 
 struct BatchPolicy {
   std::size_t batch_size = 64;
@@ -37,15 +48,25 @@ class Batcher {
   std::size_t size() const { return pending_.size(); }
   bool empty() const { return pending_.empty(); }
   AggregatorClock::time_point oldest_arrival() const { return pending_.front().arrival; }
-  // A batch is due when batch_size queries wait, when the oldest has waited max_wait_us, or
+  // A batch is due when batch_size queries wait, when the oldest has waited max_wait_us, when a
+  // query's deadline leaves no more than the expected service time (set_service_time), or
   // (flush) when no more queries will come.
   bool due(AggregatorClock::time_point now, bool flush) const;
-  // Takes the next batch (at most batch_size queries).
+  // When a batch becomes due by time (wait or deadline); max() when nothing waits.
+  AggregatorClock::time_point next_due() const;
+  // What a batch is expected to take from its cut to its merged answers.
+  void set_service_time(AggregatorClock::duration d) { service_ = d; }
+  // Takes the next batch: at most batch_size queries with the oldest query's params; the
+  // oldest query's, or (SLA) the query of the nearest deadline's, when that one is due.
   std::vector<PendingQuery> cut();
+  std::uint64_t deadline_cuts() const { return deadline_cuts_; }
 
  private:
+  std::size_t most_urgent() const;  // index of the nearest deadline; size() when none
   BatchPolicy policy_;
   std::deque<PendingQuery> pending_;  // arrival order
+  AggregatorClock::duration service_{};
+  std::uint64_t deadline_cuts_ = 0;
 };
 
 }  // namespace gpusearch

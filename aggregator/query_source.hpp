@@ -1,123 +1,118 @@
-// Where the aggregator's queries come from (a part of aggregator.cpp kept apart): a file
-// replayed closed-loop or at a rate, or standard input read by a thread.
+// Where the aggregator's queries come from: one interface, whatever the source (a file replayed
+// closed-loop or at a rate, standard input read by a thread; the RPC front end is another).
+// The MPI loop polls a source and never blocks on it.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
-#include <iostream>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "aggregator/aggregator.hpp"
+#include "aggregator/batcher.hpp"
+#include <nlohmann/json.hpp>
+
 #include "common/query.hpp"
 
 namespace gpusearch {
 
-// Where queries come from: a file replayed closed-loop or at a rate, or standard input read by
-// a thread (std::getline blocks; the MPI loop must not).
+struct AggregatorOptions;
+
+// A query that has arrived, with its arrival time (latency is measured from it).
+struct ArrivedQuery {
+  QueryText text;
+  AggregatorClock::time_point arrival;
+  std::uint64_t ticket = 0;            // the source's handle for answered() / rejected(); 0: none
+  std::optional<SearchParams> params;  // its own mode, k, scoring (RPC); else the cluster's
+  AggregatorClock::time_point deadline = AggregatorClock::time_point::max();
+};
+
+struct CachedAnswer;
+
 class QuerySource {
  public:
-  // `on_line` runs on the reader thread after each standard-input line (wakes the MPI thread).
-  QuerySource(const AggregatorOptions& o, std::function<void()> on_line)
-      : options_(o), on_line_(std::move(on_line)) {
-    if (o.queries == "-") {
-      stdin_ = true;
-      reader_ = std::thread([this] { read_stdin(); });
-    } else {
-      file_ = read_query_file(o.queries);
-      problems_ = file_.problems;
-    }
+  virtual ~QuerySource() = default;
+  // Names the source in problems and messages (a path, "<stdin>").
+  virtual const std::string& name() const = 0;
+  // Queries it will deliver; 0 when not known in advance.
+  virtual std::uint64_t total() const { return 0; }
+  // Appends the queries that have arrived by `now`, at most `room` of them where the source
+  // can hold queries back (closed-loop replay); `start` is the run's start.
+  virtual void poll(AggregatorClock::time_point start, AggregatorClock::time_point now,
+                    std::size_t room, std::vector<ArrivedQuery>& out) = 0;
+  // When the next query arrives if that is known (open-loop replay); max() otherwise.
+  virtual AggregatorClock::time_point next_arrival(AggregatorClock::time_point) const {
+    return AggregatorClock::time_point::max();
   }
-  ~QuerySource() {
-    if (reader_.joinable()) reader_.detach();  // may sit in a read on a terminal; harmless
-  }
-  const std::string& name() const { return options_.queries; }
-  std::uint64_t total() const { return stdin_ ? 0 : file_.queries.size(); }
+  // No query will come any more.
+  virtual bool exhausted() const = 0;
+  // Lines it could not read as queries since the last call (file and line in each).
+  virtual std::vector<QueryProblem> take_problems() = 0;
+  // The answer to a query it delivered with a ticket (merge thread; also in the run file).
+  virtual void answered(std::uint64_t /*ticket*/, const CachedAnswer& /*answer*/,
+                        bool /*partial*/, AggregatorClock::time_point /*arrival*/) {}
+  // A query it delivered with a ticket that cannot run (MPI thread; counted as skipped).
+  virtual void rejected(std::uint64_t /*ticket*/, const QueryProblem& /*problem*/) {}
+  // Its own counters for the metrics JSON (null: none).
+  virtual nlohmann::json stats() const { return nullptr; }
+};
 
-  // Queries that have arrived by `now`, at most `room` (closed-loop replay), with arrival times.
+// A query file (TSV or TREC topics), read at once: closed loop (at most `room` admitted per
+// poll) or at a fixed arrival rate (`qps` > 0).
+class FileQuerySource final : public QuerySource {
+ public:
+  FileQuerySource(std::string path, double qps);
+  const std::string& name() const override { return path_; }
+  std::uint64_t total() const override { return file_.queries.size(); }
   void poll(AggregatorClock::time_point start, AggregatorClock::time_point now, std::size_t room,
-            std::vector<std::pair<QueryText, AggregatorClock::time_point>>& out) {
-    if (stdin_) {
-      std::lock_guard lock(mutex_);
-      while (!lines_.empty()) {
-        out.push_back(std::move(lines_.front()));
-        lines_.pop_front();
-      }
-      return;
-    }
-    while (next_ < file_.queries.size()) {
-      AggregatorClock::time_point arrival = now;
-      if (options_.qps > 0) {
-        arrival = start + std::chrono::duration_cast<AggregatorClock::duration>(
-                              std::chrono::duration<double>(double(next_) / options_.qps));
-        if (arrival > now) break;
-      } else if (room == 0) {
-        break;
-      } else {
-        --room;
-      }
-      out.emplace_back(file_.queries[next_++], arrival);
-    }
-  }
-  // When the next query arrives in open-loop replay (--qps); max() when that is not known.
-  AggregatorClock::time_point next_arrival(AggregatorClock::time_point start) const {
-    if (stdin_ || options_.qps <= 0 || next_ >= file_.queries.size())
-      return AggregatorClock::time_point::max();
-    return start + std::chrono::duration_cast<AggregatorClock::duration>(
-                       std::chrono::duration<double>(double(next_) / options_.qps));
-  }
-  bool exhausted() const {
-    if (!stdin_) return next_ >= file_.queries.size();
-    std::lock_guard lock(mutex_);
-    return eof_ && lines_.empty();
-  }
-  std::vector<QueryProblem> take_problems() {
-    std::lock_guard lock(mutex_);
-    std::vector<QueryProblem> p = std::move(problems_);
-    problems_.clear();
-    return p;
-  }
+            std::vector<ArrivedQuery>& out) override;
+  AggregatorClock::time_point next_arrival(AggregatorClock::time_point start) const override;
+  bool exhausted() const override { return next_ >= file_.queries.size(); }
+  std::vector<QueryProblem> take_problems() override;
 
  private:
-  void read_stdin() {
-    std::string line;
-    std::uint64_t line_no = 0;
-    while (std::getline(std::cin, line)) {
-      ++line_no;
-      if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
-      QueryText q;
-      QueryProblem p;
-      const bool ok = parse_tsv_query_line(line, line_no, q, p, "<stdin>");
-      {
-        std::lock_guard lock(mutex_);
-        if (ok)
-          lines_.emplace_back(std::move(q), AggregatorClock::now());
-        else
-          problems_.push_back(std::move(p));
-      }
-      on_line_();
-    }
-    {
-      std::lock_guard lock(mutex_);
-      eof_ = true;
-    }
-    on_line_();
-  }
-
-  const AggregatorOptions& options_;
-  std::function<void()> on_line_;
-  bool stdin_ = false;
+  AggregatorClock::time_point scheduled(AggregatorClock::time_point start, std::size_t i) const;
+  std::string path_;
+  double qps_ = 0;
   QueryFile file_;
   std::size_t next_ = 0;
+};
+
+// TSV lines on standard input, read by a thread (std::getline blocks; the MPI loop must not).
+// A query arrives when its line is read.
+class StdinQuerySource final : public QuerySource {
+ public:
+  // `on_line` runs on the reader thread after each line (wakes the MPI thread).
+  explicit StdinQuerySource(std::function<void()> on_line);
+  ~StdinQuerySource() override;
+  const std::string& name() const override { return name_; }
+  void poll(AggregatorClock::time_point start, AggregatorClock::time_point now, std::size_t room,
+            std::vector<ArrivedQuery>& out) override;
+  bool exhausted() const override;
+  std::vector<QueryProblem> take_problems() override;
+
+ private:
+  void read_lines();
+  std::string name_ = "-";
+  std::function<void()> on_line_;
   mutable std::mutex mutex_;
-  std::deque<std::pair<QueryText, AggregatorClock::time_point>> lines_;
+  std::deque<ArrivedQuery> lines_;
   std::vector<QueryProblem> problems_;
   bool eof_ = false;
   std::thread reader_;
 };
+
+// The source the options name: the RPC front end when options.listen is set, "-" standard
+// input, anything else a file. `params`: the cluster's defaults (RPC requests may override).
+// `on_arrival` wakes the MPI thread when a query arrives from another thread.
+std::unique_ptr<QuerySource> make_query_source(const AggregatorOptions& options,
+                                               const SearchParams& params,
+                                               std::function<void()> on_arrival);
 
 }  // namespace gpusearch

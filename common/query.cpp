@@ -46,16 +46,65 @@ void parse_trec_topics(const std::string& all, const std::string& source, QueryF
     if (num.starts_with("Number:")) num = trim(num.substr(7));
     const std::string_view title = tag_text("<title>");
     if (end == std::string::npos) {
-      out.problems.push_back({source, line, std::string(num), "topic has no </top>"});
+      out.problems.push_back({source, line, escape_query_id(num), "topic has no </top>"});
       break;
     }
     if (num.empty()) out.problems.push_back({source, line, "", "topic has no <num>"});
+    else if (std::string why = query_id_problem(num); !why.empty())
+      out.problems.push_back({source, line, escape_query_id(num), "malformed topic: " + why});
     else out.queries.push_back({std::string(num), std::string(title), line});
     pos = end + 6;
   }
 }
 
 }  // namespace
+
+std::string escape_query_id(std::string_view id) {
+  std::string out;
+  const std::size_t n = std::min<std::size_t>(id.size(), 64);
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
+    if (c >= 0x21 && c < 0x7f && c != '\\') out += char(c);
+    else out += fmt::format("\\x{:02x}", unsigned(c));
+  }
+  if (id.size() > n) out += "...";
+  return out;
+}
+
+std::string query_id_problem(std::string_view id) {
+  if (id.empty()) return "empty query id";
+  if (id.size() > kMaxQueryIdBytes)
+    return fmt::format("query id of {} bytes, over the limit of {}", id.size(), kMaxQueryIdBytes);
+  // Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF.
+  for (std::size_t i = 0; i < id.size();) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
+    std::uint32_t cp = 0;
+    std::size_t len = 0;
+    if (c < 0x80) cp = c, len = 1;
+    else if (c >= 0xc2 && c <= 0xdf) cp = c & 0x1f, len = 2;
+    else if (c >= 0xe0 && c <= 0xef) cp = c & 0x0f, len = 3;
+    else if (c >= 0xf0 && c <= 0xf4) cp = c & 0x07, len = 4;
+    else return fmt::format("query id is not valid UTF-8 (byte 0x{:02x} at {})", unsigned(c), i);
+    if (i + len > id.size()) return fmt::format("query id is not valid UTF-8 (truncated at {})", i);
+    for (std::size_t j = 1; j < len; ++j) {
+      const unsigned char d = static_cast<unsigned char>(id[i + j]);
+      if ((d & 0xc0) != 0x80)
+        return fmt::format("query id is not valid UTF-8 (byte 0x{:02x} at {})", unsigned(d), i + j);
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return fmt::format("query id is not valid UTF-8 (bad sequence at {})", i);
+    if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
+      return fmt::format("query id has a control character (U+{:04X} at byte {})", cp, i);
+    const bool space = cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+                       (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+                       cp == 0x202f || cp == 0x205f || cp == 0x3000 || cp == 0xfeff;
+    if (space) return fmt::format("query id has whitespace (U+{:04X} at byte {})", cp, i);
+    i += len;
+  }
+  return "";
+}
 
 bool parse_tsv_query_line(std::string_view line, std::uint64_t line_no, QueryText& out,
                           QueryProblem& problem, const std::string& source_name) {
@@ -68,6 +117,10 @@ bool parse_tsv_query_line(std::string_view line, std::uint64_t line_no, QueryTex
   const std::string_view qid = trim(line.substr(0, tab));
   if (qid.empty()) {
     problem = {source_name, line_no, "", "malformed line: empty query id"};
+    return false;
+  }
+  if (std::string why = query_id_problem(qid); !why.empty()) {
+    problem = {source_name, line_no, escape_query_id(qid), "malformed line: " + why};
     return false;
   }
   out = {std::string(qid), std::string(line.substr(tab + 1)), line_no};

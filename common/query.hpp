@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <istream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/types.hpp"
@@ -33,6 +34,14 @@ struct QueryFile {
   std::vector<QueryText> queries;
   std::vector<QueryProblem> problems;  // malformed lines
 };
+
+// A query id goes into TREC run files, where fields are split on whitespace: it must be
+// 1..kMaxQueryIdBytes bytes of valid UTF-8 with no whitespace (ASCII or Unicode) and no control
+// characters (C0, DEL, C1). Returns why `id` is not one ("" when it is).
+inline constexpr std::size_t kMaxQueryIdBytes = 256;
+std::string query_id_problem(std::string_view id);
+// `id` printable in a message: bytes outside printable ASCII as \xNN, cut at 64 bytes.
+std::string escape_query_id(std::string_view id);
 
 // Reads a query file: TREC topics if it contains "<top>", else TSV. Throws InputError only if
 // the file cannot be read; malformed lines go to `problems`.

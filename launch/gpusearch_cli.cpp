@@ -11,6 +11,7 @@
 #include <tbb/info.h>
 
 #include "common/error.hpp"
+#include "launch/frontend_client.hpp"
 #include "common/progress.hpp"
 #include "common/result_compare.hpp"
 #include "common/run_file.hpp"
@@ -217,6 +218,42 @@ int main(int argc, char** argv) {
   cmp->add_option("candidate", cmp_cand, "run to check")->required()->check(CLI::ExistingFile);
   cmp->add_option("--tolerance", cmp_tol, "relative score tolerance")->capture_default_str();
 
+  // query: one search against a serving cluster (or its stats, or an operator's shutdown)
+  auto* qry = app.add_subcommand("query", "ask a serving cluster (launch/cluster.sh --listen) one query");
+  QueryCommand qc;
+  qry->add_option("--connect", qc.connect, "the aggregator's ADDR:PORT")->required();
+  qry->add_option("text", qc.text, "query text");
+  qry->add_option("--id", qc.id, "query id in the cluster's run (default: the server's rpc-N)");
+  qry->add_option("--mode", qc.mode, "and, or, and-or (default: the cluster's)");
+  qry->add_option("--scoring", qc.scoring, "bm25 or bm25-pr (default: the cluster's)");
+  qry->add_option("--k", qc.k, "results (default: the cluster's)")->check(CLI::Range(1u, 100000u));
+  qry->add_option("--deadline-ms", qc.deadline_ms, "cut its batch early enough for this deadline");
+  qry->add_flag("--stats", qc.stats, "print the front end's counters (JSON) instead");
+  qry->add_flag("--shutdown", qc.shutdown, "end the serving run (needs --token-file)");
+  qry->add_option("--token-file", qc.token_file, "the aggregator's operator token file");
+
+  // load: an open-loop load generator against a serving cluster
+  auto* load = app.add_subcommand("load", "open-loop load on a serving cluster: throughput, latency percentiles, errors (JSON)");
+  LoadCommand lc;
+  load->add_option("--connect", lc.connect, "the aggregator's ADDR:PORT")->required();
+  load->add_option("--queries", lc.queries, "TSV or TREC topics; cycled (ids of later passes get ~N)")
+      ->required()->check(CLI::ExistingFile);
+  load->add_option("--qps", lc.qps, "arrival rate")->required();
+  load->add_flag("--poisson", lc.poisson, "Poisson arrivals (exponential gaps) instead of uniform");
+  load->add_option("--duration", lc.duration_s, "seconds of arrivals")->capture_default_str();
+  load->add_option("--limit", lc.limit, "at most this many requests (0: no limit)");
+  load->add_option("--mode", lc.mode, "and, or, and-or (default: the cluster's)");
+  load->add_option("--scoring", lc.scoring, "bm25 or bm25-pr (default: the cluster's)");
+  load->add_option("--k", lc.k, "results (default: the cluster's)")->check(CLI::Range(1u, 100000u));
+  load->add_option("--deadline-ms", lc.deadline_ms, "every request's deadline (SLA-driven batching)");
+  load->add_option("--seed", lc.seed, "Poisson arrivals' seed")->capture_default_str();
+  load->add_option("--drain", lc.drain_s, "seconds to wait for answers after the last arrival")
+      ->capture_default_str();
+  load->add_option("--run", lc.run_path, "TREC run of the answers");
+  load->add_option("--metrics", lc.metrics_path, "metrics JSON");
+  load->add_option("--tag", lc.tag, "run tag")->capture_default_str();
+  load->add_option("--id-prefix", lc.id_prefix, "put before every query id");
+
   CLI11_PARSE(app, argc, argv);
   std::unique_ptr<tbb::global_control> thread_limit;
   if (threads > 0)
@@ -294,6 +331,10 @@ int main(int argc, char** argv) {
                                            : 0.0);
       fmt::print("wrote the {} cache plan ({} training queries, lambda {}) to {}\n",
                  to_string(p.policy), p.training_queries, p.lambda, plan_out.string());
+    } else if (*qry) {
+      return run_query_command(qc);
+    } else if (*load) {
+      return run_load_command(lc);
     } else if (*cmp) {
       const RunComparison c = compare_runs(read_run_file(cmp_ref), read_run_file(cmp_cand), cmp_tol);
       for (const std::string& d : c.differences) fmt::print("  {}\n", d);

@@ -127,12 +127,13 @@ auto with_reader(std::span<const std::byte> bytes, const char* what, Fn&& read) 
     throw WireError(
         fmt::format("{}: message of {} bytes is not a whole number of words", what, bytes.size()));
   // MPI buffers are ours and aligned; a caller's span may not be: copy then.
-  std::vector<capnp::word> aligned;
+  // (Words as uint64_t: capnp::word is not copyable, which libc++-strict vector code rejects.)
+  std::vector<std::uint64_t> aligned;
   const capnp::word* data = reinterpret_cast<const capnp::word*>(bytes.data());
   if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
     aligned.resize(bytes.size() / sizeof(capnp::word));
     std::memcpy(aligned.data(), bytes.data(), bytes.size());
-    data = aligned.data();
+    data = reinterpret_cast<const capnp::word*>(aligned.data());
   }
   capnp::ReaderOptions options;
   // Each word may be visited at most twice: defeats amplification through shared pointers.

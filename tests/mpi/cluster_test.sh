@@ -20,6 +20,12 @@
 #   cluster_test.sh BUILD_DIR share        4 ISNs, --engine gpu: sharing the node's GPU round-robin
 #                                          (GPUSEARCH_TEST_ENGINE=gpu, a GPU host), or on no device
 #                                          the CPU engine with a clear message; exact
+#   cluster_test.sh BUILD_DIR death        kill -9 of an ISN mid-run: it is declared dead, every
+#                                          query is answered (partially after), run and metrics
+#                                          written, the job ends (exit 3) instead of aborting
+#   cluster_test.sh BUILD_DIR rpc          the live front end (--listen): gpusearch load and query
+#                                          answers equal the replay's; bad token refused; SIGTERM
+#                                          ends the run with run and metrics written
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -110,15 +116,22 @@ case "$case_name" in
     ;;
   malformed)
     synthetic_index 1 "$tmp/idx"
-    printf 'q1\tsome query words\nno tab on this line\n\tempty id\nq2\t   \nq3\tmore words here\n' > "$tmp/q.tsv"
+    # Line 6: random bytes before the tab as a query id (issue 14): malformed, not in the run.
+    { printf 'q1\tsome query words\nno tab on this line\n\tempty id\nq2\t   \nq3\tmore words here\n'
+      printf '\x8f\xfe\x01\x1b[0m \xc3\tsome query words\n'; } > "$tmp/q.tsv"
     cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 1 --run "$tmp/run.txt" \
       --metrics "$tmp/m.json" > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "exit $?"; }
-    [ "$(metric "$tmp/m.json" 'm["queries"]["skipped"]')" = 3 ] || fail "expected 3 skipped"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["skipped"]')" = 4 ] || fail "expected 4 skipped"
     [ "$(metric "$tmp/m.json" 'm["queries"]["run"]')" = 2 ] || fail "expected 2 run"
     grep -q "malformed line" "$tmp/out.txt" || fail "malformed lines not reported"
+    grep -q "q.tsv:6: .*not valid UTF-8" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "bad id not reported with file and line"; }
+    # The run file is valid TREC: six printable fields per line, ids q1 and q3 only (if any hits).
+    LC_ALL=C awk 'NF != 6 || $2 != "Q0" || /[^ -~]/ { bad = 1 } END { exit bad }' "$tmp/run.txt" ||
+      fail "run file is not valid TREC"
+    ! cut -d' ' -f1 "$tmp/run.txt" | grep -qvx 'q[13]' || fail "unexpected query ids in the run"
     cluster --index "$tmp/idx" --queries - --isns 1 --run "$tmp/run2.txt" --metrics "$tmp/m2.json" \
       < "$tmp/q.tsv" > "$tmp/out2.txt" 2>&1 || { cat "$tmp/out2.txt"; fail "stdin exit $?"; }
-    [ "$(metric "$tmp/m2.json" 'm["queries"]["skipped"]')" = 3 ] || fail "stdin: expected 3 skipped"
+    [ "$(metric "$tmp/m2.json" 'm["queries"]["skipped"]')" = 4 ] || fail "stdin: expected 4 skipped"
     cmp -s <(sort "$tmp/run.txt") <(sort "$tmp/run2.txt") || fail "stdin run differs from file run"
     echo "PASS: malformed query lines reported and counted (file and standard input)"
     ;;
@@ -204,6 +217,86 @@ case "$case_name" in
     [ "$(metric "$m" 'm["seconds"] >= 0.45')" = True ] || fail "not paced: $(metric "$m" 'm["seconds"]') s"
     [ "$(metric "$m" 'm["batches"]["size"]["mean"] < 16')" = True ] || fail "batches not cut by wait time"
     echo "PASS: open-loop replay at 300 queries/s: paced, batches cut by wait time, exact"
+    ;;
+  rpc)
+    synthetic_index 2 "$tmp/idx"
+    q=$tmp/idx/queries.test.tsv
+    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 --mode and-or \
+      --k 10 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
+      > "$tmp/serve.txt" 2>&1 &
+    serving=$!
+    # A failing check must not leave the serving cluster behind: stop it (SIGTERM: shutdown),
+    # then make sure.
+    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
+      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
+    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
+    addr=$(cat "$tmp/addr")
+    case "$addr" in 127.0.0.1:*) ;; *) fail "not bound to loopback: $addr" ;; esac
+    # Open-loop load: all 150 queries at 300/s (Poisson), each answered once, no error.
+    "$gs" load --connect "$addr" --queries "$q" --qps 300 --poisson --duration 10 --limit 150 \
+      --run "$tmp/load-run.txt" --metrics "$tmp/load.json" > "$tmp/load.txt" 2>&1 ||
+      { cat "$tmp/load.txt" "$tmp/serve.txt"; fail "load reported errors"; }
+    [ "$(metric "$tmp/load.json" 'm["answered"]')" = 150 ] || fail "load: not every query answered"
+    [ "$(metric "$tmp/load.json" 'sum(m["errors"].values())')" = 0 ] || fail "load: errors"
+    # One query with its own mode and k.
+    "$gs" query --connect "$addr" --mode or --k 3 --id one "$(head -1 "$q" | cut -f2)" > "$tmp/one.txt" ||
+      fail "gpusearch query failed"
+    grep -q "^query one: 3 hits" "$tmp/one.txt" || { cat "$tmp/one.txt"; fail "query: not 3 hits"; }
+    # Shutdown needs the operator token; SIGTERM to cluster.sh sends it.
+    echo wrong > "$tmp/bad-token"
+    "$gs" query --connect "$addr" --shutdown --token-file "$tmp/bad-token" 2> "$tmp/refused.txt" &&
+      fail "shutdown accepted without the token"
+    grep -q "shutdown refused" "$tmp/refused.txt" || fail "no clear refusal"
+    kill -TERM "$serving"
+    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$serving" 2>/dev/null && { kill -9 "$serving"; fail "SIGTERM did not end the serving run"; }
+    wait "$serving" || { cat "$tmp/serve.txt"; fail "serving run exit code $?"; }
+    [ "$(metric "$tmp/rpc-m.json" 'm["queries"]["run"]')" = 151 ] || fail "aggregator: expected 151 answered"
+    [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered"]')" = 151 ] || fail "front end: expected 151 answered"
+    # The same answers as the replay's, in the client's run and in the cluster's own.
+    cluster --index "$tmp/idx" --queries "$q" --isns 2 --mode and-or --k 10 --run "$tmp/replay.txt" \
+      > /dev/null 2>&1 || fail "replay failed"
+    "$gs" compare-runs "$tmp/replay.txt" "$tmp/load-run.txt" || fail "RPC answers differ from the replay's"
+    grep -v '^one ' "$tmp/rpc-run.txt" > "$tmp/rpc-load-only.txt"
+    "$gs" compare-runs "$tmp/replay.txt" "$tmp/rpc-load-only.txt" || fail "cluster run differs from the replay's"
+    echo "PASS: RPC front end answers equal the replay's; latency p50 $(metric "$tmp/load.json" \
+      'round(m["latency_ms"]["p50"], 3)') ms, added by RPC p50 $(metric "$tmp/load.json" \
+      'round(m["added_ms"]["p50"], 3)') ms; SIGTERM ended the run cleanly"
+    ;;
+  death)
+    synthetic_index 2 "$tmp/idx"
+    for i in 0 1 2 3 4 5; do sed "s/^/p$i-/" "$tmp/idx/queries.test.tsv"; done > "$tmp/q.tsv"  # 900
+    start=$(date +%s)
+    timeout -k 10 90 "$root/launch/cluster.sh" -q --index "$tmp/idx" --queries "$tmp/q.tsv" \
+      --isns 2 --mode and-or --k 10 --run "$tmp/run.txt" --metrics "$tmp/m.json" --qps 300 \
+      --deadline-ms 300 --isn-dead-after 3 --shutdown-grace-ms 1000 > "$tmp/out.txt" 2>&1 &
+    job=$!
+    victim=""
+    for _ in $(seq 1 100); do
+      victim=$(pgrep -f "gpusearch-isn --index $tmp/idx" | sort -n | tail -1 || true)
+      [ -n "$victim" ] && [ -s "$tmp/run.txt" ] && break
+      sleep 0.1
+    done
+    [ -n "$victim" ] || fail "no ISN process found"
+    sleep 1
+    kill -9 "$victim"
+    set +e
+    wait "$job"
+    rc=$?
+    set -e
+    took=$(( $(date +%s) - start ))
+    [ "$rc" = 3 ] || { cat "$tmp/out.txt"; fail "exit code $rc, expected 3 (job ended by the aggregator)"; }
+    [ "$took" -lt 60 ] || fail "took $took s"
+    grep -q "declared dead" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "dead ISN not reported"; }
+    [ "$(metric "$tmp/m.json" 'm["dead_isns"]')" = "[2]" ] || fail "dead_isns: $(metric "$tmp/m.json" 'm["dead_isns"]')"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["run"]')" = 900 ] || fail "not every query answered"
+    [ "$(metric "$tmp/m.json" 'm["queries"]["partial"] > 0')" = True ] || fail "no partial answers"
+    [ "$(metric "$tmp/m.json" 'm["isn"][1]["stuck_at_shutdown"]')" = True ] || fail "dead ISN not reported at shutdown"
+    # Every answered query once in the run file, ranks 1..n without repeats.
+    awk '{ if (seen[$1 " " $4]++) bad = 1 } END { exit bad }' "$tmp/run.txt" || fail "an answer written twice"
+    echo "PASS: ISN killed mid-run: declared dead, all 900 queries answered ($(metric "$tmp/m.json" \
+      'm["queries"]["partial"]') partial), metrics written, job ended (exit $rc) in ${took}s"
     ;;
   stuck)
     synthetic_index 2 "$tmp/idx"

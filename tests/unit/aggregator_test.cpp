@@ -2,6 +2,8 @@
 // result cache and its key, and the run comparison the MPI tests rely on.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "aggregator/batcher.hpp"
 #include "aggregator/result_cache.hpp"
 #include "common/result_compare.hpp"
@@ -53,6 +55,49 @@ TEST(Batcher, CostBucketsKeepTheOldestAndItsNearestCosts) {
   ASSERT_EQ(second.size(), 3u);
   EXPECT_EQ(second[0].id, "q1");  // now the oldest
   EXPECT_TRUE(b.empty());
+}
+
+TEST(Batcher, ABatchHoldsOneSetOfParams) {
+  const auto t0 = AggregatorClock::now();
+  Batcher b({4, 1000, false});
+  for (int i = 0; i < 6; ++i) {
+    PendingQuery q = pq("q" + std::to_string(i), 1, t0);
+    q.params.k = i % 2 == 0 ? 10 : 100;  // live requests choose their own k
+    b.add(std::move(q));
+  }
+  auto first = b.cut();
+  ASSERT_EQ(first.size(), 3u);
+  for (auto& q : first) EXPECT_EQ(q.params.k, 10u) << q.id;
+  EXPECT_EQ(first[0].id, "q0");
+  EXPECT_EQ(first[2].id, "q4");
+  auto second = b.cut();
+  ASSERT_EQ(second.size(), 3u);
+  for (auto& q : second) EXPECT_EQ(q.params.k, 100u) << q.id;
+  EXPECT_TRUE(b.empty());
+}
+
+TEST(Batcher, ADeadlineCutsTheBatchEarly) {
+  // Wait-based cut at 50 ms; a query due 20 ms after arrival, with a 5 ms service time, makes
+  // the batch due at 15 ms: before that the batch waits, after it the query leads the batch.
+  const auto t0 = AggregatorClock::now();
+  Batcher b({64, 50000, false});
+  b.set_service_time(std::chrono::milliseconds(5));
+  PendingQuery old = pq("old", 1, t0);
+  old.params.k = 1000;  // other params: must not hold the urgent query back
+  b.add(std::move(old));
+  PendingQuery urgent = pq("urgent", 1, t0);
+  urgent.deadline = t0 + std::chrono::milliseconds(20);
+  b.add(std::move(urgent));
+  EXPECT_FALSE(b.due(t0 + std::chrono::milliseconds(14), false));
+  EXPECT_TRUE(b.due(t0 + std::chrono::milliseconds(15), false));
+  EXPECT_EQ(b.next_due(), t0 + std::chrono::milliseconds(15));
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(16));
+  auto batch = b.cut();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].id, "urgent");
+  EXPECT_EQ(b.deadline_cuts(), 1u);
+  EXPECT_EQ(b.size(), 1u);
+  EXPECT_EQ(b.next_due(), t0 + std::chrono::milliseconds(50));  // back to the wait-based cut
 }
 
 TEST(ResultCache, EvictsTheLeastRecentlyUsed) {

@@ -1,0 +1,46 @@
+// The aggregator's metrics JSON (README "Metrics JSON"): assembled once at the end of a run from
+// what each part counted: admission (the MPI thread), the batches in flight, the merge thread,
+// the ISNs' book, the pacer. Every latency and stage entry is a common/metrics.hpp summary
+// (nearest-rank percentiles over the stored samples).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "aggregator/aggregator.hpp"
+#include "aggregator/batch_merger.hpp"
+#include "aggregator/in_flight_batches.hpp"
+#include "aggregator/isn_roster.hpp"
+
+namespace gpusearch {
+
+// What the MPI thread counted while admitting queries.
+struct AdmissionStats {
+  std::vector<QueryProblem> problems;  // lines and queries skipped
+  std::uint64_t read = 0, no_known_terms = 0, unknown_tokens = 0, cache_hits = 0,
+                cache_hits_by_or = 0;
+  std::vector<double> depth_samples;  // the pipeline depth at each cut
+};
+
+struct AggregatorRunParts {
+  const AggregatorOptions& options;
+  const SearchParams& params;  // as run (alpha resolved)
+  const AdmissionStats& admission;
+  const InFlightBatches& batches;
+  const BatchMerger& merger;
+  const IsnRoster& isns;
+  const SharedResultCache& cache;
+  nlohmann::json pacer_stats;
+  bool term_ids = false;
+  double start_seconds = 0, run_seconds = 0;
+  std::vector<int> stuck;  // ISN ranks silent at shutdown
+  std::uint64_t deadline_cuts = 0;  // batches cut early for a query's deadline
+  nlohmann::json front_end;         // the RPC front end's counters (null: none)
+};
+
+nlohmann::json aggregator_metrics(const AggregatorRunParts& parts);
+
+}  // namespace gpusearch

@@ -1,0 +1,260 @@
+#include "aggregator/batch_merger.hpp"
+
+#include <cmath>
+#include <iostream>
+
+#include "aggregator/kway_merge.hpp"
+
+namespace gpusearch {
+
+using Clock = AggregatorClock;
+using namespace wire;
+
+namespace {
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
+                         std::function<void()> on_done)
+    : setup_(std::move(setup)),
+      isns_(isns),
+      cache_(cache),
+      bar_(bar),
+      on_done_(std::move(on_done)),
+      writer_(*setup_.run, setup_.run_tag) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+BatchMerger::~BatchMerger() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  ready_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BatchMerger::push(MergeJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+}
+
+void BatchMerger::submit(InFlightBatch&& batch) {
+  merging_queries_ += batch.queries.size();
+  MergeJob job;
+  job.batch = std::move(batch);
+  push(std::move(job));
+}
+
+void BatchMerger::submit_answer(std::uint64_t sequence, std::uint64_t ticket, std::string qid,
+                                CachedAnswer answer, Clock::time_point arrival) {
+  MergeJob job;
+  job.sequence = sequence;
+  job.ticket = ticket;
+  job.qid = std::move(qid);
+  job.answer = std::move(answer);
+  job.arrival = arrival;
+  job.answered = Clock::now();
+  push(std::move(job));
+}
+
+void BatchMerger::rethrow_if_failed() {
+  std::lock_guard lock(mutex_);
+  if (error_) std::rethrow_exception(error_);
+}
+
+void BatchMerger::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  ready_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  rethrow_if_failed();
+}
+
+LatencyModel BatchMerger::model() const {
+  std::lock_guard lock(model_mutex_);
+  return model_;
+}
+
+void BatchMerger::loop() {
+  try {
+    for (;;) {
+      MergeJob job;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (job.batch) {
+        const std::size_t n = job.batch->queries.size();
+        merge(*job.batch);
+        merging_queries_ -= n;
+      } else {
+        if (job.answer.answered_by_or) ++stats_.answered_by_or;
+        record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
+                      job.arrival, job.answered);
+      }
+      on_done_();
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    error_ = std::current_exception();
+  }
+}
+
+double BatchMerger::rel_ms(Clock::time_point t) const {
+  return std::round(ms_between(setup_.t_run, t) * 1000) / 1000;
+}
+
+void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
+                                CachedAnswer&& a, bool partial, Clock::time_point arrival,
+                                Clock::time_point at) {
+  if (ticket != 0 && setup_.source) setup_.source->answered(ticket, a, partial, arrival);
+  stats_.hits_written += a.hits.size();
+  if (a.hits.empty()) ++stats_.empty_results;
+  ++stats_.answered;
+  stats_.latency_ms.push_back(ms_between(arrival, at));
+  writer_.add(seq, qid, std::move(a.hits));
+  bar_.add(1);
+}
+
+void BatchMerger::merge(InFlightBatch& b) {
+  const std::size_t num_isns = isns_.size();
+  MergeStats& s = stats_;
+  const auto t_merge = Clock::now();
+  bool missed = false;
+  std::vector<ResultBatch> results(num_isns);
+  std::vector<std::size_t> present;
+  for (std::size_t i = 0; i < num_isns; ++i) {
+    if (!b.messages[i] || !b.headers[i].error.empty()) {
+      missed = true;
+      if (!b.messages[i]) ++isns_[i].batches_missed;
+      continue;
+    }
+    try {
+      results[i] = decode_result_batch(b.messages[i]->data());
+    } catch (const WireError& e) {
+      ++isns_[i].errors;
+      missed = true;
+      std::cerr << setup_.me << ": from ISN rank " << i + 1 << ": " << e.what() << '\n';
+      continue;
+    }
+    if (results[i].answers.size() != b.queries.size()) {
+      ++isns_[i].errors;
+      missed = true;
+      continue;
+    }
+    present.push_back(i);
+  }
+  const auto t_decoded = Clock::now();
+  if (missed) ++s.batches_with_misses;
+  std::vector<const ShardAnswer*> shards(present.size());
+  const auto now = Clock::now();
+  for (std::size_t q = 0; q < b.queries.size(); ++q) {
+    for (std::size_t j = 0; j < present.size(); ++j) shards[j] = &results[present[j]].answers[q];
+    MergedAnswer m = merge_answers(b.params, shards);
+    const bool partial = m.partial || missed;
+    s.counters.add(m.counters);
+    if (m.answer.answered_by_or) ++s.answered_by_or;
+    if (partial) ++s.partial_answers;
+    const PendingQuery& pq = b.queries[q];
+    if (!partial && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
+    record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
+  }
+  const auto t_done = Clock::now();
+  setup_.run->flush();
+
+  // Stages and the timeline.
+  std::uint64_t max_compute_us = 0, max_idle_us = 0;
+  Clock::time_point last_result = b.sent;
+  std::size_t critical = num_isns;  // the ISN whose answer came last
+  double to_isn = 0, isn_queue = 0, isn_encode = 0, from_isn = 0;
+  for (std::size_t i : present) {
+    const ResultHeader& h = b.headers[i];
+    IsnBook& book = isns_[i];
+    ++book.batches_answered;
+    book.compute_us += h.compute_us;
+    book.idle_us += h.idle_us;
+    book.fallback_seen = book.fallback_seen || h.fallback_active;
+    max_compute_us = std::max(max_compute_us, h.compute_us);
+    max_idle_us = std::max(max_idle_us, h.idle_us);
+    const IsnTimes& t = b.times[i];
+    if (t.arrived >= last_result) last_result = t.arrived, critical = i;
+    to_isn = std::max(to_isn, ms_between(b.sent, t.received));
+    isn_queue = std::max(isn_queue, ms_between(t.received, t.start));
+    isn_encode = std::max(isn_encode, ms_between(t.end, t.encoded));
+    from_isn = std::max(from_isn, ms_between(t.encoded, t.arrived));
+  }
+  s.batch_sizes.push_back(double(b.queries.size()));
+  s.broadcast_ms.push_back(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
+  s.round_trip_ms.push_back(ms_between(b.sent, last_result));
+  s.compute_ms.push_back(double(max_compute_us) / 1000.0);
+  s.gather_ms.push_back(
+      std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
+  s.merge_ms.push_back(ms_between(t_merge, t_done));
+  s.decode_ms.push_back(ms_between(t_merge, t_decoded));
+  s.merge_wait_ms.push_back(ms_between(b.complete, t_merge));
+  s.isn_idle_ms.push_back(double(max_idle_us) / 1000.0);
+  if (!present.empty()) {
+    s.to_isn_ms.push_back(to_isn);
+    s.isn_queue_ms.push_back(isn_queue);
+    s.isn_encode_ms.push_back(isn_encode);
+    s.from_isn_ms.push_back(from_isn);
+  }
+  if (critical < num_isns) {
+    // The cluster's own cost for this batch: from the cut to the merged answers, less the
+    // critical ISN's compute and the time the batch queued there behind earlier batches
+    // (the pipeline's overlap, not a cost).
+    const IsnTimes& t = b.times[critical];
+    const double own = ms_between(b.cut, t_done) - ms_between(t.start, t.end) -
+                       std::max(0.0, ms_between(t.received, t.start));
+    s.overhead_ms.push_back(std::max(0.0, own));
+    // The depth model: the slowest compute, and the wire both ways without the ISN queue.
+    const double service_ms = ms_between(std::max(b.sent, previous_last_answer_), t.arrived);
+    previous_last_answer_ = std::max(previous_last_answer_, t.arrived);
+    std::lock_guard lock(model_mutex_);
+    model_.add(double(max_compute_us),
+               1000.0 * (ms_between(b.cut, t.received) + ms_between(t.end, t.arrived) +
+                         ms_between(t.arrived, t_done)),
+               1000.0 * std::max(0.0, service_ms));
+  }
+  if (s.timeline.size() < setup_.timeline_batches) {
+    nlohmann::json per_isn = nlohmann::json::array();
+    for (std::size_t i = 0; i < num_isns; ++i) {
+      if (!b.messages[i]) {
+        per_isn.push_back({{"rank", i + 1}, {"missing", true}});
+        continue;
+      }
+      const IsnTimes& t = b.times[i];
+      per_isn.push_back({{"rank", i + 1},
+                         {"received", rel_ms(t.received)},
+                         {"start", rel_ms(t.start)},
+                         {"end", rel_ms(t.end)},
+                         {"encoded", rel_ms(t.encoded)},
+                         {"arrived", rel_ms(t.arrived)}});
+    }
+    s.timeline.push_back(
+        {{"batch", b.id},
+         {"queries", b.queries.size()},
+         {"bytes_sent", b.bytes},
+         {"cut", rel_ms(b.cut)},
+         {"encoded", rel_ms(b.encoded)},
+         {"sent", rel_ms(b.sent)},
+         {"sends_done", b.all_sent ? nlohmann::json(rel_ms(b.sends_done)) : nlohmann::json()},
+         {"complete", rel_ms(b.complete)},
+         {"merge_start", rel_ms(t_merge)},
+         {"merged", rel_ms(t_done)},
+         {"isn", per_isn}});
+  }
+}
+
+}  // namespace gpusearch

@@ -1,0 +1,130 @@
+// The aggregator's merge thread: decodes the results of each completed batch, merges each query's
+// per-shard answers (aggregator/kway_merge.hpp; the in-process merge_shard_results' rule), fills
+// the result cache, and writes every answer in arrival order (aggregator/arrival_order_writer.hpp),
+// off the MPI thread's receive path. It also keeps each batch's stage times and timeline entry,
+// and the latency model the pipeline depth is chosen from.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "aggregator/arrival_order_writer.hpp"
+#include "aggregator/in_flight_batches.hpp"
+#include "aggregator/isn_roster.hpp"
+#include "aggregator/pipeline_depth_model.hpp"
+#include "aggregator/query_source.hpp"
+#include "aggregator/result_cache.hpp"
+#include "common/progress.hpp"
+#include "common/search_result.hpp"
+
+namespace gpusearch {
+
+// A result cache shared by admission (look-ups, MPI thread) and the merger (inserts).
+struct SharedResultCache {
+  explicit SharedResultCache(std::size_t entries) : cache(entries) {}
+  bool enabled() const { return cache.enabled(); }
+  std::optional<CachedAnswer> find(const std::string& key) {
+    std::lock_guard lock(mutex);
+    return cache.find(key);
+  }
+  void insert(const std::string& key, const CachedAnswer& a) {
+    std::lock_guard lock(mutex);
+    cache.insert(key, a);
+  }
+  std::mutex mutex;
+  ResultCache cache;
+};
+
+// What the merge thread gets: a completed batch, or a query answered at admission (result
+// cache, no known term) that only needs its place in the run file.
+struct MergeJob {
+  std::optional<InFlightBatch> batch;
+  std::uint64_t sequence = 0;
+  std::uint64_t ticket = 0;
+  std::string qid;
+  CachedAnswer answer;
+  AggregatorClock::time_point arrival, answered;
+};
+
+// Everything the merge thread measured; read after stop().
+struct MergeStats {
+  std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
+                hits_written = 0, batches_with_misses = 0;
+  QueryCounters counters;
+  std::vector<double> latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
+      isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms, merge_wait_ms,
+      decode_ms, overhead_ms;
+  nlohmann::json timeline = nlohmann::json::array();
+};
+
+class BatchMerger {
+ public:
+  struct Setup {
+    std::ostream* run = nullptr;
+    std::string run_tag;
+    std::size_t timeline_batches = 0;
+    AggregatorClock::time_point t_run;  // the timeline's zero
+    std::string me;
+    QuerySource* source = nullptr;  // told each answer of a query with a ticket
+  };
+  // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
+  BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
+              std::function<void()> on_done);
+  ~BatchMerger();  // stops the thread
+
+  // A completed batch, or an answer known at admission (`answer` of query `sequence`).
+  void submit(InFlightBatch&& batch);
+  void submit_answer(std::uint64_t sequence, std::uint64_t ticket, std::string qid,
+                     CachedAnswer answer, AggregatorClock::time_point arrival);
+  // Queries handed over and not yet written.
+  std::size_t queries() const { return merging_queries_; }
+  // Rethrows what made the merge thread fail, if anything did.
+  void rethrow_if_failed();
+  // Finishes every job, joins the thread, rethrows its failure.
+  void stop();
+  LatencyModel model() const;
+
+  const MergeStats& stats() const { return stats_; }
+  const ArrivalOrderWriter& writer() const { return writer_; }
+
+ private:
+  void push(MergeJob job);
+  void loop();
+  void merge(InFlightBatch& b);
+  void record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
+                     CachedAnswer&& a, bool partial, AggregatorClock::time_point arrival,
+                     AggregatorClock::time_point at);
+  double rel_ms(AggregatorClock::time_point t) const;
+
+  Setup setup_;
+  IsnRoster& isns_;
+  SharedResultCache& cache_;
+  Progress& bar_;
+  std::function<void()> on_done_;
+  ArrivalOrderWriter writer_;
+  MergeStats stats_;
+  mutable std::mutex model_mutex_;
+  LatencyModel model_;
+  AggregatorClock::time_point previous_last_answer_{};
+  std::atomic<std::size_t> merging_queries_{0};
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<MergeJob> queue_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace gpusearch

@@ -1,0 +1,398 @@
+#include "aggregator/rpc_front_end.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <capnp/rpc-twoparty.h>
+#include <fmt/format.h>
+#include <kj/async-io.h>
+
+#include "aggregator/result_cache.hpp"
+#include "common/error.hpp"
+#include "common/wire/frontend.capnp.h"
+#include "common/wire/wire.hpp"
+
+namespace gpusearch {
+
+std::atomic<bool> g_stop_requested{false};
+
+namespace {
+
+namespace fe = wire::frontend;
+using Clock = AggregatorClock;
+
+kj::Exception error_of(kj::Exception::Type type, const std::string& message) {
+  return kj::Exception(type, __FILE__, __LINE__, kj::heapString(message.c_str()));
+}
+
+// An answer as the client gets it.
+struct RpcAnswer {
+  CachedAnswer answer;
+  bool partial = false;
+  std::uint64_t server_us = 0;
+};
+
+std::string random_token() {
+  std::random_device rd;
+  std::string t;
+  for (int i = 0; i < 4; ++i) t += fmt::format("{:08x}", rd());
+  return t;
+}
+
+}  // namespace
+
+struct RpcQuerySource::Impl : kj::TaskSet::ErrorHandler {
+  FrontEndOptions options;
+  SearchParams defaults;
+  std::function<void()> on_request;
+  std::string token;
+
+  // Shared by the kj thread (submit), the MPI thread (poll, rejected) and the merge thread.
+  mutable std::mutex mutex;
+  std::deque<ArrivedQuery> queue;
+  std::map<std::uint64_t, kj::Own<kj::CrossThreadPromiseFulfiller<RpcAnswer>>> waiting;
+  std::uint64_t next_ticket = 1;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::uint64_t> received{0}, answered{0}, failed{0}, overloaded{0}, connections{0},
+      shutdown_refused{0};
+  std::size_t max_waiting = 0;
+
+  // The kj thread.
+  std::thread thread;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_loop;  // set before the thread listens
+
+  bool stop_seen() const { return stopping || g_stop_requested; }
+
+  void taskFailed(kj::Exception&& e) override {
+    // A connection's failure (a client that went away mid-call, a malformed message) ends that
+    // connection only.
+    if (e.getType() != kj::Exception::Type::DISCONNECTED)
+      fmt::print(stderr, "gpusearch-aggregator: front end: {}\n", e.getDescription().cStr());
+  }
+
+  nlohmann::json stats_json() const {
+    std::lock_guard lock(mutex);
+    return {{"listen", options.listen},
+            {"connections", connections.load()},
+            {"requests", received.load()},
+            {"answered", answered.load()},
+            {"failed", failed.load()},
+            {"overloaded", overloaded.load()},
+            {"shutdown_refused", shutdown_refused.load()},
+            {"in_flight", waiting.size()},
+            {"max_in_flight", max_waiting},
+            {"limits",
+             {{"max_requests", options.max_requests},
+              {"max_per_client", options.max_per_client},
+              {"traversal_limit_words", options.traversal_limit_words},
+              {"nesting_limit", options.nesting_limit}}}};
+  }
+
+  // Queues a request for the MPI thread; its id (the server's rpc-N when the client gave none)
+  // goes to `id`.
+  kj::Promise<RpcAnswer> submit(ArrivedQuery q, std::string& id) {
+    auto pf = kj::newPromiseAndCrossThreadFulfiller<RpcAnswer>();
+    {
+      std::lock_guard lock(mutex);
+      if (waiting.size() >= options.max_requests) {
+        ++overloaded;
+        return error_of(kj::Exception::Type::OVERLOADED,
+                        fmt::format("overloaded: {} requests in flight on the aggregator (limit "
+                                    "{}, --max-requests); retry later",
+                                    waiting.size(), options.max_requests));
+      }
+      q.ticket = next_ticket++;
+      if (q.text.id.empty()) q.text.id = fmt::format("rpc-{}", q.ticket);
+      id = q.text.id;
+      waiting.emplace(q.ticket, kj::mv(pf.fulfiller));
+      max_waiting = std::max(max_waiting, waiting.size());
+      queue.push_back(std::move(q));
+    }
+    ++received;
+    on_request();
+    return kj::mv(pf.promise);
+  }
+
+  kj::Own<kj::CrossThreadPromiseFulfiller<RpcAnswer>> take(std::uint64_t ticket) {
+    std::lock_guard lock(mutex);
+    auto it = waiting.find(ticket);
+    if (it == waiting.end()) return {};
+    auto f = kj::mv(it->second);
+    waiting.erase(it);
+    return f;
+  }
+
+  void run(std::promise<std::string>& started);
+};
+
+namespace {
+
+// One per connection: its own count of requests in flight.
+class FrontendServer final : public fe::Frontend::Server {
+ public:
+  explicit FrontendServer(RpcQuerySource::Impl& impl) : impl_(impl) {}
+
+  kj::Promise<void> search(SearchContext context) override {
+    const auto r = context.getParams().getRequest();
+    const FrontEndOptions& o = impl_.options;
+    if (impl_.stop_seen())
+      return error_of(kj::Exception::Type::DISCONNECTED,
+                      "the aggregator is shutting down; request refused");
+    if (*in_flight_ >= o.max_per_client) {
+      ++impl_.overloaded;
+      return error_of(kj::Exception::Type::OVERLOADED,
+                      fmt::format("overloaded: this client has {} requests in flight (limit {}, "
+                                  "--max-per-client); wait for answers before sending more",
+                                  *in_flight_, o.max_per_client));
+    }
+    ArrivedQuery q;
+    q.arrival = Clock::now();
+    q.text.id = std::string(r.getId().cStr(), r.getId().size());
+    if (r.hasText() && r.getText().size() > 0) {
+      q.text.text = std::string(r.getText().cStr(), r.getText().size());
+    } else {
+      for (auto t : r.getTerms()) {
+        if (!q.text.text.empty()) q.text.text += ' ';
+        q.text.text += t.cStr();
+        if (q.text.text.size() > o.max_text_bytes) break;
+      }
+    }
+    auto fail = [&](const std::string& why) {
+      ++impl_.failed;
+      return kj::Promise<void>(error_of(kj::Exception::Type::FAILED, why));
+    };
+    if (q.text.text.size() > o.max_text_bytes)
+      return fail(fmt::format("query text over {} bytes", o.max_text_bytes));
+    if (!q.text.id.empty())
+      if (std::string why = query_id_problem(q.text.id); !why.empty())
+        return fail("bad query id " + escape_query_id(q.text.id) + ": " + why);
+    gpusearch::SearchParams p = impl_.defaults;
+    if (r.getHasMode()) {
+      switch (r.getMode()) {
+        case wire::schema::Mode::MODE_AND: p.mode = Mode::kAnd; break;
+        case wire::schema::Mode::MODE_OR: p.mode = Mode::kOr; break;
+        case wire::schema::Mode::MODE_AND_OR: p.mode = Mode::kAndOr; break;
+        default: return fail("unknown mode");
+      }
+    }
+    if (r.getHasScoring()) {
+      switch (r.getScoring()) {
+        case wire::schema::Scoring::BM25: p.scoring = Scoring::kBm25; break;
+        case wire::schema::Scoring::BM25_PR: p.scoring = Scoring::kBm25Pr; break;
+        default: return fail("unknown scoring");
+      }
+    }
+    if (r.getK() != 0) {
+      if (r.getK() > wire::kMaxK) return fail(fmt::format("k {} over the limit of {}", r.getK(), wire::kMaxK));
+      p.k = r.getK();
+    }
+    q.params = p;
+    if (r.getDeadlineMs() != 0) q.deadline = q.arrival + std::chrono::milliseconds(r.getDeadlineMs());
+    ++*in_flight_;
+    auto counter = in_flight_;
+    std::string id;
+    auto answer = impl_.submit(std::move(q), id);
+    return answer
+        .then([context, id = std::move(id)](RpcAnswer a) mutable {
+          auto resp = context.getResults().initResponse();
+          resp.setId(id.c_str());
+          auto hits = resp.initHits(unsigned(a.answer.hits.size()));
+          for (unsigned i = 0; i < hits.size(); ++i) {
+            hits[i].setDocid(a.answer.hits[i].docid.c_str());
+            hits[i].setScore(a.answer.hits[i].score);
+          }
+          resp.setPartial(a.partial);
+          resp.setAnsweredByOr(a.answer.answered_by_or);
+          resp.setServerMicros(a.server_us);
+        })
+        .attach(kj::defer([counter] { --*counter; }));
+  }
+
+  kj::Promise<void> stats(StatsContext context) override {
+    context.getResults().setJson(impl_.stats_json().dump());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> shutdown(ShutdownContext context) override {
+    const auto given = context.getParams().getToken();
+    if (impl_.token.empty() || std::string(given.cStr(), given.size()) != impl_.token) {
+      ++impl_.shutdown_refused;
+      return error_of(kj::Exception::Type::FAILED,
+                      "shutdown refused: the operator token does not match (it is in the "
+                      "aggregator's --operator-token-file)");
+    }
+    impl_.stopping = true;
+    impl_.on_request();
+    return kj::READY_NOW;
+  }
+
+ private:
+  RpcQuerySource::Impl& impl_;
+  std::shared_ptr<std::size_t> in_flight_ = std::make_shared<std::size_t>(0);
+};
+
+// A connection: the socket, its two-party network (reading under the limits), its RPC system.
+struct Connection {
+  Connection(RpcQuerySource::Impl& impl, kj::Own<kj::AsyncIoStream>&& s, capnp::ReaderOptions ro)
+      : stream(kj::mv(s)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, ro),
+        rpc(capnp::makeRpcServer(network, kj::heap<FrontendServer>(impl))) {}
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+}  // namespace
+
+void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::ConnectionReceiver> listener;
+  std::string bound;
+  auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+  try {
+    const auto colon = options.listen.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      throw Error("--listen " + options.listen + ": expected ADDR:PORT (e.g. 127.0.0.1:7300)");
+    auto addr = io.provider->getNetwork().parseAddress(options.listen.c_str()).wait(io.waitScope);
+    listener = addr->listen();
+    bound = options.listen.substr(0, colon) + ":" + std::to_string(listener->getPort());
+    {
+      std::lock_guard lock(mutex);
+      stop_loop = kj::mv(stop.fulfiller);
+    }
+  } catch (const kj::Exception& e) {
+    started.set_exception(std::make_exception_ptr(
+        Error(fmt::format("cannot listen on {}: {}", options.listen, e.getDescription().cStr()))));
+    return;
+  } catch (...) {
+    started.set_exception(std::current_exception());
+    return;
+  }
+  started.set_value(bound);
+
+  capnp::ReaderOptions ro;
+  ro.traversalLimitInWords = options.traversal_limit_words;
+  ro.nestingLimit = int(options.nesting_limit);
+  kj::TaskSet tasks(*this);
+  std::function<kj::Promise<void>()> accept_loop = [&]() -> kj::Promise<void> {
+    return listener->accept().then([&](kj::Own<kj::AsyncIoStream>&& stream) {
+      ++connections;
+      auto c = kj::heap<Connection>(*this, kj::mv(stream), ro);
+      auto done = c->network.onDisconnect();
+      tasks.add(done.attach(kj::mv(c)));
+      return accept_loop();
+    });
+  };
+  auto accepting = accept_loop().eagerlyEvaluate([this](kj::Exception&& e) { taskFailed(kj::mv(e)); });
+  stop.promise.wait(io.waitScope);
+  // Replies fulfilled just before the stop still have to be written: a moment for the loop.
+  io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(io.waitScope);
+}
+
+RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
+                               std::function<void()> on_request)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->defaults = defaults;
+  impl_->on_request = std::move(on_request);
+  if (!impl_->options.token_file.empty()) {
+    impl_->token = random_token();
+    const std::string path = impl_->options.token_file.string();
+    {
+      std::ofstream f(path, std::ios::trunc);
+      if (!f) throw InputError(path, 0, "cannot write the operator token file");
+    }
+    ::chmod(path.c_str(), S_IRUSR | S_IWUSR);  // before the token goes in
+    std::ofstream f(path, std::ios::trunc);
+    f << impl_->token << '\n';
+    if (!f) throw InputError(path, 0, "cannot write the operator token file");
+  }
+  std::promise<std::string> started;
+  auto bound = started.get_future();
+  impl_->thread = std::thread([this, &started] { impl_->run(started); });
+  try {
+    bound_ = bound.get();
+  } catch (...) {
+    impl_->thread.join();
+    throw;
+  }
+  if (!impl_->options.address_file.empty()) {
+    const std::string path = impl_->options.address_file.string();
+    {
+      std::ofstream f(path + ".tmp");
+      f << bound_ << '\n';
+      if (!f) throw InputError(path, 0, "cannot write the address file");
+    }
+    std::filesystem::rename(path + ".tmp", path);  // whole or absent for a waiting script
+  }
+  fmt::print(stderr, "gpusearch-aggregator: serving RPC on {} (max {} requests, {} per client)\n",
+             bound_, impl_->options.max_requests, impl_->options.max_per_client);
+}
+
+RpcQuerySource::~RpcQuerySource() {
+  {
+    std::lock_guard lock(impl_->mutex);
+    // Whatever is still waiting (a run ended by an error) fails rather than hangs its client.
+    for (auto& [ticket, f] : impl_->waiting)
+      f->reject(error_of(kj::Exception::Type::DISCONNECTED, "the aggregator stopped"));
+    impl_->waiting.clear();
+    if (impl_->stop_loop) impl_->stop_loop->fulfill();
+  }
+  if (impl_->thread.joinable()) impl_->thread.join();
+  if (!impl_->options.token_file.empty()) std::filesystem::remove(impl_->options.token_file);
+  if (!impl_->options.address_file.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(impl_->options.address_file, ec);
+  }
+}
+
+void RpcQuerySource::poll(Clock::time_point, Clock::time_point, std::size_t,
+                          std::vector<ArrivedQuery>& out) {
+  std::lock_guard lock(impl_->mutex);
+  while (!impl_->queue.empty()) {
+    out.push_back(std::move(impl_->queue.front()));
+    impl_->queue.pop_front();
+  }
+}
+
+bool RpcQuerySource::exhausted() const {
+  if (!impl_->stop_seen()) return false;
+  std::lock_guard lock(impl_->mutex);
+  return impl_->queue.empty();
+}
+
+void RpcQuerySource::request_stop() {
+  impl_->stopping = true;
+  impl_->on_request();
+}
+
+void RpcQuerySource::answered(std::uint64_t ticket, const CachedAnswer& answer, bool partial,
+                              Clock::time_point arrival) {
+  auto f = impl_->take(ticket);
+  if (!f) return;
+  ++impl_->answered;
+  RpcAnswer a;
+  a.answer = answer;
+  a.partial = partial;
+  a.server_us = std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - arrival).count());
+  f->fulfill(kj::mv(a));
+}
+
+void RpcQuerySource::rejected(std::uint64_t ticket, const QueryProblem& problem) {
+  auto f = impl_->take(ticket);
+  if (!f) return;
+  ++impl_->failed;
+  f->reject(error_of(kj::Exception::Type::FAILED, problem.what));
+}
+
+nlohmann::json RpcQuerySource::stats() const { return impl_->stats_json(); }
+
+}  // namespace gpusearch

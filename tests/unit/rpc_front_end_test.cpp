@@ -1,0 +1,170 @@
+// The aggregator's RPC front end without MPI: requests become queries of the source with their
+// own params, answers and rejections go back to the right client, the per-client and global
+// limits refuse (OVERLOADED) instead of queueing, bad ids fail naming the problem, and shutdown
+// needs the operator token.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include "aggregator/result_cache.hpp"
+#include "aggregator/rpc_front_end.hpp"
+#include "common/wire/frontend.capnp.h"
+
+using namespace gpusearch;
+namespace fe = gpusearch::wire::frontend;
+
+namespace {
+
+struct Client {
+  explicit Client(kj::AsyncIoContext& io, const std::string& address)
+      : stream(io.provider->getNetwork().parseAddress(address.c_str()).wait(io.waitScope)
+                   ->connect()
+                   .wait(io.waitScope)),
+        rpc(*stream),
+        frontend(rpc.bootstrap().castAs<fe::Frontend>()) {}
+  auto search(const std::string& id, const std::string& text, unsigned k = 0) {
+    auto req = frontend.searchRequest();
+    auto r = req.initRequest();
+    r.setId(id.c_str());
+    r.setText(text.c_str());
+    r.setK(k);
+    return req.send();
+  }
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyClient rpc;
+  fe::Frontend::Client frontend;
+};
+
+std::vector<ArrivedQuery> wait_for(RpcQuerySource& s, std::size_t n, kj::WaitScope& ws,
+                                   kj::Timer& timer) {
+  std::vector<ArrivedQuery> got;
+  const auto until = AggregatorClock::now() + std::chrono::seconds(10);
+  while (got.size() < n && AggregatorClock::now() < until) {
+    s.poll({}, AggregatorClock::now(), 0, got);
+    timer.afterDelay(1 * kj::MILLISECONDS).wait(ws);  // lets the client's loop send
+  }
+  return got;
+}
+
+template <typename P>
+kj::Exception failure_of(P&& promise, kj::WaitScope& ws) {
+  try {
+    promise.wait(ws);
+  } catch (const kj::Exception& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected the request to fail";
+  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__);
+}
+
+}  // namespace
+
+TEST(RpcFrontEnd, AnswersLimitsAndShutdown) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("gpusearch-rpc-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  FrontEndOptions o;
+  o.listen = "127.0.0.1:0";
+  o.max_requests = 3;
+  o.max_per_client = 2;
+  o.token_file = dir / "token";
+  o.address_file = dir / "address";
+  SearchParams defaults;
+  defaults.k = 10;
+  std::atomic<int> wakeups{0};
+  auto source = std::make_unique<RpcQuerySource>(o, defaults, [&] { ++wakeups; });
+  std::string address;
+  std::ifstream(o.address_file) >> address;
+  EXPECT_EQ(address, source->bound_address());
+  EXPECT_EQ(std::filesystem::status(o.token_file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
+  auto io = kj::setupAsyncIo();
+  auto& ws = io.waitScope;
+  auto& timer = io.provider->getTimer();
+  Client a(io, address), b(io, address);
+
+  // Client a: two requests admitted, the third over its per-client limit.
+  auto r1 = a.search("q1", "first query", 5);
+  auto r2 = a.search("q2", "second query");
+  const kj::Exception over = failure_of(a.search("q3", "third"), ws);
+  EXPECT_EQ(over.getType(), kj::Exception::Type::OVERLOADED);
+  EXPECT_NE(std::string(over.getDescription().cStr()).find("this client has 2"), std::string::npos)
+      << over.getDescription().cStr();
+  auto got = wait_for(*source, 2, ws, timer);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].text.id, "q1");
+  EXPECT_EQ(got[0].text.text, "first query");
+  ASSERT_TRUE(got[0].params.has_value());
+  EXPECT_EQ(got[0].params->k, 5u);   // the request's own k
+  EXPECT_EQ(got[1].params->k, 10u);  // the cluster's default
+  EXPECT_GT(wakeups.load(), 0);
+
+  // Client b: one more fits the global limit of 3, the next does not.
+  auto r4 = b.search("", "fourth query");
+  const kj::Exception full = failure_of(b.search("q5", "fifth"), ws);
+  EXPECT_EQ(full.getType(), kj::Exception::Type::OVERLOADED);
+  EXPECT_NE(std::string(full.getDescription().cStr()).find("on the aggregator"), std::string::npos)
+      << full.getDescription().cStr();
+  auto got4 = wait_for(*source, 1, ws, timer);
+  ASSERT_EQ(got4.size(), 1u);
+  EXPECT_EQ(got4[0].text.id.rfind("rpc-", 0), 0u);  // named by the server
+
+  // Answers go to the right clients; a rejection carries its reason.
+  CachedAnswer answer{{{"doc7", 3.5}, {"doc2", 1.25}}, true};
+  source->answered(got[0].ticket, answer, false, got[0].arrival);
+  auto resp = r1.wait(ws).getResponse();
+  EXPECT_EQ(std::string(resp.getId().cStr()), "q1");
+  ASSERT_EQ(resp.getHits().size(), 2u);
+  EXPECT_EQ(std::string(resp.getHits()[0].getDocid().cStr()), "doc7");
+  EXPECT_DOUBLE_EQ(resp.getHits()[1].getScore(), 1.25);
+  EXPECT_TRUE(resp.getAnsweredByOr());
+  EXPECT_FALSE(resp.getPartial());
+  source->rejected(got[1].ticket, {"rpc", 0, "q2", "empty query (no tokens)"});
+  const kj::Exception rej = failure_of(kj::mv(r2), ws);
+  EXPECT_NE(std::string(rej.getDescription().cStr()).find("empty query"), std::string::npos);
+  source->answered(got4[0].ticket, {}, true, got4[0].arrival);
+  EXPECT_TRUE(r4.wait(ws).getResponse().getPartial());
+
+  // A bad id fails at once, naming the problem.
+  const kj::Exception bad = failure_of(a.search("two words", "x"), ws);
+  EXPECT_NE(std::string(bad.getDescription().cStr()).find("whitespace"), std::string::npos)
+      << bad.getDescription().cStr();
+
+  // Shutdown: refused without the token, accepted with it; then no new request is admitted.
+  auto wrong = a.frontend.shutdownRequest();
+  wrong.setToken("guess");
+  failure_of(wrong.send(), ws);
+  EXPECT_FALSE(source->exhausted());
+  std::string token;
+  std::ifstream(o.token_file) >> token;
+  auto right = a.frontend.shutdownRequest();
+  right.setToken(token.c_str());
+  right.send().wait(ws);
+  EXPECT_TRUE(source->exhausted());
+  const kj::Exception closed = failure_of(b.search("q6", "late"), ws);
+  EXPECT_NE(std::string(closed.getDescription().cStr()).find("shutting down"), std::string::npos);
+  const auto stats = source->stats();
+  EXPECT_EQ(stats.at("overloaded").get<int>(), 2);
+  EXPECT_EQ(stats.at("answered").get<int>(), 2);
+  source.reset();
+  EXPECT_FALSE(std::filesystem::exists(o.token_file));  // removed with the server
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RpcFrontEnd, ListenFailureNamesTheAddress) {
+  FrontEndOptions o;
+  o.listen = "no-port-here";
+  try {
+    RpcQuerySource s(o, SearchParams{}, [] {});
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no-port-here"), std::string::npos) << e.what();
+  }
+}
