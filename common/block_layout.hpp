@@ -11,13 +11,9 @@
 
 #include <cstdint>
 
+#include "common/host_device.hpp"
 #include "common/types.hpp"
 
-#if defined(__CUDACC__)
-#define GPUSEARCH_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define GPUSEARCH_HOST_DEVICE inline
-#endif
 
 namespace gpusearch::codec {
 
@@ -29,36 +25,36 @@ struct BlockHeader {
 };
 
 struct PlainLoad {
-  GPUSEARCH_HOST_DEVICE std::uint32_t operator()(const std::uint32_t* p) const { return *p; }
+  GPUSEARCH_HOST_DEVICE inline std::uint32_t operator()(const std::uint32_t* p) const { return *p; }
 };
 
-GPUSEARCH_HOST_DEVICE std::uint32_t low_mask(unsigned bits) {
+GPUSEARCH_HOST_DEVICE inline std::uint32_t low_mask(unsigned bits) {
   return bits >= 32 ? 0xffffffffu : ((1u << bits) - 1u);
 }
 
 // header: b | exceptions << 8 | exception_bits << 16 | n << 24 (n = 128 stored as 0).
-GPUSEARCH_HOST_DEVICE BlockHeader read_header(std::uint32_t word) {
+GPUSEARCH_HOST_DEVICE inline BlockHeader read_header(std::uint32_t word) {
   const unsigned n = word >> 24;
   return {word & 0xffu, (word >> 8) & 0xffu, (word >> 16) & 0xffu, n == 0 ? kBlockSize : n};
 }
 
-GPUSEARCH_HOST_DEVICE unsigned packed_words(const BlockHeader& h) {
+GPUSEARCH_HOST_DEVICE inline unsigned packed_words(const BlockHeader& h) {
   return h.count == kBlockSize ? 4 * h.bits : (h.count * h.bits + 31) / 32;
 }
 
 // Words of the exception positions (one byte each), which follow the packed words.
-GPUSEARCH_HOST_DEVICE unsigned position_words(const BlockHeader& h) {
+GPUSEARCH_HOST_DEVICE inline unsigned position_words(const BlockHeader& h) {
   return (h.exceptions + 3) / 4;
 }
 
-GPUSEARCH_HOST_DEVICE unsigned words_for(const BlockHeader& h) {
+GPUSEARCH_HOST_DEVICE inline unsigned words_for(const BlockHeader& h) {
   return 1 + packed_words(h) + position_words(h) + (h.exceptions * h.exception_bits + 31) / 32;
 }
 
 // The low h.bits bits of value i (i < h.count) from the packed words: full blocks are vertical
 // (lane word j of lane i % 4 at 4 * j + i % 4), partial blocks horizontal (value i at bit i * b).
 template <typename Load = PlainLoad>
-GPUSEARCH_HOST_DEVICE std::uint32_t packed_value(const std::uint32_t* packed, const BlockHeader& h,
+GPUSEARCH_HOST_DEVICE inline std::uint32_t packed_value(const std::uint32_t* packed, const BlockHeader& h,
                                                  unsigned i, Load load = {}) {
   if (h.bits == 0) return 0;
   unsigned word_index, off, next;
@@ -80,14 +76,14 @@ GPUSEARCH_HOST_DEVICE std::uint32_t packed_value(const std::uint32_t* packed, co
 
 // Exception j's position in the block (positions ascend), from the words after the packed ones.
 template <typename Load = PlainLoad>
-GPUSEARCH_HOST_DEVICE unsigned exception_position(const std::uint32_t* positions, unsigned j,
+GPUSEARCH_HOST_DEVICE inline unsigned exception_position(const std::uint32_t* positions, unsigned j,
                                                   Load load = {}) {
   return (load(positions + j / 4) >> (8 * (j % 4))) & 0xffu;
 }
 
 // Exception j's high bits, already shifted above the block's b low bits.
 template <typename Load = PlainLoad>
-GPUSEARCH_HOST_DEVICE std::uint32_t exception_high_bits(const std::uint32_t* positions,
+GPUSEARCH_HOST_DEVICE inline std::uint32_t exception_high_bits(const std::uint32_t* positions,
                                                         const BlockHeader& h, unsigned j,
                                                         Load load = {}) {
   const std::uint32_t* high = positions + position_words(h);

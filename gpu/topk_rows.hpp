@@ -9,11 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__CUDACC__)
-#define GPUSEARCH_HOST_DEVICE __host__ __device__
-#else
-#define GPUSEARCH_HOST_DEVICE
-#endif
+#include "common/host_device.hpp"
 
 namespace gpusearch::gpu {
 
