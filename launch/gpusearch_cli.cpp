@@ -11,6 +11,7 @@
 #include <tbb/info.h>
 
 #include "common/error.hpp"
+#include "common/eval.hpp"
 #include "common/progress.hpp"
 #include "common/result_compare.hpp"
 #include "common/run_file.hpp"
@@ -217,6 +218,16 @@ int main(int argc, char** argv) {
   cmp->add_option("candidate", cmp_cand, "run to check")->required()->check(CLI::ExistingFile);
   cmp->add_option("--tolerance", cmp_tol, "relative score tolerance")->capture_default_str();
 
+  // eval
+  auto* ev = app.add_subcommand("eval", "judge a run against TREC qrels: nDCG@k, MAP, P@k as JSON");
+  fs::path ev_qrels, ev_run;
+  int ev_k = 10;
+  bool ev_per_query = false;
+  ev->add_option("--qrels", ev_qrels, "TREC qrels: qid 0 docid grade")->required()->check(CLI::ExistingFile);
+  ev->add_option("--run", ev_run, "TREC run: qid Q0 docid rank score tag")->required()->check(CLI::ExistingFile);
+  ev->add_option("--k", ev_k, "cut-off of nDCG and P")->capture_default_str()->check(CLI::PositiveNumber);
+  ev->add_flag("--per-query", ev_per_query, "also print every query's metrics");
+
   CLI11_PARSE(app, argc, argv);
   std::unique_ptr<tbb::global_control> thread_limit;
   if (threads > 0)
@@ -304,6 +315,9 @@ int main(int argc, char** argv) {
       }
       fmt::print("runs equal: {} queries, {} documents ({} vs reference {})\n", c.queries,
                  c.documents, cmp_cand.string(), cmp_ref.string());
+    } else if (*ev) {
+      const EvalSummary e = evaluate_run(read_eval_run(ev_run), read_qrels(ev_qrels), ev_k);
+      std::cout << to_json(e, ev_per_query).dump(2) << '\n';
     } else if (*info) {
       const RootManifest m = read_root_manifest(info_index / kRootManifestName);
       const IndexParams& p = m.params;
