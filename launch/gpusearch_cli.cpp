@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/eval.hpp"
+#include "common/forward_index.hpp"
 #include "common/progress.hpp"
 #include "common/result_compare.hpp"
 #include "common/run_file.hpp"
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
   idx->add_flag("--skip-bad", skip_bad, "skip and count malformed documents instead of stopping");
   idx->add_flag("--force", bo.force, "replace an existing index in --out");
   idx->add_option("--report", report_path, "also write the build report as JSON here");
+  idx->add_flag("--forward-index", bo.forward_index,
+                "also store every document's token stream (term IDs in order) for ranker features");
 
   // partition
   auto* part = app.add_subcommand("partition", "re-shard an existing index (no corpus needed)");
@@ -327,12 +330,20 @@ int main(int argc, char** argv) {
                  p.collection.num_docs, p.num_terms, p.num_postings_total,
                  p.collection.avg_doc_length, p.gs_alpha,
                  p.has_links ? fmt::format("{} iterations", p.pagerank_iterations) : "uniform (no links)");
+      const auto forward = read_forward_index_record(info_index / m.shards.at(0).dir / kShardManifestName);
+      fmt::print("  forward index: {}\n",
+                 forward ? fmt::format("yes ({}, version {}, {} tokens in shard 0)", forward->encoding,
+                                       forward->format_version, forward->num_tokens)
+                         : std::string("none (build the index with --forward-index)"));
       for (const auto& s : m.shards)
         fmt::print("  {}: {} documents, {} postings\n", s.dir, s.num_docs, s.num_postings);
       if (info_verify) {
         OpenOptions oo;
         oo.verify_checksums = true;
         const Index index = Index::open(info_index, oo);
+        if (forward)
+          for (std::size_t i = 0; i < index.num_open_shards(); ++i)
+            ForwardIndex::open(index.shard(i), oo);  // verifies sizes, checksums and streams
         fmt::print("  verified: every file of {} shard(s) matches its checksum and structure\n",
                    index.num_open_shards());
       }
