@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
       std::cerr.flush();
       MPI_Abort(MPI_COMM_WORLD, rc);
     }
+    // mpirun --enable-recovery (launch/cluster.sh's default) ends with 0 whatever the ranks
+    // return: a failed run (bad ISN flags, an ISN error at hello) tells cluster.sh its status
+    // through the marker too.
+    if (rc != 0 && !abort_marker.empty()) std::ofstream(abort_marker) << rc << '\n';
   } catch (const std::exception& e) {
     std::cerr << "gpusearch-aggregator: error: " << e.what() << '\n';
     if (!abort_marker.empty()) std::ofstream(abort_marker) << 1 << '\n';

@@ -12,6 +12,8 @@
 
 #include "common/error.hpp"
 #include "launch/frontend_client.hpp"
+#include "common/eval.hpp"
+#include "common/forward_index.hpp"
 #include "common/progress.hpp"
 #include "common/result_compare.hpp"
 #include "common/run_file.hpp"
@@ -127,6 +129,8 @@ int main(int argc, char** argv) {
   idx->add_flag("--skip-bad", skip_bad, "skip and count malformed documents instead of stopping");
   idx->add_flag("--force", bo.force, "replace an existing index in --out");
   idx->add_option("--report", report_path, "also write the build report as JSON here");
+  idx->add_flag("--forward-index", bo.forward_index,
+                "also store every document's token stream (term IDs in order) for ranker features");
 
   // partition
   auto* part = app.add_subcommand("partition", "re-shard an existing index (no corpus needed)");
@@ -254,6 +258,16 @@ int main(int argc, char** argv) {
   load->add_option("--tag", lc.tag, "run tag")->capture_default_str();
   load->add_option("--id-prefix", lc.id_prefix, "put before every query id");
 
+  // eval
+  auto* ev = app.add_subcommand("eval", "judge a run against TREC qrels: nDCG@k, MAP, P@k as JSON");
+  fs::path ev_qrels, ev_run;
+  int ev_k = 10;
+  bool ev_per_query = false;
+  ev->add_option("--qrels", ev_qrels, "TREC qrels: qid 0 docid grade")->required()->check(CLI::ExistingFile);
+  ev->add_option("--run", ev_run, "TREC run: qid Q0 docid rank score tag")->required()->check(CLI::ExistingFile);
+  ev->add_option("--k", ev_k, "cut-off of nDCG and P")->capture_default_str()->check(CLI::PositiveNumber);
+  ev->add_flag("--per-query", ev_per_query, "also print every query's metrics");
+
   CLI11_PARSE(app, argc, argv);
   std::unique_ptr<tbb::global_control> thread_limit;
   if (threads > 0)
@@ -345,6 +359,9 @@ int main(int argc, char** argv) {
       }
       fmt::print("runs equal: {} queries, {} documents ({} vs reference {})\n", c.queries,
                  c.documents, cmp_cand.string(), cmp_ref.string());
+    } else if (*ev) {
+      const EvalSummary e = evaluate_run(read_eval_run(ev_run), read_qrels(ev_qrels), ev_k);
+      std::cout << to_json(e, ev_per_query).dump(2) << '\n';
     } else if (*info) {
       const RootManifest m = read_root_manifest(info_index / kRootManifestName);
       const IndexParams& p = m.params;
@@ -354,12 +371,20 @@ int main(int argc, char** argv) {
                  p.collection.num_docs, p.num_terms, p.num_postings_total,
                  p.collection.avg_doc_length, p.gs_alpha,
                  p.has_links ? fmt::format("{} iterations", p.pagerank_iterations) : "uniform (no links)");
+      const auto forward = read_forward_index_record(info_index / m.shards.at(0).dir / kShardManifestName);
+      fmt::print("  forward index: {}\n",
+                 forward ? fmt::format("yes ({}, version {}, {} tokens in shard 0)", forward->encoding,
+                                       forward->format_version, forward->num_tokens)
+                         : std::string("none (build the index with --forward-index)"));
       for (const auto& s : m.shards)
         fmt::print("  {}: {} documents, {} postings\n", s.dir, s.num_docs, s.num_postings);
       if (info_verify) {
         OpenOptions oo;
         oo.verify_checksums = true;
         const Index index = Index::open(info_index, oo);
+        if (forward)
+          for (std::size_t i = 0; i < index.num_open_shards(); ++i)
+            ForwardIndex::open(index.shard(i), oo);  // verifies sizes, checksums and streams
         fmt::print("  verified: every file of {} shard(s) matches its checksum and structure\n",
                    index.num_open_shards());
       }

@@ -17,6 +17,7 @@
 
 #include "common/progress.hpp"
 #include "common/scoring.hpp"
+#include "common/forward_index.hpp"
 #include "common/tokenizer.hpp"
 #include "partition/pagerank.hpp"
 #include "partition/posting_accumulator.hpp"
@@ -71,6 +72,7 @@ struct CountedDoc {
   std::string id;
   std::string source;
   std::vector<std::pair<TermId, std::uint32_t>> terms;  // sorted by term
+  std::vector<TermId> stream;  // the tokens in order (only when building a forward index)
   std::uint32_t length = 0;
   std::vector<std::string> link_ids;        // text corpora
   std::vector<std::uint64_t> link_targets;  // synthetic: input positions
@@ -121,6 +123,10 @@ struct Collected {
   std::uint64_t skipped = 0;
   std::vector<std::string> skipped_messages;
   std::uint64_t dropped_links = 0;
+  // Forward index (when asked for): streams by input position, collection term IDs, vbyte.
+  bool forward = false;
+  std::vector<std::uint8_t> forward_bytes;
+  std::vector<std::uint64_t> forward_offsets{0};
 };
 
 // Appends a counted batch: positions, statistics, links, postings (partitions in parallel).
@@ -152,6 +158,11 @@ class Appender {
       for (const auto& [t, tf] : doc.terms) max_tf = std::max(max_tf, tf);
       c_.max_tf.push_back(max_tf);
       c_.total_tokens += doc.length;
+      if (c_.forward) {
+        for (const TermId t : doc.stream) vbyte::append(t, c_.forward_bytes);
+        c_.forward_offsets.push_back(c_.forward_bytes.size());
+        doc.stream = {};
+      }
       for (auto target : doc.link_targets) c_.edges.emplace_back(pos, std::uint32_t(target));
       for (const auto& id : doc.link_ids) {
         c_.link_targets.add(id);
@@ -198,6 +209,26 @@ class AccumulatorSource final : public PostingSource {
  private:
   const Collected& c_;
   std::vector<TermId> order_;
+};
+
+// The collected streams, renumbered into the final vocabulary as the shard writer asks.
+class AccumulatedStreams final : public TokenStreamSource {
+ public:
+  AccumulatedStreams(const Collected& c, std::vector<TermId> final_id)
+      : c_(c), final_id_(std::move(final_id)) {}
+  void tokens(std::uint32_t pos, std::vector<TermId>& out) const override {
+    out.clear();
+    const std::uint8_t* p = c_.forward_bytes.data() + c_.forward_offsets[pos];
+    const std::uint8_t* const end = c_.forward_bytes.data() + c_.forward_offsets[pos + 1];
+    for (std::uint32_t t = 0; p < end;) {
+      if (!vbyte::next(p, end, t)) throw Error("forward index: corrupt stream in memory");
+      out.push_back(final_id_[t]);
+    }
+  }
+
+ private:
+  const Collected& c_;
+  std::vector<TermId> final_id_;  // collection term id -> position in the sorted vocabulary
 };
 
 nlohmann::json finish(Collected& c, const BuildOptions& options, nlohmann::json info,
@@ -288,10 +319,18 @@ nlohmann::json finish(Collected& c, const BuildOptions& options, nlohmann::json 
   wo.codec = options.codec;
   wo.progress = options.progress;
   wo.directory_prepared = true;  // prepare_output_directory ran at the start
+  std::unique_ptr<AccumulatedStreams> streams;
+  if (c.forward) {
+    std::vector<TermId> final_id(c.term_strings.size(), UINT32_MAX);
+    for (std::uint32_t i = 0; i < order.size(); ++i) final_id[order[i]] = i;
+    streams = std::make_unique<AccumulatedStreams>(c, std::move(final_id));
+    wo.token_streams = streams.get();
+  }
   AccumulatorSource source(c, std::move(order));
   const nlohmann::json write = write_index(options.out_dir, docs, source, params, wo, info);
   nlohmann::json report = info;
   report["write"] = write;
+  report["forward_index"] = c.forward;
   const double total = seconds_since(start);
   report["seconds"] = total;
   report["docs"] = n;
@@ -314,6 +353,7 @@ nlohmann::json build_index_from_corpus(const std::vector<std::filesystem::path>&
   CorpusReader reader(files, read_options);
   const unsigned partitions = partitions_for_threads();
   Collected c(partitions);
+  c.forward = options.forward_index;
   TermDictionary dictionary;
   Appender appender(c, /*detect_duplicates=*/true, read_options.skip_bad);
   Progress bar("index", reader.total_bytes(), "bytes", options.progress);
@@ -367,6 +407,7 @@ nlohmann::json build_index_from_corpus(const std::vector<std::filesystem::path>&
                     cache.map.emplace(tok, id);
                     ids.push_back(id);
                   });
+                  if (options.forward_index) doc.stream = ids;  // before count_terms sorts
                   count_terms(ids, doc);
                   doc.id = std::move(raw.id);
                   doc.source = std::move(raw.source);
@@ -398,6 +439,7 @@ nlohmann::json build_index_synthetic(const SyntheticParams& params, const BuildO
   const SyntheticCollection collection(params);
   const unsigned partitions = partitions_for_threads();
   Collected c(partitions);
+  c.forward = options.forward_index;
   Appender appender(c, /*detect_duplicates=*/false, false);
   Progress bar("index (synthetic)", params.num_docs, "docs", options.progress);
   constexpr std::uint64_t kBatchDocs = 1024;
@@ -424,6 +466,7 @@ nlohmann::json build_index_synthetic(const SyntheticParams& params, const BuildO
                 for (std::uint64_t i = b->synthetic_begin; i < b->synthetic_end; ++i) {
                   collection.document(i, d);
                   CountedDoc& doc = b->docs[i - b->synthetic_begin];
+                  if (options.forward_index) doc.stream = d.tokens;  // before count_terms sorts
                   count_terms(d.tokens, doc);
                   doc.id = SyntheticCollection::doc_id(i);
                   doc.link_targets = d.links;

@@ -4,7 +4,9 @@
 //      input position, to an in-memory compressed accumulator (memory ~ compressed index size);
 //   2. collection statistics, PageRank over the links, GS(d) (paper 000, eq. 4) and the
 //      collection-wide GS order;
-//   3. shard_writer: shards, GS-ordered docIDs, block compression, manifests.
+//   3. shard_writer: shards, GS-ordered docIDs, block compression, manifests, and with
+//      forward_index each document's token stream (kept vbyte-compressed, by input position,
+//      in collection term IDs until the vocabulary is sorted).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@ struct BuildOptions {
   int pagerank_max_iterations = 200;
   bool progress = true;
   bool force = false;
+  bool forward_index = false;  // also write every document's token stream (forward index)
 };
 
 // Both return the build report (also stored in the root manifest under "build").

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -14,6 +15,7 @@
 #include <xxhash.h>
 
 #include "common/block_codec.hpp"
+#include "common/forward_index.hpp"
 #include "common/progress.hpp"
 #include "common/scoring.hpp"
 
@@ -253,7 +255,7 @@ nlohmann::json write_index(const fs::path& dir, const DocTable& docs, const Post
   RootManifest root;
   root.params = params;
   nlohmann::json shard_reports = nlohmann::json::array();
-  std::uint64_t all_docid_words = 0, all_freq_words = 0, all_bytes = 0;
+  std::uint64_t all_docid_words = 0, all_freq_words = 0, all_bytes = 0, forward_bytes = 0;
   for (std::uint32_t s = 0; s < S; ++s) {
     ShardOutput& out = shards[s];
     ShardManifest m;
@@ -298,14 +300,41 @@ nlohmann::json write_index(const fs::path& dir, const DocTable& docs, const Post
       m.files[sf::kDocIdStrings] = strings.close();
       m.files[sf::kDocIdOffsets] = write_file(out.dir / sf::kDocIdOffsets, offsets);
     }
+    std::optional<ForwardIndexRecord> forward;  // its own section of shard.json
+    if (options.token_streams) {
+      ChecksummedWriter data(out.dir / forward_files::kData);
+      std::vector<std::uint64_t> offsets{0};
+      std::vector<TermId> tokens;
+      std::vector<std::uint8_t> bytes;
+      ForwardIndexRecord& rec = forward.emplace();
+      for (std::uint32_t d = 0; d < m.num_docs; ++d) {
+        const std::uint32_t p = out.docs_by_local[d];
+        options.token_streams->tokens(p, tokens);
+        if (tokens.size() != docs.length[p])  // the reader checks the same; fail at the source
+          throw Error(fmt::format("forward index: document {} has {} tokens in its stream but "
+                                  "length {}", docs.external_ids.get(p), tokens.size(),
+                                  docs.length[p]));
+        bytes.clear();
+        for (const TermId t : tokens) vbyte::append(t, bytes);
+        data.write(bytes.data(), bytes.size());
+        offsets.push_back(offsets.back() + bytes.size());
+        rec.num_tokens += tokens.size();
+      }
+      rec.data = data.close();
+      rec.offsets = write_file(out.dir / forward_files::kOffsets, offsets);
+      forward_bytes += rec.data.bytes + rec.offsets.bytes;
+    }
     const auto manifest_path = out.dir / kShardManifestName;
     {
       std::ofstream mf(manifest_path);
-      mf << to_json(m).dump(2) << '\n';
+      nlohmann::json j = to_json(m);
+      if (forward) j[kForwardIndexSection] = to_json(*forward);
+      mf << j.dump(2) << '\n';
       if (!mf) throw Error("cannot write " + manifest_path.string());
     }
     std::uint64_t shard_bytes = 0;
     for (const auto& [name, rec] : m.files) shard_bytes += rec.bytes;
+    if (forward) shard_bytes += forward->data.bytes + forward->offsets.bytes;
     root.shards.push_back({shard_dir_name(s), m.num_docs, m.num_postings,
                            {fs::file_size(manifest_path), xxh3_of_file(manifest_path)}});
     shard_reports.push_back({{"dir", shard_dir_name(s)},
@@ -326,6 +355,7 @@ nlohmann::json write_index(const fs::path& dir, const DocTable& docs, const Post
       {"terms", T},
       {"docs", n},
       {"index_bytes", all_bytes},
+      {"forward_index_bytes", forward_bytes},
       {"postings_bytes", (all_docid_words + all_freq_words) * 4},
       {"bits_per_posting_docids", 32.0 * double(all_docid_words) / postings},
       {"bits_per_posting_freqs", 32.0 * double(all_freq_words) / postings},

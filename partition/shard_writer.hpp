@@ -39,6 +39,14 @@ class PostingSource {
                         std::vector<std::pair<std::uint32_t, std::uint32_t>>& out) const = 0;
 };
 
+// Token streams by input position: term IDs of the final vocabulary (PostingSource's), in
+// document order; what the optional forward index stores. Called from one thread.
+class TokenStreamSource {
+ public:
+  virtual ~TokenStreamSource() = default;
+  virtual void tokens(std::uint32_t input_position, std::vector<TermId>& out) const = 0;
+};
+
 struct WriteOptions {
   std::uint32_t num_shards = 1;
   SplitMode split = SplitMode::kInputRanges;
@@ -46,6 +54,8 @@ struct WriteOptions {
   bool progress = true;
   bool force = false;  // replace an existing index in the output directory
   bool directory_prepared = false;  // the caller already ran prepare_output_directory
+  // Non-null: write each shard's forward index (common/forward_index.hpp) from these streams.
+  const TokenStreamSource* token_streams = nullptr;
 };
 
 // params: the collection statistics and scoring parameters (codec, shards, split are set from
