@@ -109,17 +109,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    // --help (rc 0) ends cleanly; MPI_Abort would drop the help text still in stdout's buffer.
-    if (rc == 0) {
-      std::cout.flush();
-      MPI_Finalize();
-      return 0;
-    }
-    std::cout.flush();
-    std::cerr.flush();
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    return rc;
+    return wire::end_after_flag_error(app, e);
   }
   int rc = 0;
   try {

@@ -10,11 +10,6 @@ namespace gpusearch {
 using Clock = AggregatorClock;
 using namespace wire;
 
-namespace {
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-}  // namespace
 
 BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
                          std::function<void()> on_done)

@@ -19,6 +19,11 @@ namespace gpusearch {
 
 using AggregatorClock = std::chrono::steady_clock;
 
+// Milliseconds from a to b.
+inline double ms_between(AggregatorClock::time_point a, AggregatorClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
 struct PendingQuery {
   std::string id;
   std::vector<std::string> terms;  // normalized, in scoring order

@@ -10,11 +10,6 @@ namespace gpusearch {
 using Clock = AggregatorClock;
 using namespace wire;
 
-namespace {
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-}  // namespace
 
 InFlightBatches::InFlightBatches(MPI_Comm world, IsnRoster& isns, std::uint64_t deadline_ms,
                                  std::string me, std::uint64_t dead_after)

@@ -3,7 +3,10 @@
 // only: used by the command-line mains, which link CLI11.
 #pragma once
 
+#include <iostream>
 #include <string>
+
+#include <mpi.h>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +29,21 @@ inline void add_progress_flags(CLI::App& app, std::string& mode_name, ProgressOp
   app.add_option("--max-sleep-us", pacing.max_sleep_us,
                  "adaptive and backoff: longest sleep between polling rounds")
       ->capture_default_str();
+}
+
+// Ends an MPI main whose flags did not parse: --help (CLI11's exit code 0) finalizes and
+// returns 0, since MPI_Abort would drop the help text still in stdout's buffer; a flag error
+// flushes its message and aborts the job with 2. Returns the main's exit code.
+inline int end_after_flag_error(CLI::App& app, const CLI::ParseError& e) {
+  const int rc = app.exit(e);
+  std::cout.flush();
+  if (rc == 0) {
+    MPI_Finalize();
+    return 0;
+  }
+  std::cerr.flush();
+  MPI_Abort(MPI_COMM_WORLD, 2);
+  return rc;
 }
 
 }  // namespace gpusearch::wire
