@@ -112,4 +112,83 @@ __device__ __forceinline__ unsigned warp_decode_freqs(const std::uint32_t* freq_
   return words;
 }
 
+// ---- Lane quads: the block decoded into registers ----
+// Lane l takes values 4l..4l+3. In the vertical SIMD-BP128 layout of a full block these four
+// sit at the same bit offset of four consecutive words, and in a partial block's horizontal
+// layout they are consecutive bits, so a lane unpacks them with no shared-memory transpose;
+// the docID prefix sum is a lane-local scan plus one warp scan of the lanes' totals. The OR
+// kernel decodes this way: no per-warp docs/freqs arrays in shared memory and no __syncwarp
+// between unpacking, scanning and accumulating.
+struct PostingQuad {
+  std::uint32_t doc[4];  // docIDs of postings 4l..4l+3 (meaningless past count)
+  std::uint32_t tf[4];   // their frequencies
+  unsigned count;        // postings in the block
+};
+
+// Lane l's values 4l..4l+3 of the block at `in`, exceptions patched, 0 past the count. Executed
+// by a whole warp (the exception patch broadcasts with shuffles). Returns the header; *words is
+// the block's size in words.
+__device__ __forceinline__ BlockHeader warp_unpack_quad(const std::uint32_t* in, unsigned lane,
+                                                        std::uint32_t (&v)[4], unsigned* words) {
+  const BlockHeader h = read_header(load_word(in));
+  const std::uint32_t* packed = in + 1;
+#pragma unroll
+  for (unsigned r = 0; r < 4; ++r) {
+    const unsigned i = 4 * lane + r;
+    v[r] = i < h.count ? codec::packed_value(packed, h, i) : 0u;
+  }
+  if (h.exceptions != 0) {
+    // Each lane reads one exception per round; the warp then walks the round's exceptions and
+    // the owner of each position (lane p / 4, value p % 4) patches it.
+    const std::uint32_t* positions = packed + packed_words(h);
+    for (unsigned base = 0; base < h.exceptions; base += 32) {
+      const unsigned j = base + lane;
+      unsigned p = 0xffffffffu;
+      std::uint32_t high = 0;
+      if (j < h.exceptions) {
+        p = codec::exception_position(positions, j) & 127u;
+        high = codec::exception_high_bits(positions, h, j);
+      }
+      const unsigned round = h.exceptions - base < 32 ? h.exceptions - base : 32;
+      for (unsigned e = 0; e < round; ++e) {
+        const unsigned pe = __shfl_sync(kFullMask, p, e);
+        const std::uint32_t he = __shfl_sync(kFullMask, high, e);
+        if ((pe >> 2) == lane) {
+#pragma unroll
+          for (unsigned r = 0; r < 4; ++r)
+            if ((pe & 3u) == r) v[r] |= he;
+        }
+      }
+    }
+  }
+  *words = codec::words_for(h);
+  return h;
+}
+
+// Decodes posting block `in` (docIDs from `floor`, then frequencies) into lane quads. Executed
+// by a whole warp. *words is the block's size in words (docID and frequency parts).
+template <bool kCubScan = false>
+__device__ __forceinline__ PostingQuad warp_decode_quad(const std::uint32_t* in,
+                                                        std::uint32_t floor, unsigned lane,
+                                                        unsigned* words) {
+  PostingQuad q;
+  unsigned doc_words, freq_words;
+  const BlockHeader h = warp_unpack_quad(in, lane, q.doc, &doc_words);
+  q.count = h.count;
+  warp_unpack_quad(in + doc_words, lane, q.tf, &freq_words);
+  q.doc[0] += 1;
+  q.doc[1] += q.doc[0] + 1;
+  q.doc[2] += q.doc[1] + 1;
+  q.doc[3] += q.doc[2] + 1;
+  const std::uint32_t total = warp_inclusive_scan<kCubScan>(q.doc[3], lane);
+  const std::uint32_t base = total - q.doc[3] + (floor - 1u);
+#pragma unroll
+  for (unsigned r = 0; r < 4; ++r) {
+    q.doc[r] += base;
+    q.tf[r] += 1;
+  }
+  *words = doc_words + freq_words;
+  return q;
+}
+
 }  // namespace gpusearch::gpu
