@@ -45,34 +45,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-// The OR kernel's decoder: lane l holds postings 4l..4l+3 in registers.
-__global__ void __launch_bounds__(kDecodeThreads)
-    decode_blocks_quad_kernel(ShardView shard, std::uint64_t first, std::uint64_t count,
-                              std::uint32_t* docs_out, std::uint32_t* freqs_out,
-                              std::uint32_t* checksums) {
-  __shared__ __align__(16) std::uint32_t stage[kWarps][kQuadStageWords];
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const std::uint64_t stride = std::uint64_t(gridDim.x) * kWarps;
-  for (std::uint64_t i = std::uint64_t(blockIdx.x) * kWarps + warp; i < count; i += stride) {
-    unsigned words;
-    const PostingQuad q = warp_decode_posting_quad(shard, first + i, 0, stage[warp], lane, &words);
-    std::uint32_t x = 0;
-#pragma unroll
-    for (unsigned r = 0; r < 4; ++r) {
-      const unsigned j = 4 * lane + r;
-      if (docs_out) {
-        docs_out[i * kValuesPerBlock + j] = j < q.count ? q.doc[r] : 0u;
-        freqs_out[i * kValuesPerBlock + j] = j < q.count ? q.tf[r] : 0u;
-      }
-      if (j < q.count) x ^= q.doc[r] * 2654435761u + q.tf[r];
-    }
-    if (checksums) {
-      for (unsigned d = 16; d > 0; d >>= 1) x ^= __shfl_xor_sync(kFullMask, x, d);
-      if (lane == 0) checksums[i] = x;
-    }
-  }
-}
-
 }  // namespace
 
 void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,
@@ -84,10 +56,7 @@ void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std
   const std::uint64_t sms = static_cast<std::uint64_t>(device_multiprocessors());
   const std::uint64_t blocks_needed = (count + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks_needed < sms * 16 ? blocks_needed : sms * 16);
-  if (scan == DecodeScan::kRegisterQuads)
-    decode_blocks_quad_kernel<<<grid, kDecodeThreads, 0, stream>>>(shard, first_block, count, docs,
-                                                                   freqs, checksums);
-  else if (scan == DecodeScan::kCub)
+  if (scan == DecodeScan::kCub)
     decode_blocks_kernel<true><<<grid, kDecodeThreads, 0, stream>>>(shard, first_block, count, docs,
                                                                     freqs, checksums);
   else

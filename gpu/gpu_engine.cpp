@@ -129,10 +129,6 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   if (options.or_threads < 32 || options.or_threads > 1024 ||
       (options.or_threads & (options.or_threads - 1)) != 0)
     throw InputError("--or-threads", 0, "must be 32, 64, 128, 256, 512 or 1024");
-  if (options.or_min_blocks_per_sm > 1 &&
-      (options.or_min_blocks_per_sm != kOrMinBlocksPerSm || options.or_threads != 256))
-    throw InputError("--or-min-blocks", 0,
-                     fmt::format("0, or {} with 256 OR threads", kOrMinBlocksPerSm));
   if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
     throw InputError("--gpu-max-segments", 0,
                      fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
@@ -486,9 +482,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     }
     if (run_or) {
       launch_or_kernel(view, bp,
-                       {m.options.or_window, m.options.or_threads, m.options.or_stage_blocks,
-                        m.options.or_min_blocks_per_sm},
-                       s);
+                       {m.options.or_window, m.options.or_threads, m.options.or_stage_blocks}, s);
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
     }
@@ -534,7 +528,6 @@ nlohmann::json GpuEngine::stats() const {
       {"or_window", impl_ ? impl_->options.or_window : 0},
       {"or_threads", impl_ ? impl_->options.or_threads : 0},
       {"or_stage_blocks", impl_ ? impl_->options.or_stage_blocks : false},
-      {"or_min_blocks_per_sm", impl_ ? impl_->options.or_min_blocks_per_sm : 0},
       {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
       {"blocks_per_sm", impl_ ? impl_->options.blocks_per_sm : 0},
       {"max_segments_per_query", impl_ ? impl_->options.max_segments_per_query : 0},

@@ -28,8 +28,7 @@ struct GpuEngineOptions {
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned or_threads = 256;      // threads per OR segment (32 ... 1024) sharing a window
-  bool or_stage_blocks = false;   // OR: stage small posting blocks in shared memory to decode them
-  unsigned or_min_blocks_per_sm = 0;  // OR: cap registers for this many blocks per SM (0: none)
+  bool or_stage_blocks = false;   // OR: stage each posting block in shared memory to decode it
   unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
   // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query

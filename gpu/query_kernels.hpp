@@ -43,16 +43,12 @@ struct BatchPointers {
 
 // Shared memory the kernels need for a batch (bytes).
 std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms);
-// The OR kernel's shape: accumulator window (documents), threads per segment, whether each
-// warp stages a small posting block's words (up to 96) in shared memory before decoding it
-// into registers, and a minimum of resident blocks per SM that caps the kernel's registers
-// (0 or 1: the compiler's choice; kOrMinBlocksPerSm is compiled for 256 threads).
-inline constexpr unsigned kOrMinBlocksPerSm = 5;
+// The OR kernel's shape: accumulator window (documents), threads per segment, and whether
+// each warp stages a posting block's words in shared memory before decoding it.
 struct OrKernelConfig {
   unsigned window = 8192;
   unsigned threads = 256;
   bool stage_blocks = false;
-  unsigned min_blocks_per_sm = 0;
 };
 std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config);
 std::size_t bmw_kernel_shared_bytes(unsigned k, unsigned threads);
@@ -82,10 +78,8 @@ void launch_topk_merge(const BatchPointers& batch, MergePhase phase, cudaStream_
 // Decodes every posting block [first, first + count) (docIDs and frequencies). Where docs and
 // freqs are given, writes 128 words per block to each (docIDs relative to floor 0; words past a
 // block's count are 0); where checksums is given, one word per block mixing its values.
-// `scan`: the shared-memory warp decoder of the AND kernel with its prefix sum by hand-written
-// shuffles or by CUB's WarpScan, or the OR kernel's register decoder (lane quads, staged
-// through a small shared buffer: shard_access.cuh).
-enum class DecodeScan { kShuffles, kCub, kRegisterQuads };
+// `scan`: the warp prefix sum the query kernels use (hand-written shuffles) or CUB's WarpScan.
+enum class DecodeScan { kShuffles, kCub };
 void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std::uint64_t count,
                           std::uint32_t* docs, std::uint32_t* freqs, std::uint32_t* checksums,
                           cudaStream_t stream, DecodeScan scan = DecodeScan::kShuffles);

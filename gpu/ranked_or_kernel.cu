@@ -16,7 +16,6 @@
 // - with GS-ordered docIDs a segment stops once theta reaches factor * GS(lo) (paper 000).
 #include <cfloat>
 #include <stdexcept>
-#include <string>
 
 #include "gpu/cuda_util.hpp"
 #include "gpu/kernel_limits.hpp"
@@ -31,8 +30,8 @@ namespace {
 // its per-window chain of list scans, so a larger window costs no more shared memory per warp.
 struct OrLayout {
   std::size_t state, counters, cursor, end, next_cursor, next_floor, item_begin, item_term,
-      block_ub, max_score, by_max, essential, weight, acc, bitmap, warp_stage, top_score, top_doc,
-      total;
+      block_ub, max_score, by_max, essential, weight, acc, bitmap, warp_docs, warp_freqs,
+      warp_stage, top_score, top_doc, total;
 };
 __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, unsigned window,
                                                  unsigned threads, bool stage) {
@@ -54,11 +53,12 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
   l.weight = o; o = align16(o + terms * 4);
   l.acc = o; o = align16(o + std::size_t(window) * 4);          // float accumulators
   l.bitmap = o; o = align16(o + std::size_t(window) / 8);       // candidates of the window
-  // Blocks decode into registers (lane quads, device_codec.cuh): no per-warp docs/freqs
-  // arrays. Staging a small block's words in shared memory turns its decode's chain of
-  // dependent loads (offsets, header, packed words, then the frequency part's) into one round
-  // of coalesced loads, for kQuadStageWords words per warp: a choice (OrKernelConfig).
-  l.warp_stage = o; o = align16(o + (stage ? warps * kQuadStageWords * 4 : 0));
+  l.warp_docs = o; o = align16(o + warps * kValuesPerBlock * 4);
+  l.warp_freqs = o; o = align16(o + warps * kValuesPerBlock * 4);
+  // Staging a block's words in shared memory turns its decode's chain of dependent loads
+  // (offsets, header, packed words, then the frequency part's) into one round of coalesced
+  // loads, at the cost of shared memory that could hold more resident blocks: a choice.
+  l.warp_stage = o; o = align16(o + (stage ? warps * kStageWords * 4 : 0));
   // Room for k plus at least one offer per thread, rounded up to a power of two (bitonic
   // flush); the rounding's slack is buffer too (top-k entries are 12 bytes).
   const unsigned cap = topk_capacity(k, threads);
@@ -70,15 +70,15 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
 
 enum Control : std::uint32_t { kProcess = 0, kSkipWindow = 1, kStop = 2 };
 
-// Adds one decoded block's contributions (lane quads: this lane's postings 4l..4l+3) to the
-// window's accumulators. Essential blocks mark their documents as candidates (bitmap) and
-// report the smallest docID at or past hi (where the next window may start); non-essential
-// blocks add only to candidates.
+// Adds one decoded block's contributions to the window's accumulators. Essential blocks mark
+// their documents as candidates (bitmap) and report the smallest docID at or past hi (where the
+// next window may start); non-essential blocks add only to candidates.
 template <bool kEssential>
-__device__ __forceinline__ void accumulate_block(const ShardView& shard, const PostingQuad& p,
-                                                 float w, std::uint32_t lo, std::uint32_t hi,
-                                                 float* acc, std::uint32_t* bitmap,
-                                                 std::uint32_t* next_lo, unsigned lane) {
+__device__ __forceinline__ void accumulate_block(const ShardView& shard, const std::uint32_t* docs,
+                                                 const std::uint32_t* freqs, unsigned n, float w,
+                                                 std::uint32_t lo, std::uint32_t hi, float* acc,
+                                                 std::uint32_t* bitmap, std::uint32_t* next_lo,
+                                                 unsigned lane) {
   std::uint32_t next_here = kEndDoc;
   // First every lane gathers its four postings' norms, so that the loads are in flight
   // together; then the accumulators are updated.
@@ -86,7 +86,8 @@ __device__ __forceinline__ void accumulate_block(const ShardView& shard, const P
   float cv[4];
 #pragma unroll
   for (unsigned r = 0; r < 4; ++r) {
-    dv[r] = 4 * lane + r < p.count ? p.doc[r] : kEndDoc;
+    const unsigned i = 32 * r + lane;
+    dv[r] = i < n ? docs[i] : kEndDoc;
     cv[r] = 0.0f;
     bool wanted = dv[r] >= lo && dv[r] < hi;
     if (!kEssential && wanted) {
@@ -94,7 +95,7 @@ __device__ __forceinline__ void accumulate_block(const ShardView& shard, const P
       wanted = (bitmap[slot >> 5] >> (slot & 31u)) & 1u;
       if (!wanted) dv[r] = kEndDoc;
     }
-    if (wanted) cv[r] = contribution_f(w, p.tf[r], __ldg(shard.length_norm_f + dv[r]));
+    if (wanted) cv[r] = contribution_f(w, freqs[i], __ldg(shard.length_norm_f + dv[r]));
   }
 #pragma unroll
   for (unsigned r = 0; r < 4; ++r) {
@@ -120,8 +121,8 @@ __device__ __forceinline__ void accumulate_block(const ShardView& shard, const P
   }
 }
 
-template <unsigned kThreads, unsigned kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+template <unsigned kThreads>
+__global__ void __launch_bounds__(kThreads)
     ranked_or_kernel(ShardView shard, BatchPointers batch, unsigned window, bool stage) {
   constexpr unsigned kWarps = kThreads / 32;
   extern __shared__ __align__(16) char smem[];
@@ -159,8 +160,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   auto* bitmap = carve<std::uint32_t>(smem, L.bitmap);
   auto* top_score = carve<double>(smem, L.top_score);
   auto* top_doc = carve<std::uint32_t>(smem, L.top_doc);
+  std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
+  std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
   std::uint32_t* my_stage =
-      stage ? carve<std::uint32_t>(smem, L.warp_stage) + warp * kQuadStageWords : nullptr;
+      stage ? carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords : nullptr;
   const TermDesc* terms = batch.terms + q.term_begin;
   const bool prune = (q.flags & kPruneBlockMax) != 0;
   const bool early = (q.flags & kEarlyTerminate) && q.gs_bound_factor >= 0;
@@ -343,16 +346,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             }
           }
           unsigned words;
-          const PostingQuad p = warp_decode_posting_quad(shard, b, floor, my_stage, lane, &words);
+          const unsigned n = warp_decode_posting_block(shard, b, floor, my_stage, my_docs,
+                                                       my_freqs, lane, &words);
           if (lane == 0) {
-            my_postings += p.count;
+            my_postings += n;
             ++my_blocks;
             my_bytes += 4ull * words;
           }
           if (phase == 0)
-            accumulate_block<true>(shard, p, weight[t], lo, hi, acc, bitmap, &next_lo, lane);
+            accumulate_block<true>(shard, my_docs, my_freqs, n, weight[t], lo, hi, acc, bitmap,
+                                   &next_lo, lane);
           else
-            accumulate_block<false>(shard, p, weight[t], lo, hi, acc, bitmap, &next_lo, lane);
+            accumulate_block<false>(shard, my_docs, my_freqs, n, weight[t], lo, hi, acc, bitmap,
+                                    &next_lo, lane);
+          __syncwarp();  // my_docs / my_freqs are rewritten by the warp's next item
         }
         __syncthreads();
         if (split == items) break;  // no non-essential blocks: no second phase, no barrier
@@ -442,13 +449,13 @@ std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKerne
 }
 
 namespace {
-template <unsigned kThreads, unsigned kMinBlocks = 1>
+template <unsigned kThreads>
 void launch_or_kernel_with(const ShardView& shard, const BatchPointers& batch,
                            const OrKernelConfig& config, cudaStream_t stream) {
   const std::size_t bytes = or_kernel_shared_bytes(batch.k, batch.max_terms, config);
-  const auto* kernel = reinterpret_cast<const void*>(ranked_or_kernel<kThreads, kMinBlocks>);
-  check_shared_budget(bytes, kernel, "ranked_or_kernel", "lower k or --or-window");
-  ranked_or_kernel<kThreads, kMinBlocks><<<batch.num_or_segments, kThreads, bytes, stream>>>(
+  check_shared_budget(bytes, reinterpret_cast<const void*>(ranked_or_kernel<kThreads>),
+                      "ranked_or_kernel", "lower k or --or-window");
+  ranked_or_kernel<kThreads><<<batch.num_or_segments, kThreads, bytes, stream>>>(
       shard, batch, config.window, config.stage_blocks);
   GPUSEARCH_CUDA_CHECK_LAUNCH("ranked_or_kernel");
 }
@@ -457,15 +464,6 @@ void launch_or_kernel_with(const ShardView& shard, const BatchPointers& batch,
 void launch_or_kernel(const ShardView& shard, const BatchPointers& batch,
                       const OrKernelConfig& config, cudaStream_t stream) {
   if (batch.num_or_segments == 0) return;
-  if (config.min_blocks_per_sm > 1) {
-    // Registers capped so that kOrMinBlocksPerSm blocks fit an SM (48 at 256 threads): more
-    // warps in flight to hide the decode's memory latency, for a few spilled registers.
-    if (config.threads == 256 && config.min_blocks_per_sm == kOrMinBlocksPerSm)
-      return launch_or_kernel_with<256, kOrMinBlocksPerSm>(shard, batch, config, stream);
-    throw std::invalid_argument(
-        "OR kernel: a minimum of blocks per SM is compiled for 256 threads and " +
-        std::to_string(kOrMinBlocksPerSm) + " blocks only");
-  }
   switch (config.threads) {
     case 32: return launch_or_kernel_with<32>(shard, batch, config, stream);
     case 64: return launch_or_kernel_with<64>(shard, batch, config, stream);
@@ -478,13 +476,12 @@ void launch_or_kernel(const ShardView& shard, const BatchPointers& batch,
 }
 
 void register_or_kernel(KernelRegistry& registry) {
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<32, 1>));
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<64, 1>));
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<128, 1>));
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<256, 1>));
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<512, 1>));
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<1024, 1>));
-  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<256, kOrMinBlocksPerSm>));
+  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<32>));
+  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<64>));
+  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<128>));
+  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<256>));
+  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<512>));
+  registry.add(reinterpret_cast<const void*>(ranked_or_kernel<1024>));
 }
 
 }  // namespace gpusearch::gpu

@@ -88,40 +88,6 @@ __device__ __forceinline__ unsigned warp_decode_posting_block(const ShardView& s
   return n;
 }
 
-// Words of a warp's small staging buffer for the register decoder: typical blocks (a few bits
-// per gap and per frequency) take 30-60 words, so one round of three coalesced loads per lane
-// brings the whole block in, and its header, packed words and frequency part are then read
-// from shared memory instead of by four dependent trips to memory. Larger blocks are decoded
-// from global memory.
-inline constexpr unsigned kQuadStageWords = 96;
-
-// Posting block b decoded into lane quads (device_codec.cuh), staged through `stage`
-// (kQuadStageWords words of shared memory, or nullptr for no staging). Executed by a whole warp.
-__device__ __forceinline__ PostingQuad warp_decode_posting_quad(const ShardView& s,
-                                                                std::uint64_t b,
-                                                                std::uint32_t floor,
-                                                                std::uint32_t* stage,
-                                                                unsigned lane, unsigned* words) {
-  const std::uint64_t begin = __ldg(s.block_offsets + b), end = __ldg(s.block_offsets + b + 1);
-  const unsigned n_words = static_cast<unsigned>(end - begin);
-  const std::uint32_t* in = s.postings + begin;
-  if (stage != nullptr && n_words <= kQuadStageWords) {
-    std::uint32_t w[kQuadStageWords / 32];
-#pragma unroll
-    for (unsigned j = 0; j < kQuadStageWords / 32; ++j) {
-      const unsigned i = lane + 32 * j;
-      w[j] = i < n_words ? __ldg(in + i) : 0u;
-    }
-#pragma unroll
-    for (unsigned j = 0; j < kQuadStageWords / 32; ++j) stage[lane + 32 * j] = w[j];
-    __syncwarp();
-    in = stage;
-  }
-  const PostingQuad q = warp_decode_quad(in, floor, lane, words);
-  if (in == stage) __syncwarp();  // the stage is rewritten by the warp's next block
-  return q;
-}
-
 // Scores are non-negative, so their IEEE bits order as unsigned integers: a query's running
 // lower bound of the k-th score lives in global memory as bits, raised with atomicMax.
 __device__ __forceinline__ double load_theta(const unsigned long long* theta) {

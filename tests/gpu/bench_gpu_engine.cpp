@@ -97,8 +97,7 @@ int main(int argc, char** argv) {
               scoring = "bm25";
   unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
-  bool or_stage = gpu::GpuEngineOptions{}.or_stage_blocks;
-  unsigned or_min_blocks = gpu::GpuEngineOptions{}.or_min_blocks_per_sm;
+  bool or_stage = false;
   unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
@@ -110,10 +109,7 @@ int main(int argc, char** argv) {
   app.add_option("--scoring", scoring)->capture_default_str();
   app.add_option("--or-window", or_window)->capture_default_str();
   app.add_option("--or-threads", or_threads, "threads per OR segment")->capture_default_str();
-  app.add_option("--or-stage", or_stage, "OR: stage small posting blocks in shared memory")
-      ->capture_default_str();
-  app.add_option("--or-min-blocks", or_min_blocks,
-                 "OR: cap registers for this many blocks per SM (0: none; 5 at 256 threads)")
+  app.add_option("--or-stage", or_stage, "OR: stage posting blocks in shared memory")
       ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
   app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target")
@@ -181,8 +177,7 @@ int main(int argc, char** argv) {
       const double ints = 2.0 * double(index.shard(0).manifest().num_postings);
       const double bytes = double(index.shard(0).postings().size_bytes());
       for (const auto& [scan, name] : {std::pair{gpu::DecodeScan::kShuffles, "shuffles"},
-                                       std::pair{gpu::DecodeScan::kCub, "cub_warp_scan"},
-                                       std::pair{gpu::DecodeScan::kRegisterQuads, "register_quads"}}) {
+                                       std::pair{gpu::DecodeScan::kCub, "cub_warp_scan"}}) {
         std::vector<double> ms;
         for (int i = 0; i < 7; ++i) {
           a.record(nullptr);
@@ -197,8 +192,7 @@ int main(int argc, char** argv) {
                                     {"fraction_of_copy_bandwidth", bytes / (t * 1e6) / copy_gbps},
                                     {"scan", name}};
         if (scan == gpu::DecodeScan::kShuffles) out["decode"] = row;
-        else if (scan == gpu::DecodeScan::kCub) out["decode_cub"] = row;
-        else out["decode_register_quads"] = row;
+        else out["decode_cub"] = row;
         std::cerr << fmt::format("GPU decode ({}): {:.1f} G ints/s, {:.0f} GB/s compressed\n", name,
                                  ints / (t * 1e-3) / 1e9, bytes / (t * 1e6));
       }
@@ -275,8 +269,7 @@ int main(int argc, char** argv) {
       for (const std::string& algo_spec : split(algorithms)) {
         // "window:8192" runs the window algorithm with an 8192-document accumulator window;
         // "window:16384:512" with 512 threads per OR segment too, "window:4096:256:1" with
-        // small posting blocks staged in shared memory, "window:8192:256:1:5" with registers
-        // capped for 5 blocks per SM too.
+        // posting blocks staged in shared memory.
         std::vector<std::string> spec_parts;
         for (std::size_t p0 = 0;;) {
           const std::size_t p1 = algo_spec.find(':', p0);
@@ -288,8 +281,6 @@ int main(int argc, char** argv) {
         const unsigned window = spec_parts.size() > 1 ? unsigned(std::stoul(spec_parts[1])) : or_window;
         const unsigned threads = spec_parts.size() > 2 ? unsigned(std::stoul(spec_parts[2])) : or_threads;
         const bool stage = spec_parts.size() > 3 ? spec_parts[3] == "1" : or_stage;
-        const unsigned min_blocks =
-            spec_parts.size() > 4 ? unsigned(std::stoul(spec_parts[4])) : or_min_blocks;
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
@@ -297,7 +288,6 @@ int main(int argc, char** argv) {
           go.or_window = window;
           go.or_threads = threads;
           go.or_stage_blocks = stage;
-          go.or_min_blocks_per_sm = min_blocks;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
@@ -355,7 +345,7 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"or_min_blocks_per_sm", min_blocks},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage},
               {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
