@@ -19,6 +19,14 @@
 #                queues) on the synthetic index and on Debian + MS MARCO; then the cluster with
 #                --scheduler queues on Debian against the CPU engine's run, and 4 ISNs sharing
 #                the GPU (tests/mpi/cluster_test.sh share), both exact
+#     overhead   the cluster's own cost on this host (issue 16): launch/bench-cluster-overhead.sh
+#                with the CPU engine, then the GPU engine, 1 and 4 ISNs, batches 64 and 1,024
+#                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
+#                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS)
+#     study      the scaling study launch/studies/gpu-host.json (issue 13; STUDY_SPEC to change),
+#                resumable; then the simulator's validation against its points
+#     pack       everything under $OUT (but indexes, builds and run files) into $OUT/results.tgz
+#                (the device tool returns at most 8 files: run it last)
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
@@ -249,6 +257,41 @@ EOF
           "$OUT/ncu_or_before.txt" | sed "s/^/ncu or before: /" | head -8
       fi
       echo "ncu done: $(elapsed)"
+      ;;
+    overhead)
+      ov_before=(); [[ -n ${OVERHEAD_BEFORE:-} ]] && ov_before=(--before "$OVERHEAD_BEFORE")
+      for engine in cpu gpu; do
+        ov_index=(--docs "${OVERHEAD_DOCS:-1000000}")
+        [[ $engine == gpu && -f $OUT/overhead-cpu/index/manifest.json ]] &&
+          ov_index=(--index "$OUT/overhead-cpu/index")
+        [[ $engine == gpu && ${#ov_before[@]} -eq 0 && -d $OUT/overhead-cpu/before-build ]] &&
+          ov_before=(--before "$OUT/overhead-cpu/before-build")
+        launch/bench-cluster-overhead.sh --out "$OUT/overhead-$engine" --build "$build_dir" \
+          "${ov_before[@]}" --engine $engine "${ov_index[@]}" --queries "${OVERHEAD_QUERIES:-20000}" \
+          --batches "64 1024" --isns "1 4" --reps "${OVERHEAD_REPS:-3}" \
+          --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" > "$OUT/overhead_$engine.log" 2>&1 \
+          || status=1
+        sed -n '/^|/p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -30
+        echo "overhead $engine done: $(elapsed)"
+      done
+      ;;
+    study)
+      spec=${STUDY_SPEC:-launch/studies/gpu-host.json}
+      GPUSEARCH_BUILD_DIR=$build_dir launch/study.sh "$spec" --out "$OUT/study" \
+        --index-cache /tmp/gpusearch-study-indexes > "$OUT/study.log" 2>&1 || status=1
+      grep -E "point|done|skip|error" "$OUT/study.log" | tail -30
+      /usr/bin/python3 launch/study-simulate "$OUT/study" > "$OUT/study_simulate.log" 2>&1 ||
+        echo "study-simulate: failed or numpy missing (rerun it on the build machine)"
+      tail -15 "$OUT/study_simulate.log"
+      echo "study done: $(elapsed)"
+      ;;
+    pack)
+      # Everything under $OUT but indexes, checkouts, builds and run files, in one archive.
+      (cd "$OUT" && tar czf /tmp/gpusearch-results.tgz --exclude='./results.tgz' \
+          --exclude='*/index' --exclude='*/probe-index' --exclude='*/before-src' \
+          --exclude='*/before-build' --exclude='*.run' . &&
+        find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && mv /tmp/gpusearch-results.tgz results.tgz)
+      ls -la "$OUT"
       ;;
     mpi)
       GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1
