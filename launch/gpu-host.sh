@@ -289,7 +289,8 @@ EOF
       # Everything under $OUT but indexes, checkouts, builds and run files, in one archive.
       (cd "$OUT" && tar czf /tmp/gpusearch-results.tgz --exclude='./results.tgz' \
           --exclude='*/index' --exclude='*/probe-index' --exclude='*/before-src' \
-          --exclude='*/before-build' --exclude='*.run' . &&
+          --exclude='*/before-build' --exclude='*.run' --exclude='run[0-9]*.txt' \
+          --exclude='*.tsv' . &&
         find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && mv /tmp/gpusearch-results.tgz results.tgz)
       ls -la "$OUT"
       ;;
