@@ -271,7 +271,7 @@ EOF
           --batches "64 1024" --isns "1 4" --reps "${OVERHEAD_REPS:-3}" \
           --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" > "$OUT/overhead_$engine.log" 2>&1 \
           || status=1
-        sed -n '/^|/p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -30
+        sed -n '/^variant /,/^wrote /p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -40
         echo "overhead $engine done: $(elapsed)"
       done
       ;;
@@ -286,11 +286,11 @@ EOF
       echo "study done: $(elapsed)"
       ;;
     pack)
-      # Everything under $OUT but indexes, checkouts, builds and run files, in one archive.
-      (cd "$OUT" && tar czf /tmp/gpusearch-results.tgz --exclude='./results.tgz' \
-          --exclude='*/index' --exclude='*/probe-index' --exclude='*/before-src' \
-          --exclude='*/before-build' --exclude='*.run' --exclude='run[0-9]*.txt' \
-          --exclude='*.tsv' . &&
+      # The small files under $OUT (JSON, logs, tables, plots; no indexes, builds, run files or
+      # query logs), in one archive; the rest is deleted.
+      (cd "$OUT" && find . -type f -size -4M ! -name '*.run' ! -name 'run[0-9]*.txt' ! -name '*.tsv' \
+          ! -path '*index*' ! -path '*/before-*' ! -name results.tgz -print0 |
+        tar czf /tmp/gpusearch-results.tgz --null -T - &&
         find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && mv /tmp/gpusearch-results.tgz results.tgz)
       ls -la "$OUT"
       ;;
