@@ -292,6 +292,11 @@ EOF
           ! -path '*index*' ! -path '*/before-*' ! -name results.tgz -print0 |
         tar czf /tmp/gpusearch-results.tgz --null -T - &&
         find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && mv /tmp/gpusearch-results.tgz results.tgz)
+      # The device tool returns files of at most 16 MiB: larger archives go in parts
+      # (cat results.tgz.part-* | tar xz).
+      if [[ $(stat -c %s "$OUT/results.tgz") -gt 15000000 ]]; then
+        (cd "$OUT" && split -b 15000000 results.tgz results.tgz.part- && rm results.tgz)
+      fi
       ls -la "$OUT"
       ;;
     mpi)
