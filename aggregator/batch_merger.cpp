@@ -70,6 +70,7 @@ void BatchMerger::stop() {
   }
   ready_.notify_one();
   if (thread_.joinable()) thread_.join();
+  writer_.finish();  // every answer handed over is in the run file, flushed
   rethrow_if_failed();
 }
 
@@ -166,7 +167,6 @@ void BatchMerger::merge(InFlightBatch& b) {
     record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
   const auto t_done = Clock::now();
-  setup_.run->flush();
 
   // Stages and the timeline.
   std::uint64_t max_compute_us = 0, max_idle_us = 0;
