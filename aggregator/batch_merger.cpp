@@ -19,24 +19,35 @@ BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache,
       bar_(bar),
       on_done_(std::move(on_done)),
       writer_(*setup_.run, setup_.run_tag) {
-  thread_ = std::thread([this] { loop(); });
+  if (!setup_.executor) thread_ = std::thread([this] { loop(); });
 }
 
 BatchMerger::~BatchMerger() {
+  finish();
+}
+
+void BatchMerger::finish() {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     stop_ = true;
+    if (setup_.executor)
+      drained_.wait(lock, [&] { return !drain_posted_ && accounts_posted_ == 0; });
   }
   ready_.notify_one();
   if (thread_.joinable()) thread_.join();
 }
 
 void BatchMerger::push(MergeJob job) {
+  bool post = false;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(job));
+    if (setup_.executor && !drain_posted_ && !error_) post = drain_posted_ = true;
   }
-  ready_.notify_one();
+  if (post)
+    setup_.executor->post([this] { drain(); });
+  else if (!setup_.executor)
+    ready_.notify_one();
 }
 
 void BatchMerger::submit(InFlightBatch&& batch) {
@@ -64,12 +75,7 @@ void BatchMerger::rethrow_if_failed() {
 }
 
 void BatchMerger::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  ready_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  finish();
   rethrow_if_failed();
 }
 
@@ -89,21 +95,97 @@ void BatchMerger::loop() {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      if (job.batch) {
-        const std::size_t n = job.batch->queries.size();
-        merge(*job.batch);
-        merging_queries_ -= n;
-      } else {
-        if (job.answer.answered_by_or) ++stats_.answered_by_or;
-        record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
-                      job.arrival, job.answered);
-      }
-      on_done_();
+      run_job(job);
     }
   } catch (...) {
     std::lock_guard lock(mutex_);
     error_ = std::current_exception();
   }
+}
+
+void BatchMerger::drain() {
+  // One job per task, so that the executor's own work (the replies this merge fulfilled) runs
+  // between two merges.
+  MergeJob job;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.empty() || error_) {
+      drain_posted_ = false;
+      drained_.notify_all();
+      return;
+    }
+    job = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  bool queued = false;
+  try {
+    if (job.batch) {
+      const std::size_t n = job.batch->queries.size();
+      MergedBatch merged = merge(*job.batch);
+      merging_queries_ -= n;
+      to_account_.push_back({std::move(*job.batch), std::move(merged)});
+    } else {
+      record_job_answer(job);
+      to_account_.push_back({});
+    }
+    queued = true;
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    error_ = std::current_exception();
+  }
+  if (queued) {
+    // The bookkeeping (run file flush, stage times, timeline, model) and on_done (the MPI
+    // thread's wake-up, which would take a core from the replies) once the replies are out.
+    {
+      std::lock_guard lock(mutex_);
+      ++accounts_posted_;
+    }
+    setup_.executor->post_when_idle([this] { account_oldest(); });
+  }
+  bool more = false;
+  {
+    std::lock_guard lock(mutex_);
+    more = !queue_.empty() && !error_;
+    if (!more) {
+      drain_posted_ = false;
+      drained_.notify_all();
+    }
+  }
+  if (more) setup_.executor->post([this] { drain(); });
+}
+
+void BatchMerger::account_oldest() {
+  // Tasks posted for when the executor is idle may run in any order; the batches are
+  // accounted for in merge order whatever the order.
+  try {
+    auto [batch, merged] = std::move(to_account_.front());
+    to_account_.pop_front();
+    if (batch) account(*batch, merged);
+    on_done_();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+  std::lock_guard lock(mutex_);
+  --accounts_posted_;
+  drained_.notify_all();
+}
+
+void BatchMerger::record_job_answer(MergeJob& job) {
+  if (job.answer.answered_by_or) ++stats_.answered_by_or;
+  record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false, job.arrival,
+                job.answered);
+}
+
+void BatchMerger::run_job(MergeJob& job) {
+  if (job.batch) {
+    const std::size_t n = job.batch->queries.size();
+    account(*job.batch, merge(*job.batch));
+    merging_queries_ -= n;
+  } else {
+    record_job_answer(job);
+  }
+  on_done_();
 }
 
 double BatchMerger::rel_ms(Clock::time_point t) const {
@@ -117,12 +199,12 @@ void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const s
   stats_.hits_written += a.hits.size();
   if (a.hits.empty()) ++stats_.empty_results;
   ++stats_.answered;
-  stats_.latency_ms.push_back(ms_between(arrival, at));
+  stats_.latency_ms.add(ms_between(arrival, at));
   writer_.add(seq, qid, std::move(a.hits));
   bar_.add(1);
 }
 
-void BatchMerger::merge(InFlightBatch& b) {
+BatchMerger::MergedBatch BatchMerger::merge(InFlightBatch& b) {
   const std::size_t num_isns = isns_.size();
   MergeStats& s = stats_;
   const auto t_merge = Clock::now();
@@ -165,7 +247,13 @@ void BatchMerger::merge(InFlightBatch& b) {
     if (!partial && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
     record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
-  const auto t_done = Clock::now();
+  return {t_merge, t_decoded, Clock::now(), std::move(present)};
+}
+
+void BatchMerger::account(const InFlightBatch& b, const MergedBatch& merged) {
+  const std::size_t num_isns = isns_.size();
+  MergeStats& s = stats_;
+  const auto& [t_merge, t_decoded, t_done, present] = merged;
   setup_.run->flush();
 
   // Stages and the timeline.
@@ -189,21 +277,20 @@ void BatchMerger::merge(InFlightBatch& b) {
     isn_encode = std::max(isn_encode, ms_between(t.end, t.encoded));
     from_isn = std::max(from_isn, ms_between(t.encoded, t.arrived));
   }
-  s.batch_sizes.push_back(double(b.queries.size()));
-  s.broadcast_ms.push_back(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
-  s.round_trip_ms.push_back(ms_between(b.sent, last_result));
-  s.compute_ms.push_back(double(max_compute_us) / 1000.0);
-  s.gather_ms.push_back(
-      std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
-  s.merge_ms.push_back(ms_between(t_merge, t_done));
-  s.decode_ms.push_back(ms_between(t_merge, t_decoded));
-  s.merge_wait_ms.push_back(ms_between(b.complete, t_merge));
-  s.isn_idle_ms.push_back(double(max_idle_us) / 1000.0);
+  s.batch_sizes.add(double(b.queries.size()));
+  s.broadcast_ms.add(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
+  s.round_trip_ms.add(ms_between(b.sent, last_result));
+  s.compute_ms.add(double(max_compute_us) / 1000.0);
+  s.gather_ms.add(std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
+  s.merge_ms.add(ms_between(t_merge, t_done));
+  s.decode_ms.add(ms_between(t_merge, t_decoded));
+  s.merge_wait_ms.add(ms_between(b.complete, t_merge));
+  s.isn_idle_ms.add(double(max_idle_us) / 1000.0);
   if (!present.empty()) {
-    s.to_isn_ms.push_back(to_isn);
-    s.isn_queue_ms.push_back(isn_queue);
-    s.isn_encode_ms.push_back(isn_encode);
-    s.from_isn_ms.push_back(from_isn);
+    s.to_isn_ms.add(to_isn);
+    s.isn_queue_ms.add(isn_queue);
+    s.isn_encode_ms.add(isn_encode);
+    s.from_isn_ms.add(from_isn);
   }
   if (critical < num_isns) {
     // The cluster's own cost for this batch: from the cut to the merged answers, less the
@@ -212,7 +299,7 @@ void BatchMerger::merge(InFlightBatch& b) {
     const IsnTimes& t = b.times[critical];
     const double own = ms_between(b.cut, t_done) - ms_between(t.start, t.end) -
                        std::max(0.0, ms_between(t.received, t.start));
-    s.overhead_ms.push_back(std::max(0.0, own));
+    s.overhead_ms.add(std::max(0.0, own));
     // The depth model: the slowest compute, and the wire both ways without the ISN queue.
     const double service_ms = ms_between(std::max(b.sent, previous_last_answer_), t.arrived);
     previous_last_answer_ = std::max(previous_last_answer_, t.arrived);
