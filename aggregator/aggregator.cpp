@@ -103,8 +103,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   AdmissionStats admission;
   InFlightBatches in_flight(world, isns, options.deadline_ms, me, options.isn_dead_after);
   const auto t_run = Clock::now();
-  BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get(),
-                      source->merge_executor()},
+  BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get()},
                      isns, cache, bar, [&pacer] { pacer.notify(); });
   std::uint64_t next_sequence = 0;
 

@@ -19,35 +19,24 @@ BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache,
       bar_(bar),
       on_done_(std::move(on_done)),
       writer_(*setup_.run, setup_.run_tag) {
-  if (!setup_.executor) thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] { loop(); });
 }
 
 BatchMerger::~BatchMerger() {
-  finish();
-}
-
-void BatchMerger::finish() {
   {
-    std::unique_lock lock(mutex_);
+    std::lock_guard lock(mutex_);
     stop_ = true;
-    if (setup_.executor)
-      drained_.wait(lock, [&] { return !drain_posted_ && accounts_posted_ == 0; });
   }
   ready_.notify_one();
   if (thread_.joinable()) thread_.join();
 }
 
 void BatchMerger::push(MergeJob job) {
-  bool post = false;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(job));
-    if (setup_.executor && !drain_posted_ && !error_) post = drain_posted_ = true;
   }
-  if (post)
-    setup_.executor->post([this] { drain(); });
-  else if (!setup_.executor)
-    ready_.notify_one();
+  ready_.notify_one();
 }
 
 void BatchMerger::submit(InFlightBatch&& batch) {
@@ -75,7 +64,12 @@ void BatchMerger::rethrow_if_failed() {
 }
 
 void BatchMerger::stop() {
-  finish();
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  ready_.notify_one();
+  if (thread_.joinable()) thread_.join();
   rethrow_if_failed();
 }
 
@@ -95,97 +89,21 @@ void BatchMerger::loop() {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      run_job(job);
+      if (job.batch) {
+        const std::size_t n = job.batch->queries.size();
+        merge(*job.batch);
+        merging_queries_ -= n;
+      } else {
+        if (job.answer.answered_by_or) ++stats_.answered_by_or;
+        record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
+                      job.arrival, job.answered);
+      }
+      on_done_();
     }
   } catch (...) {
     std::lock_guard lock(mutex_);
     error_ = std::current_exception();
   }
-}
-
-void BatchMerger::drain() {
-  // One job per task, so that the executor's own work (the replies this merge fulfilled) runs
-  // between two merges.
-  MergeJob job;
-  {
-    std::lock_guard lock(mutex_);
-    if (queue_.empty() || error_) {
-      drain_posted_ = false;
-      drained_.notify_all();
-      return;
-    }
-    job = std::move(queue_.front());
-    queue_.pop_front();
-  }
-  bool queued = false;
-  try {
-    if (job.batch) {
-      const std::size_t n = job.batch->queries.size();
-      MergedBatch merged = merge(*job.batch);
-      merging_queries_ -= n;
-      to_account_.push_back({std::move(*job.batch), std::move(merged)});
-    } else {
-      record_job_answer(job);
-      to_account_.push_back({});
-    }
-    queued = true;
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    error_ = std::current_exception();
-  }
-  if (queued) {
-    // The bookkeeping (run file flush, stage times, timeline, model) and on_done (the MPI
-    // thread's wake-up, which would take a core from the replies) once the replies are out.
-    {
-      std::lock_guard lock(mutex_);
-      ++accounts_posted_;
-    }
-    setup_.executor->post_when_idle([this] { account_oldest(); });
-  }
-  bool more = false;
-  {
-    std::lock_guard lock(mutex_);
-    more = !queue_.empty() && !error_;
-    if (!more) {
-      drain_posted_ = false;
-      drained_.notify_all();
-    }
-  }
-  if (more) setup_.executor->post([this] { drain(); });
-}
-
-void BatchMerger::account_oldest() {
-  // Tasks posted for when the executor is idle may run in any order; the batches are
-  // accounted for in merge order whatever the order.
-  try {
-    auto [batch, merged] = std::move(to_account_.front());
-    to_account_.pop_front();
-    if (batch) account(*batch, merged);
-    on_done_();
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    if (!error_) error_ = std::current_exception();
-  }
-  std::lock_guard lock(mutex_);
-  --accounts_posted_;
-  drained_.notify_all();
-}
-
-void BatchMerger::record_job_answer(MergeJob& job) {
-  if (job.answer.answered_by_or) ++stats_.answered_by_or;
-  record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false, job.arrival,
-                job.answered);
-}
-
-void BatchMerger::run_job(MergeJob& job) {
-  if (job.batch) {
-    const std::size_t n = job.batch->queries.size();
-    account(*job.batch, merge(*job.batch));
-    merging_queries_ -= n;
-  } else {
-    record_job_answer(job);
-  }
-  on_done_();
 }
 
 double BatchMerger::rel_ms(Clock::time_point t) const {
@@ -204,7 +122,7 @@ void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const s
   bar_.add(1);
 }
 
-BatchMerger::MergedBatch BatchMerger::merge(InFlightBatch& b) {
+void BatchMerger::merge(InFlightBatch& b) {
   const std::size_t num_isns = isns_.size();
   MergeStats& s = stats_;
   const auto t_merge = Clock::now();
@@ -247,13 +165,7 @@ BatchMerger::MergedBatch BatchMerger::merge(InFlightBatch& b) {
     if (!partial && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
     record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
-  return {t_merge, t_decoded, Clock::now(), std::move(present)};
-}
-
-void BatchMerger::account(const InFlightBatch& b, const MergedBatch& merged) {
-  const std::size_t num_isns = isns_.size();
-  MergeStats& s = stats_;
-  const auto& [t_merge, t_decoded, t_done, present] = merged;
+  const auto t_done = Clock::now();
   setup_.run->flush();
 
   // Stages and the timeline.
@@ -281,7 +193,8 @@ void BatchMerger::account(const InFlightBatch& b, const MergedBatch& merged) {
   s.broadcast_ms.add(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
   s.round_trip_ms.add(ms_between(b.sent, last_result));
   s.compute_ms.add(double(max_compute_us) / 1000.0);
-  s.gather_ms.add(std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
+  s.gather_ms.add(
+      std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
   s.merge_ms.add(ms_between(t_merge, t_done));
   s.decode_ms.add(ms_between(t_merge, t_decoded));
   s.merge_wait_ms.add(ms_between(b.complete, t_merge));

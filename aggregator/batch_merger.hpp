@@ -1,11 +1,8 @@
-// The aggregator's merger (the merge thread): decodes the results of each completed batch, merges
-// each query's per-shard answers (aggregator/kway_merge.hpp; the in-process merge_shard_results'
-// rule), fills the result cache, and writes every answer in arrival order
-// (aggregator/arrival_order_writer.hpp), off the MPI thread's receive path. It also keeps each
-// batch's stage times and timeline entry, and the latency model the pipeline depth is chosen from.
-// The merges run on a thread of its own, or, when the queries come from the RPC front end, on the
-// front end's event loop (Setup::executor), which then sends each reply as soon as its query is
-// merged.
+// The aggregator's merge thread: decodes the results of each completed batch, merges each query's
+// per-shard answers (aggregator/kway_merge.hpp; the in-process merge_shard_results' rule), fills
+// the result cache, and writes every answer in arrival order (aggregator/arrival_order_writer.hpp),
+// off the MPI thread's receive path. It also keeps each batch's stage times and timeline entry,
+// and the latency model the pipeline depth is chosen from.
 #pragma once
 
 #include <atomic>
@@ -83,13 +80,11 @@ class BatchMerger {
     AggregatorClock::time_point t_run;  // the timeline's zero
     std::string me;
     QuerySource* source = nullptr;  // told each answer of a query with a ticket
-    // Runs the merges (the RPC front end's event loop); null: a thread of the merger's own.
-    SerialExecutor* executor = nullptr;
   };
-  // `on_done` runs on the merging thread after each job (the MPI thread's window has room again).
+  // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
   BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
               std::function<void()> on_done);
-  ~BatchMerger();  // finishes the jobs handed over, stops the thread
+  ~BatchMerger();  // stops the thread
 
   // A completed batch, or an answer known at admission (`answer` of query `sequence`).
   void submit(InFlightBatch&& batch);
@@ -108,20 +103,8 @@ class BatchMerger {
 
  private:
   void push(MergeJob job);
-  void loop();                  // the merger's own thread
-  void drain();                 // one job on the executor, posted again while jobs wait
-  void run_job(MergeJob& job);  // on the merger's own thread
-  void record_job_answer(MergeJob& job);
-  void finish();
-  // A batch's merge: its answers (to the source and the run file's writer), then its accounting
-  // (flush, stage times, timeline, latency model), which the executor runs when idle.
-  struct MergedBatch {
-    AggregatorClock::time_point t_merge, t_decoded, t_done;
-    std::vector<std::size_t> present;  // the ISNs whose results were merged
-  };
-  MergedBatch merge(InFlightBatch& b);
-  void account(const InFlightBatch& b, const MergedBatch& merged);
-  void account_oldest();
+  void loop();
+  void merge(InFlightBatch& b);
   void record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
                      CachedAnswer&& a, bool partial, AggregatorClock::time_point arrival,
                      AggregatorClock::time_point at);
@@ -139,15 +122,9 @@ class BatchMerger {
   AggregatorClock::time_point previous_last_answer_{};
   std::atomic<std::size_t> merging_queries_{0};
   std::mutex mutex_;
-  std::condition_variable ready_;    // own thread: a job or the stop
-  std::condition_variable drained_;  // executor: no drain posted any more
+  std::condition_variable ready_;
   std::deque<MergeJob> queue_;
   bool stop_ = false;
-  bool drain_posted_ = false;        // executor: a drain() is posted and will take the next job
-  std::size_t accounts_posted_ = 0;  // executor: account_oldest() calls posted, not yet run
-  // Executor: merged jobs waiting for their accounting (a batch's; none for an answer known at
-  // admission) and on_done (the executor's thread only).
-  std::deque<std::pair<std::optional<InFlightBatch>, MergedBatch>> to_account_;
   std::exception_ptr error_;
   std::thread thread_;
 };

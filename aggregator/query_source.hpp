@@ -35,18 +35,6 @@ struct ArrivedQuery {
 
 struct CachedAnswer;
 
-// Runs posted tasks one at a time, in the order posted, on one thread of its own; post() may be
-// called from any thread.
-class SerialExecutor {
- public:
-  virtual ~SerialExecutor() = default;
-  virtual void post(std::function<void()> task) = 0;
-  // From the executor's own thread: runs `task` after what the tasks so far made ready (an
-  // event loop: when it is otherwise idle, so replies are written first). Such tasks may run in
-  // any order among themselves.
-  virtual void post_when_idle(std::function<void()> task) { post(std::move(task)); }
-};
-
 class QuerySource {
  public:
   virtual ~QuerySource() = default;
@@ -66,17 +54,13 @@ class QuerySource {
   virtual bool exhausted() const = 0;
   // Lines it could not read as queries since the last call (file and line in each).
   virtual std::vector<QueryProblem> take_problems() = 0;
-  // The answer to a query it delivered with a ticket (from the merger; also in the run file).
+  // The answer to a query it delivered with a ticket (merge thread; also in the run file).
   virtual void answered(std::uint64_t /*ticket*/, const CachedAnswer& /*answer*/,
                         bool /*partial*/, AggregatorClock::time_point /*arrival*/) {}
   // A query it delivered with a ticket that cannot run (MPI thread; counted as skipped).
   virtual void rejected(std::uint64_t /*ticket*/, const QueryProblem& /*problem*/) {}
   // Its own counters for the metrics JSON (null: none).
   virtual nlohmann::json stats() const { return nullptr; }
-  // Where the merger should run, or null for a thread of the merger's own. A source that
-  // answers clients from an event loop (RPC) offers that loop: an answer is then merged and
-  // its reply sent by one thread, with no hand-off between the two (NOTES-frontend.md).
-  virtual SerialExecutor* merge_executor() { return nullptr; }
 };
 
 // A query file (TSV or TREC topics), read at once: closed loop (at most `room` admitted per

@@ -54,10 +54,10 @@ std::string random_token() {
 
 }  // namespace
 
-// Threads: the kj thread runs the event loop (every connection, the requests' promises and, as
-// the aggregator's merge executor, the merges); the MPI thread polls `queue` and may reject a
-// request. Everything a request's reply needs is touched on the kj thread only; other threads
-// reach it through post().
+// Threads: the kj thread runs the event loop (every connection and the requests' promises); the
+// MPI thread polls `queue` and may reject a request; the merge thread answers. Everything a
+// request's reply needs is touched on the kj thread only; the others reach it through post(),
+// whose tasks the kj thread runs in a batch per wake-up.
 struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
   FrontEndOptions options;
   SearchParams defaults;
@@ -78,20 +78,8 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
   std::unordered_map<std::uint64_t, kj::Own<kj::PromiseFulfiller<RpcAnswer>>> waiting;
   std::uint64_t next_ticket = 1;
   kj::Timer* timer = nullptr;
-  kj::TaskSet* idle_tasks = nullptr;  // post_when_idle's
   kj::Own<kj::PromiseFulfiller<void>> stop_loop;
   std::thread thread;
-
-  // The event loop as the aggregator's merge executor.
-  struct LoopExecutor final : SerialExecutor {
-    explicit LoopExecutor(Impl& i) : impl(i) {}
-    void post(std::function<void()> task) override { impl.post(std::move(task)); }
-    void post_when_idle(std::function<void()> task) override {
-      KJ_REQUIRE(impl.on_loop_thread() && impl.idle_tasks != nullptr);
-      impl.idle_tasks->add(kj::evalLast([task = std::move(task)] { task(); }));
-    }
-    Impl& impl;
-  } executor{*this};
 
   ~Impl() noexcept(false) { stop_and_join(); }
 
@@ -387,8 +375,6 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   }
   stop_loop = kj::mv(stop.fulfiller);
   timer = &io.provider->getTimer();
-  kj::TaskSet when_idle(*this);
-  idle_tasks = &when_idle;
   auto running_tasks =
       run_tasks().eagerlyEvaluate([this](kj::Exception&& e) { taskFailed(kj::mv(e)); });
   started.set_value(bound);
@@ -413,7 +399,6 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   std::lock_guard lock(mutex);
   doorbell = nullptr;  // no task runs any more
   timer = nullptr;
-  idle_tasks = nullptr;
 }
 
 RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
@@ -492,7 +477,7 @@ void RpcQuerySource::answered(std::uint64_t ticket, const CachedAnswer& answer, 
   a.answer = answer;
   a.partial = partial;
   a.server_us = micros_since(arrival);
-  if (impl_->on_loop_thread()) {  // merged on the loop (the aggregator's case): no hand-off
+  if (impl_->on_loop_thread()) {
     impl_->deliver(ticket, std::move(a));
     return;
   }
@@ -503,10 +488,6 @@ void RpcQuerySource::answered(std::uint64_t ticket, const CachedAnswer& answer, 
 
 void RpcQuerySource::rejected(std::uint64_t ticket, const QueryProblem& problem) {
   impl_->post([impl = impl_.get(), ticket, why = problem.what] { impl->fail(ticket, why); });
-}
-
-SerialExecutor* RpcQuerySource::merge_executor() {
-  return &impl_->executor;
 }
 
 nlohmann::json RpcQuerySource::stats() const { return impl_->stats_json(); }
