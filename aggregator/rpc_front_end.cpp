@@ -186,7 +186,7 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
   void deliver(std::uint64_t ticket, RpcAnswer&& a) {
     auto f = take(ticket);
     if (!f) return;
-    if (!f->isWaiting()) {  // its deadline answered the client already
+    if (!f->isWaiting()) {  // the client has its reply (the deadline's) or has gone
       ++answered_after_deadline;
       return;
     }
