@@ -28,6 +28,7 @@
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
+#include "common/metrics.hpp"
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
 
@@ -65,7 +66,8 @@ struct MergeStats {
   std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
                 hits_written = 0, batches_with_misses = 0;
   QueryCounters counters;
-  std::vector<double> latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
+  // Bounded for runs of any length (serving): exact up to metrics::SampleSet's limit.
+  metrics::SampleSet latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
       isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms, merge_wait_ms,
       decode_ms, overhead_ms;
   nlohmann::json timeline = nlohmann::json::array();
