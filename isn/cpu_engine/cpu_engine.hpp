@@ -20,10 +20,10 @@ namespace gpusearch::cpu {
 class SharedThreshold;
 
 enum class Algorithm {
-  kExhaustive,  // ranked OR / ranked AND, every posting decoded and every match scored
-  kWand,        // WAND (AND mode: block-max AND)
-  kBmw,         // block-max WAND (AND mode: block-max AND)
-  kMaxScore,    // block-max MaxScore over docID windows (AND mode: block-max AND)
+  kExhaustive,    // ranked OR / ranked AND, every posting decoded and every match scored
+  kWand,          // WAND (AND mode: block-max AND)
+  kBmw,           // block-max WAND (AND mode: block-max AND)
+  kMaxScore,      // block-max MaxScore over docID windows (AND mode: block-max AND)
   kMaxScoreDaat,  // block-max MaxScore, document at a time (AND mode: block-max AND)
 };
 std::string_view to_string(Algorithm a);
@@ -99,7 +99,7 @@ class CpuEngine final : public QueryEngine {
   CpuEngineOptions options_;
   std::vector<float> gs_coarse_;  // GS of every kGsStride-th document (daat_algorithms.hpp)
   std::vector<float> pagerank_suffix_max_;  // max PR' from every kGsStride-th document on
-  std::vector<double> norms_;  // length_norm of every document (QueryContext::norms)
+  std::vector<double> norms_;               // length_norm of every document (QueryContext::norms)
   bool gs_ordered_ = false;
 };
 

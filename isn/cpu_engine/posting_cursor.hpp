@@ -106,7 +106,7 @@ class PostingCursor {
       return;
     }
     if (!pending_ && d <= last_[block_]) {
-      while (docs_[pos_] < d) ++pos_;
+      pos_ = position_in_block(d);
       set_current();
       return;
     }
@@ -136,8 +136,27 @@ class PostingCursor {
       load_block(b);
       pos_ = 0;
     }
-    while (docs_[pos_] < d) ++pos_;
+    pos_ = position_in_block(d);
     set_current();
+  }
+
+  // The first position >= pos_ of the decoded block whose docID is >= d (the block's last docID
+  // is >= d). Near: a linear scan; far (MaxScore's probes of long non-essential lists jump
+  // through a block): a branch-free binary search.
+  std::uint32_t position_in_block(DocId d) const {
+    std::uint32_t p = pos_;
+    if (count_ - p > 16 && docs_[p + 15] < d) {
+      const DocId* base = docs_ + p + 16;
+      std::uint32_t n = count_ - p - 16;
+      while (n > 1) {
+        const std::uint32_t half = n / 2;
+        base = base[half] < d ? base + half : base;
+        n -= half;
+      }
+      return std::uint32_t(base - docs_) + (*base < d);
+    }
+    while (docs_[p] < d) ++p;
+    return p;
   }
 
  public:

@@ -64,7 +64,8 @@ class TopK {
 
   // Best first; empties the heap.
   std::vector<RankedDoc> take_sorted(std::uint32_t shard) {
-    std::sort(heap_.begin(), heap_.end(), better);
+    std::sort(heap_.begin(), heap_.end(),
+              [](const Entry& a, const Entry& b) { return better(a, b); });
     std::vector<RankedDoc> out;
     out.reserve(heap_.size());
     for (const Entry& e : heap_) out.push_back({e.score, e.rank, shard, e.doc});
@@ -94,18 +95,25 @@ class TopK {
     }
     heap_[i] = e;
   }
+  // Replaces the root: the hole goes down to a leaf along the worse children (one comparison
+  // per level), then e rises from there (a replacement is usually among the worst, so it rises
+  // little): about half the comparisons of the textbook sift-down.
   void sift_down(std::size_t i) {
     const std::size_t n = heap_.size();
     const Entry e = heap_[i];
-    for (;;) {
-      std::size_t child = 2 * i + 1;
-      if (child >= n) break;
-      if (child + 1 < n && better(heap_[child], heap_[child + 1])) ++child;  // the worse child
-      if (!better(e, heap_[child])) break;
+    std::size_t child = 2 * i + 1;
+    while (child + 1 < n) {
+      child += better(heap_[child], heap_[child + 1]);  // the worse child
+      heap_[i] = heap_[child];
+      i = child;
+      child = 2 * i + 1;
+    }
+    if (child < n) {
       heap_[i] = heap_[child];
       i = child;
     }
     heap_[i] = e;
+    sift_up(i);
   }
   void update_threshold() {
     threshold_ = std::max(seed_, heap_[0].score);

@@ -10,21 +10,23 @@ namespace gpusearch::cpu {
 
 namespace {
 
-// Per-thread window state. Invariant between windows: every accumulator, bit and stored
-// frequency is zero, so a window clears only what it touched (in its candidate scan).
+// Per-thread window state. Invariant between windows: every accumulator, bit and term mask is
+// zero, so a window clears only what it touched (in its candidate scan).
 struct WindowScratch {
-  std::vector<double> acc;             // partial score of wmin + i, essential lists only
-  std::vector<std::uint64_t> matched;  // bit i: some essential list holds wmin + i
-  std::vector<std::uint32_t> freqs;    // [term * window + i]: its frequency there (0: absent)
+  std::vector<double> acc;               // partial score of wmin + i, essential lists only
+  std::vector<std::uint64_t> matched;    // bit i: some essential list holds wmin + i
+  std::vector<std::uint64_t> term_mask;  // bit t: essential term t holds wmin + i
+  std::vector<std::uint32_t> freqs;      // [t * window + i]: its frequency there (if in the mask)
   unsigned window = 0;
   void prepare(unsigned window_docs, std::size_t terms) {
     if (window != window_docs) {
       window = window_docs;
       acc.assign(window_docs, 0.0);
       matched.assign((window_docs + 63) / 64, 0);
+      term_mask.assign(window_docs, 0);
       freqs.clear();
     }
-    if (freqs.size() < terms * window_docs) freqs.resize(terms * window_docs, 0);
+    if (freqs.size() < terms * window_docs) freqs.resize(terms * window_docs);
   }
 };
 
@@ -39,6 +41,8 @@ inline bool below(double bound, double threshold) {
   return bound * (1 + kBoundSlack) < threshold;
 }
 
+constexpr DocId kFirstWindowDocs = 64;
+
 }  // namespace
 
 RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
@@ -46,20 +50,29 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
   RunStats stats;
   const std::size_t n = terms.size();
   if (n == 0) return stats;
+  // Term masks are 64 bits (QueryLimits allows 64 distinct terms by default); longer queries go
+  // document at a time.
+  if (n > 64) return block_max_maxscore(ctx, terms, top, counters);
   const DocId window = std::max(64u, window_docs);
   WindowScratch& scratch = thread_scratch();
   scratch.prepare(window, n);
   double* const acc = scratch.acc.data();
   std::uint64_t* const matched = scratch.matched.data();
+  std::uint64_t* const term_mask = scratch.term_mask.data();
   std::uint32_t* const freqs = scratch.freqs.data();
+  const bool has_static = ctx.static_weight != 0;
 
   std::vector<double> window_bound(n), block_bound(n), ne_contrib(n);
   std::vector<DocId> cover_last(n);
   std::vector<std::uint32_t> order(n);  // live lists of the window by increasing window bound
-  std::vector<std::uint8_t> essential(n), ne_hit(n, 0);
+  std::vector<std::uint8_t> essential(n);
 
   DocId wmin = kNoDoc;
   for (const PostingCursor& c : terms) wmin = std::min(wmin, c.docid());
+  // Windows start small and double: the first ones are scored before any threshold exists (all
+  // lists essential), so they should hold few documents; later ones amortize the per-window
+  // bounds. GS order puts the high scores first, so the threshold rises within a few windows.
+  DocId span = std::min<DocId>(window, kFirstWindowDocs);
   while (wmin < ctx.range_end) {
     double threshold = top.threshold();
     const double static_upper = ctx.static_bound(wmin);
@@ -76,7 +89,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         break;
       }
     }
-    const DocId wmax = DocId(std::min<std::uint64_t>(std::uint64_t(wmin) + window, ctx.range_end));
+    const DocId wmax = DocId(std::min<std::uint64_t>(std::uint64_t(wmin) + span, ctx.range_end));
+    span = std::min(window, 2 * span);
 
     // The window's bounds and its essential lists.
     std::size_t live = 0;
@@ -115,10 +129,12 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       DocId last_doc = kNoDoc;
       if (keep_freqs) {
         std::uint32_t* const f_t = freqs + t * window;
+        const std::uint64_t term_bit = std::uint64_t(1) << t;
         c.for_each_below(wmax, [&](DocId d, std::uint32_t f) {
           const DocId i = d - wmin;
           acc[i] += w * impact(f, ctx.norms[d]);
           matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+          term_mask[i] |= term_bit;
           f_t[i] = f;
           last_doc = d;
         });
@@ -144,7 +160,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         const double partial = acc[i];
         acc[i] = 0;
         ++counters.docs_scored;
-        const double static_part = ctx.static_score(d);
+        const double static_part = has_static ? ctx.static_score(d) : 0.0;
         if (non_essential == 0) {
           const double score = partial + static_part;
           if (!(score < threshold)) {
@@ -159,7 +175,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           for (std::size_t j = 0; j < non_essential; ++j)
             block_bound[j] = upper += terms[order[j]].block_max_score(d);
           double sum = partial + static_part;
-          bool pruned = false, gained = false;
+          bool pruned = false;
+          std::uint64_t gained = 0;  // non-essential terms found at d
           for (std::size_t j = non_essential; j-- > 0;) {
             if (below(sum + block_bound[j], threshold)) {
               pruned = true;
@@ -172,8 +189,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               const double v = c.weight() * impact(c.freq(), ctx.norms[d]);
               sum += v;
               ne_contrib[t] = v;
-              ne_hit[t] = 1;
-              gained = true;
+              gained |= std::uint64_t(1) << t;
             }
           }
           if (!pruned) {
@@ -181,11 +197,11 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
             if (gained) {
               // The reference's order: every term of d in query-term order.
               double terms_sum = 0;
-              for (std::size_t t = 0; t < n; ++t) {
-                if (ne_hit[t])
-                  terms_sum += ne_contrib[t];
-                else if (essential[t] && freqs[t * window + i] != 0)
-                  terms_sum += terms[t].weight() * impact(freqs[t * window + i], ctx.norms[d]);
+              for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
+                const unsigned t = unsigned(std::countr_zero(m));
+                terms_sum += (gained >> t) & 1
+                                 ? ne_contrib[t]
+                                 : terms[t].weight() * impact(freqs[t * window + i], ctx.norms[d]);
               }
               score = terms_sum + static_part;
             }
@@ -194,11 +210,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               threshold = top.threshold();
             }
           }
-          if (gained)
-            for (std::size_t j = 0; j < non_essential; ++j) ne_hit[order[j]] = 0;
         }
-        for (std::size_t t = 0; t < n; ++t)
-          if (essential[t]) freqs[t * window + i] = 0;
+        term_mask[i] = 0;
       }
     }
 
