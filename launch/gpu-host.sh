@@ -27,6 +27,10 @@
 #                resumable; then the simulator's validation against its points
 #     pack       everything under $OUT (but indexes, builds and run files) into $OUT/results.tgz
 #                (the device tool returns at most 8 files: run it last)
+#     cpu        the CPU engine before/after (issue 17): bench_cpu_engine of BEFORE_BIN and of
+#                this build, alternating CPU_ROUNDS times (3), on the synthetic index and on
+#                Debian + MS MARCO, bm25 and bm25-pr, k = 10 and 1000 (launch/bench-cpu-compare.sh);
+#                single-thread latency and all-core throughput; the table is $OUT/cpu/compare.md
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
@@ -34,8 +38,9 @@
 #              BENCH_ARGS (extra bench_gpu_engine flags), BENCH_K_LIST (10), GTEST_FILTER,
 #              REAL_REPEAT (100: times the real query sample is replayed),
 #              SCHED_ARGS (extra bench_scheduler flags), SCHED_SECONDS (1.0 per rate),
-#              BEFORE_BIN (a directory holding an earlier bench_gpu_engine: run on the same
-#              index in the same call, the before/after baseline).
+#              BEFORE_BIN (a directory holding an earlier bench_gpu_engine, or for `cpu` an
+#              earlier bench_cpu_engine: run on the same index in the same call, the
+#              before/after baseline), CPU_ROUNDS, CPU_LIMIT (2000 queries), CPU_K (10,1000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -298,6 +303,17 @@ EOF
         (cd "$OUT" && split -b 15000000 results.tgz results.tgz.part- && rm results.tgz)
       fi
       ls -la "$OUT"
+    cpu)
+      if [[ -z ${BEFORE_BIN:-} || ! -x ${BEFORE_BIN}/bench_cpu_engine ]]; then
+        echo "cpu: BEFORE_BIN must hold the earlier bench_cpu_engine" >&2; status=1; continue
+      fi
+      bench_index || { status=1; continue; }
+      real_data 1 || { status=1; continue; }
+      BEFORE_BIN=$BEFORE_BIN AFTER_BIN=$bin SYN_INDEX=$idx DEBIAN_INDEX=$ridx QUERIES=$queries \
+        OUT="$OUT/cpu" ROUNDS=${CPU_ROUNDS:-3} LIMIT=${CPU_LIMIT:-2000} K=${CPU_K:-10,1000} \
+        launch/bench-cpu-compare.sh > "$OUT/cpu.log" 2>&1 || status=1
+      grep -E "best before|round . done" "$OUT/cpu.log" | tail -12
+      echo "cpu done: $(elapsed)"
       ;;
     mpi)
       GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1
