@@ -425,12 +425,15 @@ SchedulerEngine::SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryE
     scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
 }
 
+void SchedulerEngine::prepare(const SearchParams& params) {
+  if (scheduler_) return;
+  options_.estimate = train_(params, *cpu_, *gpu_, training_report_);
+  scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
+}
+
 void SchedulerEngine::search(std::span<const Query> queries, const SearchParams& params,
                              std::span<ShardResult> out) {
-  if (!scheduler_) {
-    options_.estimate = train_(params, *cpu_, *gpu_, training_report_);
-    scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
-  }
+  prepare(params);
   scheduler_->search_batch(queries, params, out);
 }
 

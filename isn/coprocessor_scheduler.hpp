@@ -169,6 +169,9 @@ class SchedulerEngine final : public QueryEngine {
   bool runs_batch_in_parallel() const override { return true; }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
+  // Trains the estimator now (the ISN at start-up, given the run's parameters), so that the
+  // first batch is not charged for it; batches with other parameters use it as trained.
+  void prepare(const SearchParams& params) override;
   nlohmann::json stats() const override;
 
  private:

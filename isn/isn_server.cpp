@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -148,6 +149,14 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
   so.scheduler = options.scheduler;
   so.isns_on_device = where.isns_on_device;
   s.engine = make_isn_engine_stack(so, shard, where.shard_id, where.who);
+  double prepare_seconds = 0;
+  if (options.prepare_params) {
+    SearchParams p = *options.prepare_params;
+    if (std::isnan(p.alpha)) p.alpha = root.params.gs_alpha;  // as the aggregator resolves it
+    const auto t_prepare = Clock::now();
+    s.engine->prepare(p);
+    prepare_seconds = std::chrono::duration<double>(Clock::now() - t_prepare).count();
+  }
 
   const auto pos = shard.input_positions();
   const auto ranks = shard.global_ranks();
@@ -170,6 +179,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
              {"mapped_bytes", mapped_bytes(shard.manifest())},
              {"rss_bytes", current_rss_bytes()},
              {"open_seconds", std::chrono::duration<double>(Clock::now() - t_open).count()},
+             {"prepare_seconds", prepare_seconds},
              {"engine", std::string(s.engine->name())},
              {"vocabulary", vocabulary_fingerprint(shard.manifest(), shard.num_terms())},
              {"clock_us", steady_us(Clock::now())}};

@@ -172,6 +172,10 @@ case "$case_name" in
         samples=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['cpu']['samples']")
         [ "$samples" -ge 40 ] || fail "queues: predictor trained on $samples queries"
         echo "queues: predictor error (held out) $(metric "$m" "[round(m['isn'][0]['stats']['scheduler']['predictor'][p]['mean_relative_error_held_out'], 3) for p in ('cpu', 'gpu')]")"
+        # Trained at start-up on the run's mode and k (cluster.sh passes them to the ISNs), not
+        # in the first batch, which would be charged for it.
+        [ "$(metric "$m" "all(m['isn'][i]['hello']['prepare_seconds'] > 0 for i in range(2))")" = True ] ||
+          fail "queues: the predictor was not trained before the hello (prepare_seconds $(metric "$m" "[m['isn'][i]['hello'].get('prepare_seconds') for i in range(2)]"))"
       fi
       [ "$jobs_cpu" -gt 0 ] && [ "$jobs_gpu" -gt 0 ] || fail "$sched: one processor did nothing"
     done
