@@ -13,6 +13,7 @@
 #include "gpu/device_shard.hpp"
 #include "gpu/kernel_limits.hpp"
 #include "gpu/query_kernels.hpp"
+#include "gpu/range_rows_kernel.hpp"
 
 namespace gpusearch::gpu {
 
@@ -92,6 +93,20 @@ void append_segments(const ShardIndex& shard, std::uint32_t query, const Segment
   out.push_back(SegmentDesc{query, lo, n_docs, 0});
 }
 
+// Several GPUs per ISN: keeps the parts of segments [from, end) that lie in this engine's docID
+// range [lo, hi) (the whole shard: unchanged).
+void clip_segments(std::vector<SegmentDesc>& segments, std::size_t from, std::uint32_t lo,
+                   std::uint32_t hi) {
+  std::size_t kept = from;
+  for (std::size_t i = from; i < segments.size(); ++i) {
+    SegmentDesc s = segments[i];
+    s.doc_lo = std::max(s.doc_lo, lo);
+    s.doc_hi = std::min(s.doc_hi, hi);
+    if (s.doc_lo < s.doc_hi) segments[kept++] = s;
+  }
+  segments.resize(kept);
+}
+
 }  // namespace
 
 std::vector<std::string> gpu_algorithms() { return {"window", "bmw", "exhaustive"}; }
@@ -109,6 +124,10 @@ struct GpuEngine::Impl {
   std::array<Lane, 2> lanes;
   std::unique_ptr<QueryEngine> host_engine;
   std::uint64_t calls = 0;
+  std::uint32_t doc_begin = 0, doc_end = 0;  // the docID range answered (the shard by default)
+  // search_into_device_rows: the call leaves its rows on the device, here.
+  bool rows_on_device = false;
+  const void* device_rows = nullptr;
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
       : shard(s), shard_id(id), options(std::move(o)) {}
@@ -137,7 +156,15 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   if (options.device >= cuda_device_count())
     throw InputError("--gpu", 0, fmt::format("device {} does not exist ({} present)",
                                              options.device, cuda_device_count()));
+  if (options.doc_end == 0) options.doc_end = shard.num_docs();
+  if (options.doc_begin >= options.doc_end || options.doc_end > shard.num_docs())
+    throw InputError("--gpus-per-isn", 0,
+                     fmt::format("docID range [{}, {}) of a shard of {} documents: each GPU's "
+                                 "range must be non-empty",
+                                 options.doc_begin, options.doc_end, shard.num_docs()));
   impl_ = std::make_unique<Impl>(shard, shard_id, options);
+  impl_->doc_begin = options.doc_begin;
+  impl_->doc_end = options.doc_end;
   if (options.device < 0) GPUSEARCH_CUDA_CHECK(cudaGetDevice(&impl_->device));
   else impl_->device = options.device;
   ScopedDevice scoped(impl_->device);
@@ -157,6 +184,29 @@ GpuEngine::~GpuEngine() {
 
 void GpuEngine::set_host_engine(std::unique_ptr<QueryEngine> engine) {
   impl_->host_engine = std::move(engine);
+}
+
+const void* GpuEngine::search_into_device_rows(std::span<const Query> queries,
+                                               const SearchParams& params) {
+  if (queries.size() > impl_->options.batch_size || params.k == 0)
+    throw Error(fmt::format("search_into_device_rows: {} queries at k {} (one launch of at most {} "
+                            "queries, k > 0)",
+                            queries.size(), params.k, impl_->options.batch_size));
+  for (const Query& q : queries)
+    if (q.terms.size() > kMaxGpuTerms)
+      throw Error(fmt::format("search_into_device_rows: a query of {} terms (at most {})",
+                              q.terms.size(), kMaxGpuTerms));
+  std::vector<ShardResult> unused(queries.size());  // the answers stay on the device
+  impl_->rows_on_device = true;
+  impl_->device_rows = nullptr;
+  try {
+    search(queries, params, unused);
+  } catch (...) {
+    impl_->rows_on_device = false;
+    throw;
+  }
+  impl_->rows_on_device = false;
+  return impl_->device_rows;
 }
 
 void GpuEngine::search(std::span<const Query> queries, const SearchParams& params,
@@ -233,7 +283,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     or_cost[i] = total;
   }
   // Cost order (paper 003): long queries first, so that a launch's blocks finish together.
-  if (m.options.cost_order) {
+  if (m.options.cost_order && !m.rows_on_device) {  // device rows: in the caller's order
     const auto& c = params.mode == Mode::kOr ? or_cost : and_cost;
     std::stable_sort(gpu_queries.begin(), gpu_queries.end(),
                      [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
@@ -285,7 +335,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       }
       largest = batch_regions(end - begin, nt, nas, nos, k);
       largest_in = std::max(largest_in, largest.in_bytes);
-      largest_out = std::max(largest_out, largest.out_bytes);
+      largest_out = std::max(largest_out, largest.out_bytes + (m.rows_on_device ? row_meta_bytes(end - begin) : 0));
       largest_scratch = std::max(largest_scratch, largest.scratch_bytes);
     }
     for (Lane& lane : m.lanes) {
@@ -378,6 +428,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.or_segment_begin = std::uint32_t(or_segments.size());
       if (run_and) append_segments(shard, std::uint32_t(slot), and_plan[slot], and_segments);
       if (run_or) append_segments(shard, std::uint32_t(slot), or_plan[slot], or_segments);
+      clip_segments(and_segments, d.and_segment_begin, m.doc_begin, m.doc_end);
+      clip_segments(or_segments, d.or_segment_begin, m.doc_begin, m.doc_end);
       d.and_segment_count = std::uint32_t(and_segments.size()) - d.and_segment_begin;
       d.or_segment_count = std::uint32_t(or_segments.size()) - d.or_segment_begin;
     }
@@ -388,7 +440,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.host_in.reserve(R.in_bytes);
     lane.host_out.reserve(R.out_bytes);
     lane.dev_in.reserve(R.in_bytes);
-    lane.dev_out.reserve(R.out_bytes);
+    lane.dev_out.reserve(R.out_bytes + (m.rows_on_device ? row_meta_bytes(nq) : 0));
     lane.dev_scratch.reserve(R.scratch_bytes);
     auto* td = reinterpret_cast<TermDesc*>(lane.host_in.data() + R.terms_at);
     auto* od = reinterpret_cast<std::uint8_t*>(lane.host_in.data() + R.order_at);
@@ -485,6 +537,20 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
                        {m.options.or_window, m.options.or_threads, m.options.or_stage_blocks}, s);
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
+    }
+    if (m.rows_on_device) {
+      // The rows stay where the merge on the lead GPU reads them: the hits are rows already
+      // (2 per query, k wide); each row's count and AND matches go right after them.
+      launch_pack_row_meta(bp.out, std::uint32_t(nq),
+                           reinterpret_cast<RowMeta*>(lane.dev_out.data() + R.out_bytes), s);
+      lane.after_kernels.record(s);
+      lane.after_kernels.synchronize();
+      lane.stats.h2d_ms = lane.after_h2d.ms_since(lane.start);
+      lane.stats.kernel_ms = lane.after_kernels.ms_since(lane.after_h2d);
+      lane.stats.d2h_bytes = 0;
+      batches_.push_back(lane.stats);
+      m.device_rows = lane.dev_out.data() + R.hits_at;
+      break;  // one launch (search_into_device_rows checked the batch size)
     }
     lane.after_kernels.record(s);
     GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.host_out.data(), lane.dev_out.data(),

@@ -40,6 +40,9 @@ struct GpuEngineOptions {
   // Tests only: every pruning bound is multiplied by this (1 keeps them safe); the weakened-bound
   // test sets 0.97 and expects wrong answers.
   float bound_scale = 1.0f;
+  // Several GPUs per ISN (gpu/multi_gpu_engine.hpp): this engine answers over the shard's
+  // docIDs [doc_begin, doc_end) only (doc_end 0: to the end of the shard).
+  std::uint32_t doc_begin = 0, doc_end = 0;
   // Tests only: from this search() call on (counting from 1), the engine makes a real failing
   // CUDA call and throws CudaError through its checked path; 0: never.
   std::uint64_t inject_fault_at_call = 0;
@@ -74,6 +77,13 @@ class GpuEngine final : public QueryEngine {
   // The engine for queries the kernels do not take (more than kMaxGpuTerms terms); without
   // one, the reference engine answers them. The ISN's factory sets the CPU engine.
   void set_host_engine(std::unique_ptr<QueryEngine> engine);
+  // Several GPUs per ISN: runs `queries` (at most batch_size, each with at most kMaxGpuTerms
+  // terms, k > 0) as one launch in the order given, and leaves the answers on the device
+  // instead of copying them back: the returned pointer (device memory, valid until the next
+  // call) holds 2 * queries rows of width k in gpu/topk_rows.hpp's layout, row 2q query q's
+  // first answer (AND for and-or, with its AND matches), row 2q + 1 and-or's OR answer. The
+  // launch is complete when this returns.
+  const void* search_into_device_rows(std::span<const Query> queries, const SearchParams& params);
 
  private:
   void search_batches(std::span<const Query> queries, const SearchParams& params,

@@ -10,6 +10,7 @@
 #if defined(GPUSEARCH_HAVE_CUDA)
 #include "gpu/device_memory_budget.hpp"
 #include "gpu/gpu_engine.hpp"
+#include "gpu/multi_gpu_engine.hpp"
 #endif
 
 namespace gpusearch {
@@ -69,6 +70,16 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     g.blocks_per_sm = options.gpu_blocks_per_sm;
     g.max_segments_per_query = options.gpu_max_segments;
     g.inject_fault_at_call = options.gpu_inject_fault_at_call;
+    if (options.gpus > 1 || options.gpu_range_engine) {
+      const int present = gpu::gpu_device_count();
+      const int first = std::max(0, options.gpu_device);
+      std::vector<int> devices;
+      for (unsigned i = 0; i < options.gpus; ++i) devices.push_back((first + int(i)) % std::max(1, present));
+      auto engine = std::make_unique<gpu::MultiGpuEngine>(shard, shard_id, devices, g);
+      engine->set_host_engine(
+          std::make_unique<cpu::CpuEngine>(shard, shard_id, cpu::CpuEngineOptions{}));
+      return engine;
+    }
     auto engine = std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
     // Queries longer than the kernels take go to the CPU engine, not the slow reference.
     engine->set_host_engine(std::make_unique<cpu::CpuEngine>(shard, shard_id, cpu::CpuEngineOptions{}));

@@ -32,9 +32,13 @@ int main(int argc, char** argv) {
   app.add_option("--fallback-engine", o.fallback_engine, "CPU engine used after a failure")
       ->capture_default_str();
   app.add_option("--threads", threads, "worker threads (default: all cores)");
-  app.add_option("--gpus-per-isn", o.gpus_per_isn, "GPUs per ISN: device = local rank * this")
+  app.add_option("--gpus-per-isn", o.gpus_per_isn, "GPUs per ISN: the first is local rank * this; above 1 the shard is split by docID "
+                 "range across them")
       ->capture_default_str();
   app.add_option("--gpu", o.engine.gpu_device, "device ordinal (default: by local rank)");
+  app.add_flag("--gpu-range-engine", o.engine.gpu_range_engine,
+               "gpu: the per-range multi-GPU engine (docID ranges merged through NCCL) even with "
+               "one GPU per ISN");
   app.add_option("--batch-chunk", o.parallel_chunk_queries,
                  "queries per parallel task within a batch")
       ->capture_default_str();

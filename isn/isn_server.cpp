@@ -105,14 +105,19 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
     }
     if (uses_gpu && options.gpus_per_isn > 1)
       std::cerr << fmt::format(
-          "{}: --gpus-per-isn {}: GPUs {}.. are this ISN's, but the GPU engine runs on the first "
-          "only (the docID-range split over several GPUs runs in its CPU twin and the NCCL "
-          "merge; the per-range GPU engine is not built yet)\n",
-          p.who, options.gpus_per_isn, p.gpu_device);
+          "{}: --gpus-per-isn {}: GPUs {}..{} (mod {}) are this ISN's; its shard is split by "
+          "docID range across them, the ranges' top-k merged on GPU {} through NCCL\n",
+          p.who, options.gpus_per_isn, p.gpu_device, p.gpu_device + int(options.gpus_per_isn) - 1,
+          gpus, p.gpu_device);
     if (uses_gpu) {
+      // The ISNs of this node whose GPUs include this one's first (each holds a shard image).
       p.isns_on_device = 0;
       for (int r = 0; r < p.local_isns; ++r)
-        p.isns_on_device += int(unsigned(r) * options.gpus_per_isn) % gpus == p.gpu_device;
+        for (unsigned i = 0; i < options.gpus_per_isn; ++i)
+          if (int(unsigned(r) * options.gpus_per_isn + i) % gpus == p.gpu_device) {
+            ++p.isns_on_device;
+            break;
+          }
     }
   } else if (uses_gpu) {
     // --gpu D for every ISN of the node: they all share D.
@@ -143,6 +148,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
   IsnEngineStackOptions so;
   so.engine = options.engine;
   so.engine.gpu_device = where.gpu_device;
+  so.engine.gpus = options.gpus_per_isn;
   so.fallback_engine = options.fallback_engine;
   so.parallel_chunk_queries = options.parallel_chunk_queries;
   so.inject_engine_fault_at_batch = options.inject_engine_fault_at_batch;
