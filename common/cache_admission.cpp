@@ -1,0 +1,180 @@
+#include "common/cache_admission.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+
+#include "common/scoring.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch {
+
+namespace {
+
+// Blocks of term t's list that a read up to docID `up_to` touches (a prefix of the list).
+std::uint32_t blocks_up_to(const ShardIndex& shard, const TermInfo& t, DocId up_to) {
+  const auto last = shard.block_last_docid();
+  const auto* begin = last.data() + t.first_block;
+  const auto* end = begin + t.num_blocks;
+  const auto* it = std::lower_bound(begin, end, up_to);  // first block whose last >= up_to
+  return static_cast<std::uint32_t>(std::min<std::ptrdiff_t>(it - begin + 1, t.num_blocks));
+}
+
+}  // namespace
+
+std::uint64_t blocks_bytes(const ShardIndex& shard, std::uint64_t first, std::uint64_t count) {
+  const auto offsets = shard.block_offsets();
+  return cached_block_bytes(offsets[first + count] - offsets[first]);
+}
+
+std::vector<ListRead> simulate_and_reads(const ShardIndex& shard, const Query& q, unsigned k,
+                                         Scoring scoring) {
+  std::vector<ListRead> reads;
+  const std::size_t u = q.terms.size();
+  if (u == 0) return reads;
+  for (TermId t : q.terms)
+    if (shard.term(t).num_blocks == 0) return reads;  // an empty AND: the engine reads nothing
+  const IndexParams& ip = shard.params();
+  std::vector<std::uint32_t> dfs;
+  for (TermId t : q.terms) dfs.push_back(shard.term(t).df_global);
+  const QueryWeights w =
+      make_query_weights(scoring, ip.gs_alpha, ip.bm25, ip.collection.num_docs, dfs);
+  const auto factor = gs_bound_factor(w, ip.gs_alpha);
+  std::vector<std::size_t> order(u);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return shard.term(q.terms[a]).df_shard < shard.term(q.terms[b]).df_shard;
+  });
+  std::vector<std::vector<DocId>> docs(u);
+  std::vector<std::vector<std::uint32_t>> freqs(u);
+  for (std::size_t i = 0; i < u; ++i) shard.decode_list(q.terms[order[i]], docs[i], freqs[i]);
+  std::vector<std::size_t> pos(u, 0);
+  std::vector<DocId> read_to(u, kNoDoc);
+  std::vector<std::uint32_t> tf(u);
+  std::priority_queue<double, std::vector<double>, std::greater<>> top;  // the k best scores
+  const auto gs = shard.global_scores();
+  const auto lengths = shard.doc_lengths();
+  const auto pr = shard.pagerank();
+  const std::size_t n0 = shard.term(q.terms[order[0]]).df_shard;
+  for (std::size_t c = 0; c < n0; ++c) {
+    const DocId d = docs[0][c];
+    if (factor && top.size() == k && *factor * double(gs[d]) * (1.0 + kBoundSlack) < top.top())
+      break;  // early termination: no later document can enter the top-k
+    read_to[0] = d;
+    tf[0] = freqs[0][c];
+    bool in_all = true;
+    for (std::size_t i = 1; i < u && in_all; ++i) {
+      read_to[i] = d;
+      const auto& l = docs[i];
+      const std::size_t n = shard.term(q.terms[order[i]]).df_shard;
+      pos[i] = std::size_t(std::lower_bound(l.begin() + pos[i], l.begin() + n, d) - l.begin());
+      in_all = pos[i] < n && l[pos[i]] == d;
+      if (in_all) tf[i] = freqs[i][pos[i]];
+    }
+    if (!in_all || k == 0) continue;
+    const double norm = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
+    double score = w.static_weight * double(pr[d]);
+    for (std::size_t i = 0; i < u; ++i) score += w.term_weight[order[i]] * impact(tf[i], norm);
+    if (top.size() < k)
+      top.push(score);
+    else if (score > top.top()) {
+      top.pop();
+      top.push(score);
+    }
+  }
+  for (std::size_t i = 0; i < u; ++i) {
+    if (read_to[i] == kNoDoc) continue;
+    const TermId t = q.terms[order[i]];
+    reads.push_back({t, blocks_up_to(shard, shard.term(t), read_to[i])});
+  }
+  return reads;
+}
+
+std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
+                                    const AdmissionOptions& o) {
+  const auto offsets = shard.block_offsets();
+  auto block_bytes = [&](std::uint64_t b) {
+    return cached_block_bytes(offsets[b + 1] - offsets[b]);
+  };
+  std::map<TermId, std::uint32_t> cached;  // term -> blocks admitted
+  std::vector<TermId> admission_order;
+  std::uint64_t used = 0;
+  if (o.policy == CachePolicy::kVfb) {
+    // Candidate blocks (term, j) with their visiting frequency vf = weight of prefixes longer
+    // than j.
+    struct Candidate {
+      double vf, qf;
+      TermId term;
+      std::uint32_t block;
+    };
+    std::vector<Candidate> candidates;
+    for (auto& [t, v] : visits) {
+      auto& lens = v.prefixes;
+      if (lens.empty()) continue;
+      std::sort(lens.begin(), lens.end(),
+                [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<double> cumulative(lens.size() + 1, 0.0);
+      for (std::size_t i = 0; i < lens.size(); ++i)
+        cumulative[i + 1] = cumulative[i] + lens[i].second;
+      const TermInfo& ti = shard.term(t);
+      const std::uint32_t cap =
+          std::max<std::uint32_t>(1, static_cast<std::uint32_t>(o.lambda * double(ti.num_blocks)));
+      const std::uint32_t longest = std::min(lens.front().first, ti.num_blocks);
+      std::size_t covering = lens.size();  // prefixes [0, covering) are longer than j
+      for (std::uint32_t j = 0; j < std::min(cap, longest); ++j) {
+        while (covering > 0 && lens[covering - 1].first <= j) --covering;
+        if (cumulative[covering] <= 0.0) break;
+        candidates.push_back({cumulative[covering], v.query_frequency, t, j});
+      }
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.vf != b.vf) return a.vf > b.vf;
+      if (a.qf != b.qf) return a.qf > b.qf;
+      if (a.term != b.term) return a.term < b.term;
+      return a.block < b.block;
+    });
+    std::map<TermId, bool> closed;  // a block that did not fit ends its list's prefix
+    for (const Candidate& c : candidates) {
+      if (closed[c.term]) continue;
+      std::uint32_t& have = cached[c.term];
+      if (have != c.block) continue;  // keeps prefixes (vf never rises along a list)
+      const std::uint64_t bytes = block_bytes(shard.term(c.term).first_block + c.block);
+      if (used + bytes > o.budget_bytes) {
+        closed[c.term] = true;
+        continue;
+      }
+      if (have == 0) admission_order.push_back(c.term);
+      used += bytes;
+      ++have;
+    }
+  } else {
+    std::vector<std::pair<double, TermId>> order;
+    for (const auto& [t, v] : visits) {
+      const TermInfo& ti = shard.term(t);
+      if (ti.num_blocks == 0 || v.query_frequency <= 0) continue;
+      order.push_back({o.policy == CachePolicy::kQtf ? v.query_frequency
+                                                     : v.query_frequency / double(ti.df_shard),
+                       t});
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [value, t] : order) {
+      const TermInfo& ti = shard.term(t);
+      const std::uint64_t bytes = blocks_bytes(shard, ti.first_block, ti.num_blocks);
+      if (used + bytes > o.budget_bytes) continue;  // whole lists only
+      used += bytes;
+      cached[t] = ti.num_blocks;
+      admission_order.push_back(t);
+    }
+  }
+  std::vector<CachedList> lists;
+  lists.reserve(admission_order.size());
+  for (TermId t : admission_order) {
+    const std::uint32_t blocks = cached[t];
+    if (blocks == 0) continue;
+    lists.push_back({t, blocks, blocks_bytes(shard, shard.term(t).first_block, blocks)});
+  }
+  return lists;
+}
+
+}  // namespace gpusearch
