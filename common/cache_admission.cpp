@@ -4,6 +4,8 @@
 #include <numeric>
 #include <queue>
 
+#include <tbb/parallel_for.h>
+
 #include "common/scoring.hpp"
 #include "common/shard_index.hpp"
 
@@ -175,6 +177,21 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
     lists.push_back({t, blocks, blocks_bytes(shard, shard.term(t).first_block, blocks)});
   }
   return lists;
+}
+
+std::vector<CachedList> plan_shard_cache(const ShardIndex& shard, std::span<const Query> training,
+                                         const AdmissionOptions& options, unsigned k,
+                                         Scoring scoring) {
+  std::vector<std::vector<ListRead>> reads(training.size());
+  tbb::parallel_for(std::size_t(0), training.size(), [&](std::size_t i) {
+    reads[i] = simulate_and_reads(shard, training[i], k, scoring);
+  });
+  VisitLog visits;
+  for (std::size_t i = 0; i < training.size(); ++i) {
+    for (TermId t : training[i].terms) visits[t].query_frequency += 1;
+    for (const ListRead& r : reads[i]) visits[r.term].prefixes.push_back({r.blocks, 1.0});
+  }
+  return admit_lists(shard, visits, options);
 }
 
 }  // namespace gpusearch

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,12 @@ struct AdmissionOptions {
 // `visits` may be sorted in place (prefixes by length).
 std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
                                     const AdmissionOptions& options);
+
+// A plan for one shard from a training log: each query's simulated reads (weight 1), then
+// admit_lists. Queries are replayed in parallel.
+std::vector<CachedList> plan_shard_cache(const ShardIndex& shard, std::span<const Query> training,
+                                         const AdmissionOptions& options, unsigned k,
+                                         Scoring scoring);
 
 // Posting bytes of blocks [first, first + count) of the shard.
 std::uint64_t blocks_bytes(const ShardIndex& shard, std::uint64_t first, std::uint64_t count);

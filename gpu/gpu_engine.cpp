@@ -124,6 +124,7 @@ struct GpuEngine::Impl {
   std::shared_ptr<OnlineCachePolicy> online;
   std::uint64_t online_max_copy_bytes = ~0ull;
   double post_busy_at_clear = 0;
+  nlohmann::json annotations = nlohmann::json::object();
   nlohmann::json online_changes = nlohmann::json::array();
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
@@ -174,6 +175,10 @@ void GpuEngine::clear_stats() {
   batches_.clear();
   impl_->counters = ListCacheCounters{};
   if (impl_->post) impl_->post_busy_at_clear = impl_->post->busy_seconds();
+}
+
+void GpuEngine::annotate_stats(const std::string& key, nlohmann::json value) {
+  impl_->annotations[key] = std::move(value);
 }
 
 bool GpuEngine::has_list_cache() const { return impl_->cache != nullptr; }
@@ -692,6 +697,8 @@ nlohmann::json GpuEngine::stats() const {
                          {"postings_bytes_read", b.postings_bytes_read}});
   }
   j["per_batch"] = std::move(per_batch);
+  if (impl_)
+    for (const auto& [key, value] : impl_->annotations.items()) j[key] = value;
   if (impl_ && impl_->cache) {
     ListCacheCounters c = impl_->counters;
     c.post_processing_seconds = impl_->post->busy_seconds() - impl_->post_busy_at_clear;

@@ -109,6 +109,8 @@ class GpuEngine final : public QueryEngine {
   // plans are applied at the start of a search() call, at most max_copy_bytes copied each.
   void set_online_policy(std::shared_ptr<OnlineCachePolicy> policy, std::uint64_t max_copy_bytes);
   bool has_list_cache() const;
+  // Adds `value` under `key` to stats() (how the engine was set up).
+  void annotate_stats(const std::string& key, nlohmann::json value);
   const ListCacheCounters& list_cache_counters() const;
 
  private:

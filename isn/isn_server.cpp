@@ -142,6 +142,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
   IsnEngineStackOptions so;
   so.engine = options.engine;
   so.engine.gpu_device = where.gpu_device;
+  so.engine.list_cache.index_dir = options.index_dir;
   so.fallback_engine = options.fallback_engine;
   so.parallel_chunk_queries = options.parallel_chunk_queries;
   so.inject_engine_fault_at_batch = options.inject_engine_fault_at_batch;
