@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <sstream>
 
 #include "common/cache_admission.hpp"
 #include "common/cache_model.hpp"
@@ -201,6 +202,36 @@ TEST(OnlineCachePolicy, FollowsAChangeInTheQueryMix) {
   std::uint64_t bytes = 0;
   for (const CachedList& l : *after_b) bytes += l.bytes;
   EXPECT_LE(bytes, budget);
+}
+
+// query_drift: the test log's late queries ask for other topics than its early ones, the
+// training log and the default logs do not change.
+TEST(SyntheticQueryDrift, LateQueriesOfADriftingLogAskForOtherTerms) {
+  auto params = SyntheticParams::parse("docs=50000,seed=3,train_queries=2000,test_queries=2000");
+  const SyntheticCollection plain(params);
+  params.query_drift = 1.0;
+  const SyntheticCollection drifting(params);
+  EXPECT_EQ(plain.queries(true), drifting.queries(true));
+  // Share of the last quarter's query words also seen in the first quarter.
+  auto shared_late = [](const std::vector<std::pair<std::string, std::string>>& log) {
+    std::map<std::string, int> early;
+    const std::size_t quarter = log.size() / 4;
+    for (std::size_t i = 0; i < quarter; ++i) {
+      std::istringstream words(log[i].second);
+      for (std::string w; words >> w;) early[w] = 1;
+    }
+    std::size_t seen = 0, total = 0;
+    for (std::size_t i = log.size() - quarter; i < log.size(); ++i) {
+      std::istringstream words(log[i].second);
+      for (std::string w; words >> w; ++total) seen += early.count(w);
+    }
+    return double(seen) / double(total);
+  };
+  const double plain_share = shared_late(plain.queries(false));
+  const double drift_share = shared_late(drifting.queries(false));
+  EXPECT_LT(drift_share, plain_share - 0.1) << plain_share << " vs " << drift_share;
+  EXPECT_THROW(SyntheticParams::parse("docs=10,query_drift=2"), InputError);
+  EXPECT_FALSE(SyntheticParams::parse("docs=10").to_json().contains("query_drift"));
 }
 
 }  // namespace
