@@ -176,7 +176,8 @@ TEST(OnlineCachePolicy, FollowsAChangeInTheQueryMix) {
       total += l.bytes;
       const auto it = in_y.find(l.term);
       if (it != in_y.end())
-        common += blocks_bytes(shard, shard.term(l.term).first_block, std::min(l.blocks, it->second));
+        common +=
+            blocks_bytes(shard, shard.term(l.term).first_block, std::min(l.blocks, it->second));
     }
     return total ? double(common) / double(total) : 0.0;
   };
