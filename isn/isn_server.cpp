@@ -508,6 +508,12 @@ nlohmann::json BatchLoop::stats() const {
                    {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
   if (!options_.scheduler.policy.empty()) j["scheduler"] = engine_.stats();
+  // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
+  if (options_.engine.list_cache.enabled() && options_.scheduler.policy.empty()) {
+    const nlohmann::json e = engine_.stats();
+    for (const char* key : {"list_cache", "list_cache_setup"})
+      if (e.contains(key)) j[key] = e[key];
+  }
   return j;
 }
 

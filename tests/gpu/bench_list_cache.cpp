@@ -275,8 +275,10 @@ int main(int argc, char** argv) {
                              {"train_queries", b.train.size()},
                              {"host_threads", std::thread::hardware_concurrency()}};
     const auto t_ref = Clock::now();
-    for (std::size_t i = 0; i < std::min(check, b.test.size()); ++i)
-      b.refs.push_back(reference_answer(index, b.test[i], b.params, 2 * k + 20));
+    b.refs.resize(std::min(check, b.test.size()));
+    tbb::parallel_for(std::size_t(0), b.refs.size(), [&](std::size_t i) {
+      b.refs[i] = reference_answer(index, b.test[i], b.params, 2 * k + 20);
+    });
     const auto t_plan = Clock::now();
     {
       std::vector<std::vector<ListRead>> reads(b.train.size());
@@ -436,8 +438,10 @@ int main(int argc, char** argv) {
           drifting.push_back(std::move(q));
       }
       std::vector<ReferenceAnswer> drift_refs;
-      for (std::size_t i = 0; i < std::min(check, drifting.size()); ++i)
-        drift_refs.push_back(reference_answer(index, drifting[i], b.params, 2 * k + 20));
+      drift_refs.resize(std::min(check, drifting.size()));
+      tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t i) {
+        drift_refs[i] = reference_answer(index, drifting[i], b.params, 2 * k + 20);
+      });
       const double memory = postings / ratio_list.front();
       const PolicyCase pc{CachePolicy::kVfb, 0.9};
       const double share = 0.8;
