@@ -6,11 +6,9 @@
 
 namespace gpusearch::gpu {
 
+// `threads` workers and one slot for the engine's thread, which joins in wait().
 PostProcessingThreads::PostProcessingThreads(unsigned threads)
-    : threads_(std::max(1u, threads)),
-      // No slot reserved for a master thread: the engine's thread never joins, the workers run
-      // every task.
-      arena_(std::make_unique<tbb::task_arena>(int(threads_), 0)) {}
+    : threads_(std::max(1u, threads)), arena_(int(threads_) + 1, 1) {}
 
 PostProcessingThreads::~PostProcessingThreads() {
   try {
@@ -20,31 +18,26 @@ PostProcessingThreads::~PostProcessingThreads() {
 }
 
 void PostProcessingThreads::submit(std::function<void()> task) {
-  {
-    std::lock_guard lock(mutex_);
-    ++pending_;
-  }
-  arena_->enqueue([this, task = std::move(task)] {
-    const auto start = std::chrono::steady_clock::now();
-    std::exception_ptr error;
-    try {
-      task();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    busy_ns_ += std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - start)
-                                  .count());
-    ++tasks_;
-    std::lock_guard lock(mutex_);
-    if (error && !error_) error_ = error;
-    if (--pending_ == 0) idle_.notify_all();
+  arena_.execute([&] {
+    group_.run([this, task = std::move(task)] {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        task();
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      busy_ns_ += std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - start)
+                                    .count());
+      ++tasks_;
+    });
   });
 }
 
 void PostProcessingThreads::wait() {
-  std::unique_lock lock(mutex_);
-  idle_.wait(lock, [this] { return pending_ == 0; });
+  arena_.execute([&] { group_.wait(); });
+  std::lock_guard lock(mutex_);
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 

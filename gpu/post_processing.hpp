@@ -1,12 +1,12 @@
 // CPU post-processing beside the GPU (paper 000, 3.1.4 and 3.1.6): queries the GPU saw only
 // truncated lists for, and could not finish before the truncation, are completed here on
-// worker threads while the engine's main thread packs and launches the next batch. Tasks run
-// on a oneTBB arena of their own; wait() returns when every submitted task has run and
+// worker threads while the engine's main thread packs and launches the next batch. Tasks run in
+// a oneTBB arena of their own (a task group); wait() joins the arena, so the waiting thread
+// runs what is left itself (and everything where the process allows no worker threads), then
 // rethrows the first task's exception. Host code only.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 
 namespace gpusearch::gpu {
 
@@ -33,10 +34,9 @@ class PostProcessingThreads {
 
  private:
   unsigned threads_;
-  std::unique_ptr<tbb::task_arena> arena_;
+  tbb::task_arena arena_;
+  tbb::task_group group_;
   std::mutex mutex_;
-  std::condition_variable idle_;
-  std::uint64_t pending_ = 0;
   std::exception_ptr error_;
   std::atomic<std::uint64_t> busy_ns_{0}, tasks_{0};
 };

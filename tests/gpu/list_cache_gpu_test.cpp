@@ -7,7 +7,10 @@
 // CUDA device.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+
+#include <tbb/global_control.h>
 
 #include "common/cache_admission.hpp"
 #include "common/online_cache_policy.hpp"
@@ -15,6 +18,7 @@
 #include "common/result_compare.hpp"
 #include "gpu/device_list_cache.hpp"
 #include "gpu/gpu_engine.hpp"
+#include "gpu/post_processing.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/engine_factory.hpp"
 #include "partition/cache_planner.hpp"
@@ -301,6 +305,24 @@ TEST_F(GpuListCacheTest, FactoryServesAShardLargerThanTheBudgetAndRefusesAStaleP
   build_index_synthetic(SyntheticParams::parse("docs=2000,seed=1,test_queries=5"), bo);
   eo.list_cache.index_dir = other / "idx";
   EXPECT_THROW(make_engine(eo, shard(), 0), InputError);
+}
+
+// Host code (runs without a device): the post-processing threads run every task, also where
+// the process allows no worker thread (an ISN with --threads 1), and pass a task's exception on.
+TEST(PostProcessingThreads, RunEveryTaskWithoutWorkersAndRethrow) {
+  for (std::size_t parallelism : {std::size_t(1), std::size_t(4)}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, parallelism);
+    gpu::PostProcessingThreads post(3);
+    std::atomic<int> done{0};
+    for (int i = 0; i < 100; ++i) post.submit([&done] { ++done; });
+    post.wait();
+    EXPECT_EQ(done.load(), 100) << "parallelism " << parallelism;
+    EXPECT_EQ(post.tasks(), 100u);
+    post.submit([] { throw InputError("task", 0, "failed"); });
+    post.submit([&done] { ++done; });
+    EXPECT_THROW(post.wait(), InputError);
+    EXPECT_NO_THROW(post.wait());
+  }
 }
 
 }  // namespace
