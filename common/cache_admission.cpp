@@ -1,11 +1,13 @@
 #include "common/cache_admission.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <queue>
 
 #include <tbb/parallel_for.h>
 
+#include "common/block_codec.hpp"
 #include "common/scoring.hpp"
 #include "common/shard_index.hpp"
 
@@ -29,6 +31,51 @@ std::uint64_t blocks_bytes(const ShardIndex& shard, std::uint64_t first, std::ui
   return cached_block_bytes(offsets[first + count] - offsets[first]);
 }
 
+namespace {
+
+// One list read in docID order, a block decoded only when the read reaches it: early
+// termination usually stops long before the end of a long list.
+class LazyList {
+ public:
+  LazyList(const ShardIndex& shard, TermId t) : shard_(shard), ti_(shard.term(t)) {}
+  std::uint32_t num_blocks() const { return ti_.num_blocks; }
+  void load(std::uint32_t j) {
+    if (j == block_) return;
+    const std::uint64_t b = ti_.first_block + j;
+    const std::uint32_t* in = shard_.block_data(b);
+    n_ = codec::read_header(in[0]).count;
+    codec::decode_freqs(codec::decode_docids(in, shard_.block_floor(ti_, b), docs_), freqs_);
+    block_ = j;
+    pos_ = 0;
+  }
+  unsigned count() const { return n_; }
+  DocId doc(unsigned i) const { return docs_[i]; }
+  std::uint32_t freq(unsigned i) const { return freqs_[i]; }
+  // Moves to the first posting >= d at or after the current one; false if the list has none.
+  bool seek(DocId d) {
+    const DocId* last = shard_.block_last_docid().data() + ti_.first_block;
+    std::uint32_t j = block_ == kNone ? 0 : block_;
+    if (last[j] < d) j = std::uint32_t(std::lower_bound(last + j, last + ti_.num_blocks, d) - last);
+    if (j == ti_.num_blocks) return false;
+    load(j);
+    pos_ = unsigned(std::lower_bound(docs_ + pos_, docs_ + n_, d) - docs_);
+    return true;  // last[j] >= d: pos_ < n_
+  }
+  DocId current_doc() const { return docs_[pos_]; }
+  std::uint32_t current_freq() const { return freqs_[pos_]; }
+
+ private:
+  static constexpr std::uint32_t kNone = ~0u;
+  const ShardIndex& shard_;
+  const TermInfo& ti_;
+  std::uint32_t block_ = kNone;
+  unsigned n_ = 0, pos_ = 0;
+  DocId docs_[kBlockSize];
+  std::uint32_t freqs_[kBlockSize];
+};
+
+}  // namespace
+
 std::vector<ListRead> simulate_and_reads(const ShardIndex& shard, const Query& q, unsigned k,
                                          Scoring scoring) {
   std::vector<ListRead> reads;
@@ -47,41 +94,42 @@ std::vector<ListRead> simulate_and_reads(const ShardIndex& shard, const Query& q
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return shard.term(q.terms[a]).df_shard < shard.term(q.terms[b]).df_shard;
   });
-  std::vector<std::vector<DocId>> docs(u);
-  std::vector<std::vector<std::uint32_t>> freqs(u);
-  for (std::size_t i = 0; i < u; ++i) shard.decode_list(q.terms[order[i]], docs[i], freqs[i]);
-  std::vector<std::size_t> pos(u, 0);
+  std::vector<std::unique_ptr<LazyList>> lists;
+  for (std::size_t i = 0; i < u; ++i)
+    lists.push_back(std::make_unique<LazyList>(shard, q.terms[order[i]]));
   std::vector<DocId> read_to(u, kNoDoc);
   std::vector<std::uint32_t> tf(u);
   std::priority_queue<double, std::vector<double>, std::greater<>> top;  // the k best scores
   const auto gs = shard.global_scores();
   const auto lengths = shard.doc_lengths();
   const auto pr = shard.pagerank();
-  const std::size_t n0 = shard.term(q.terms[order[0]]).df_shard;
-  for (std::size_t c = 0; c < n0; ++c) {
-    const DocId d = docs[0][c];
-    if (factor && top.size() == k && *factor * double(gs[d]) * (1.0 + kBoundSlack) < top.top())
-      break;  // early termination: no later document can enter the top-k
-    read_to[0] = d;
-    tf[0] = freqs[0][c];
-    bool in_all = true;
-    for (std::size_t i = 1; i < u && in_all; ++i) {
-      read_to[i] = d;
-      const auto& l = docs[i];
-      const std::size_t n = shard.term(q.terms[order[i]]).df_shard;
-      pos[i] = std::size_t(std::lower_bound(l.begin() + pos[i], l.begin() + n, d) - l.begin());
-      in_all = pos[i] < n && l[pos[i]] == d;
-      if (in_all) tf[i] = freqs[i][pos[i]];
-    }
-    if (!in_all || k == 0) continue;
-    const double norm = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
-    double score = w.static_weight * double(pr[d]);
-    for (std::size_t i = 0; i < u; ++i) score += w.term_weight[order[i]] * impact(tf[i], norm);
-    if (top.size() < k)
-      top.push(score);
-    else if (score > top.top()) {
-      top.pop();
-      top.push(score);
+  bool stopped = false;
+  LazyList& driver = *lists[0];
+  for (std::uint32_t j = 0; j < driver.num_blocks() && !stopped; ++j) {
+    driver.load(j);
+    for (unsigned c = 0; c < driver.count(); ++c) {
+      const DocId d = driver.doc(c);
+      if (factor && top.size() == k && *factor * double(gs[d]) * (1.0 + kBoundSlack) < top.top()) {
+        stopped = true;  // early termination: no later document can enter the top-k
+        break;
+      }
+      read_to[0] = d;
+      tf[0] = driver.freq(c);
+      bool in_all = true;
+      for (std::size_t i = 1; i < u && in_all; ++i) {
+        read_to[i] = d;
+        in_all = lists[i]->seek(d) && lists[i]->current_doc() == d;
+        if (in_all) tf[i] = lists[i]->current_freq();
+      }
+      if (!in_all || k == 0) continue;
+      const double norm = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
+      double score = w.static_weight * double(pr[d]);
+      for (std::size_t i = 0; i < u; ++i) score += w.term_weight[order[i]] * impact(tf[i], norm);
+      if (top.size() < k) top.push(score);
+      else if (score > top.top()) {
+        top.pop();
+        top.push(score);
+      }
     }
   }
   for (std::size_t i = 0; i < u; ++i) {

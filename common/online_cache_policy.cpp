@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <nlohmann/json.hpp>
+#include <tbb/parallel_for.h>
 
 #include "common/error.hpp"
 #include "common/shard_index.hpp"
@@ -64,7 +65,7 @@ void OnlineCachePolicy::drain() {
   idle_.wait(lock, [this] { return pending_.empty() && !busy_ && !plan_requested_; });
 }
 
-void OnlineCachePolicy::add_reads(const Query& q) {
+void OnlineCachePolicy::add_reads(const Query& q, const std::vector<ListRead>& reads) {
   log2_weight_ = double(sampled_) / options_.half_life_queries;
   if (log2_weight_ > kRescaleLog2) {
     // Scale every stored weight down by 2^kRescaleLog2 and restart the exponent from there.
@@ -78,8 +79,7 @@ void OnlineCachePolicy::add_reads(const Query& q) {
   }
   const double w = std::exp2(log2_weight_);
   for (TermId t : q.terms) visits_[t].query_frequency += w;
-  for (const ListRead& r : simulate_and_reads(shard_, q, options_.k, options_.scoring))
-    visits_[r.term].prefixes.push_back({r.blocks, w});
+  for (const ListRead& r : reads) visits_[r.term].prefixes.push_back({r.blocks, w});
 }
 
 std::vector<CachedList> OnlineCachePolicy::make_plan() {
@@ -116,8 +116,13 @@ void OnlineCachePolicy::run() {
     const bool requested = std::exchange(plan_requested_, false);
     lock.unlock();
     bool replan = false;
-    for (const Query& q : work) {
-      add_reads(q);
+    // Replays in parallel (the expensive part), visits added in arrival order.
+    std::vector<std::vector<ListRead>> reads(work.size());
+    tbb::parallel_for(std::size_t(0), work.size(), [&](std::size_t i) {
+      reads[i] = simulate_and_reads(shard_, work[i], options_.k, options_.scoring);
+    });
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      add_reads(work[i], reads[i]);
       ++sampled_;
       if (++since_plan_ >= options_.replan_queries) {
         since_plan_ = 0;

@@ -58,7 +58,7 @@ class OnlineCachePolicy {
 
  private:
   void run();
-  void add_reads(const Query& q);
+  void add_reads(const Query& q, const std::vector<ListRead>& reads);
   std::vector<CachedList> make_plan();
   const ShardIndex& shard_;
   OnlinePolicyOptions options_;

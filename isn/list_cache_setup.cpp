@@ -31,7 +31,8 @@ nlohmann::json ListCacheSizes::to_json() const {
 
 namespace {
 
-// A plain number in (0, 1] is a fraction of the device; anything else a byte size.
+// A plain number in (0, 1] is a fraction of the device; anything else a byte size. Either is
+// the GPU's budget, split evenly among the engines on it.
 std::uint64_t memory_budget(const std::string& text, std::uint64_t device_total,
                             unsigned engines_on_device) {
   std::size_t used = 0;
@@ -48,7 +49,7 @@ std::uint64_t memory_budget(const std::string& text, std::uint64_t device_total,
           fmt::format("'{}' is a fraction of the GPU's memory, but no GPU is known", text));
     return std::uint64_t(value * double(device_total) / std::max(1u, engines_on_device));
   }
-  return parse_byte_size(text, "--gpu-mem");
+  return parse_byte_size(text, "--gpu-mem") / std::max(1u, engines_on_device);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ struct ListCacheEngineOptions {
   double max_response_ms = 0;        // with model: choose S_c for this batch time
   unsigned postprocess_threads = 0;  // 0: hardware threads - 1
   // Set by the caller: the index directory (the plan's index check) and how many engines share
-  // the device (a FRACTION of it is split among them).
+  // the device (--gpu-mem, bytes or fraction, is split evenly among them).
   std::filesystem::path index_dir;
   unsigned engines_on_device = 1;
   bool enabled() const { return !gpu_mem.empty() || !cache_bytes.empty() || !batch_bytes.empty(); }

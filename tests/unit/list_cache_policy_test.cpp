@@ -36,6 +36,8 @@ TEST(ListCacheSizing, FractionSizesAndBadBudgets) {
   s = size_list_cache(o, 8000, 200, 64);
   EXPECT_EQ(s.memory_bytes, 2000u);
   EXPECT_EQ(s.cache_bytes + s.batch_bytes, 1800u);
+  o.gpu_mem = "4000";  // bytes are the GPU's too
+  EXPECT_EQ(size_list_cache(o, 8000, 200, 64).memory_bytes, 2000u);
   // Sizes: with no budget they make it; over a budget they are refused.
   o = {};
   o.cache_bytes = "0";

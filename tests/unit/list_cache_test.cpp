@@ -14,6 +14,7 @@
 #include "common/list_cache.hpp"
 #include "common/reference_engine.hpp"
 #include "common/result_compare.hpp"
+#include "common/scoring.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cached_cpu_engine.hpp"
 #include "partition/cache_planner.hpp"
@@ -103,6 +104,88 @@ struct HostPool {
     return ::testing::AssertionSuccess();
   }
 };
+
+// The planner's replay (lists decoded block by block as the read reaches them) against the
+// same replay over fully decoded lists.
+std::vector<ListRead> eager_and_reads(const ShardIndex& shard, const Query& q, unsigned k,
+                                      Scoring scoring) {
+  std::vector<ListRead> reads;
+  const std::size_t u = q.terms.size();
+  if (u == 0) return reads;
+  for (TermId t : q.terms)
+    if (shard.term(t).num_blocks == 0) return reads;
+  const IndexParams& ip = shard.params();
+  std::vector<std::uint32_t> dfs;
+  for (TermId t : q.terms) dfs.push_back(shard.term(t).df_global);
+  const QueryWeights w = make_query_weights(scoring, ip.gs_alpha, ip.bm25, ip.collection.num_docs, dfs);
+  const auto factor = gs_bound_factor(w, ip.gs_alpha);
+  std::vector<std::size_t> order(u);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return shard.term(q.terms[a]).df_shard < shard.term(q.terms[b]).df_shard;
+  });
+  std::vector<std::vector<DocId>> docs(u);
+  std::vector<std::vector<std::uint32_t>> freqs(u);
+  for (std::size_t i = 0; i < u; ++i) shard.decode_list(q.terms[order[i]], docs[i], freqs[i]);
+  std::vector<std::size_t> pos(u, 0);
+  std::vector<DocId> read_to(u, kNoDoc);
+  std::vector<double> top;  // min-heap of the k best scores
+  for (std::size_t c = 0; c < docs[0].size(); ++c) {
+    const DocId d = docs[0][c];
+    if (factor && top.size() == k &&
+        *factor * double(shard.global_scores()[d]) * (1.0 + kBoundSlack) < top.front())
+      break;
+    read_to[0] = d;
+    double score = w.static_weight * double(shard.pagerank()[d]);
+    const double norm = length_norm(ip.bm25, shard.doc_lengths()[d], ip.collection.avg_doc_length);
+    score += w.term_weight[order[0]] * impact(freqs[0][c], norm);
+    bool in_all = true;
+    for (std::size_t i = 1; i < u && in_all; ++i) {
+      read_to[i] = d;
+      const auto& l = docs[i];
+      pos[i] = std::size_t(std::lower_bound(l.begin() + pos[i], l.end(), d) - l.begin());
+      in_all = pos[i] < l.size() && l[pos[i]] == d;
+      if (in_all) score += w.term_weight[order[i]] * impact(freqs[i][pos[i]], norm);
+    }
+    if (!in_all || k == 0) continue;
+    if (top.size() < k) {
+      top.push_back(score);
+      std::push_heap(top.begin(), top.end(), std::greater<>());
+    } else if (score > top.front()) {
+      std::pop_heap(top.begin(), top.end(), std::greater<>());
+      top.back() = score;
+      std::push_heap(top.begin(), top.end(), std::greater<>());
+    }
+  }
+  const auto last = shard.block_last_docid();
+  for (std::size_t i = 0; i < u; ++i) {
+    if (read_to[i] == kNoDoc) continue;
+    const TermInfo& ti = shard.term(q.terms[order[i]]);
+    const auto* b = last.data() + ti.first_block;
+    const auto it = std::lower_bound(b, b + ti.num_blocks, read_to[i]);
+    reads.push_back({q.terms[order[i]], std::uint32_t(std::min<std::ptrdiff_t>(it - b + 1, ti.num_blocks))});
+  }
+  return reads;
+}
+
+TEST_F(ListCacheTest, ReplayDecodingOnDemandReadsWhatAFullDecodeReads) {
+  std::size_t short_reads = 0;
+  for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+    for (unsigned k : {1u, 10u, 1000u}) {
+      for (const Query& q : *queries_) {
+        const auto lazy = simulate_and_reads(shard(), q, k, scoring);
+        const auto eager = eager_and_reads(shard(), q, k, scoring);
+        ASSERT_EQ(lazy.size(), eager.size()) << q.id;
+        for (std::size_t i = 0; i < lazy.size(); ++i) {
+          ASSERT_EQ(lazy[i].term, eager[i].term) << q.id;
+          ASSERT_EQ(lazy[i].blocks, eager[i].blocks) << q.id << " term " << lazy[i].term;
+          short_reads += lazy[i].blocks < shard().term(lazy[i].term).num_blocks;
+        }
+      }
+    }
+  }
+  EXPECT_GT(short_reads, 100u) << "early termination should stop some reads before the end";
+}
 
 TEST_F(ListCacheTest, DeviceNumberingGivesEveryListItsBlocksAndASpareSlot) {
   const DeviceBlockNumbering n(shard());
