@@ -197,6 +197,32 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
       used += bytes;
       ++have;
     }
+    // Blocks no training query visited are the last tie class (vf = 0), and ties go to the
+    // more queried term (3.3.1): lists of queried terms grow past their visited prefix, most
+    // queried first, while the budget and lambda allow. With a cache larger than the visited
+    // blocks this keeps the lists where test queries read a little further than training ones.
+    std::vector<std::pair<double, TermId>> by_frequency;
+    for (const auto& [t, v] : visits)
+      if (v.query_frequency > 0 && shard.term(t).num_blocks > 0) by_frequency.push_back({v.query_frequency, t});
+    std::stable_sort(by_frequency.begin(), by_frequency.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [frequency, t] : by_frequency) {
+      if (closed[t]) continue;
+      const TermInfo& ti = shard.term(t);
+      const auto& lens = visits.at(t).prefixes;
+      const std::uint32_t cap =
+          std::max<std::uint32_t>(1, static_cast<std::uint32_t>(o.lambda * double(ti.num_blocks)));
+      const std::uint32_t visited = lens.empty() ? 0 : std::min(lens.front().first, ti.num_blocks);
+      std::uint32_t& have = cached[t];
+      if (have < std::min(visited, cap)) continue;  // its visited blocks did not all fit
+      while (have < cap) {
+        const std::uint64_t bytes = block_bytes(ti.first_block + have);
+        if (used + bytes > o.budget_bytes) break;
+        if (have == 0) admission_order.push_back(t);
+        used += bytes;
+        ++have;
+      }
+    }
   } else {
     std::vector<std::pair<double, TermId>> order;
     for (const auto& [t, v] : visits) {

@@ -48,7 +48,8 @@ struct AdmissionOptions {
 // Admits list prefixes into the budget:
 //   vfb    the blocks with the highest visiting frequency (the weight of the prefixes that
 //          cover them), ties broken by query frequency, at most lambda of a list; a list's
-//          admitted blocks form a prefix since visits do;
+//          admitted blocks form a prefix since visits do; unvisited blocks (vf = 0, the last
+//          tie class) of queried lists come last, most queried list first;
 //   qtf    whole lists by query frequency; qtfdf whole lists by query frequency / length.
 // Returns the admitted lists in admission order (most valuable first), each with its bytes.
 // `visits` may be sorted in place (prefixes by length).

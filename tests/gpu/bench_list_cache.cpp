@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   CLI::App app{"GPU list-cache benchmark (paper 000): JSON out"};
   std::filesystem::path index_dir, train_file, test_file, out_file, model_out;
   std::string mode = "and", scoring = "bm25-pr", ratios = "2.5,10", shares = "0.5,0.7,0.8,0.9,0.95";
-  std::string policies = "vfb:0.5,vfb:0.9,vfb:1,qtf,qtfdf", drift_spec, caps = "4096,1024,256";
+  std::string policies = "vfb:0.75,vfb:1,qtf,qtfdf", drift_spec, caps = "4096,1024,256";
   std::size_t limit = 10000, train_limit = 10000, cpu_limit = 4000, drift_limit = 10000;
   double theta_ms = 0;
   unsigned k = 10;
