@@ -13,6 +13,7 @@
 #include "common/types.hpp"
 #include "common/wire/progress_flags.hpp"
 #include "isn/isn_server.hpp"
+#include "isn/list_cache_flags.hpp"
 
 using namespace gpusearch;
 
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-max-batch", so.gpu_max_batch,
                  "scheduler: most queries per call of the GPU-side engine")
       ->capture_default_str();
+  add_list_cache_flags(app, o.engine.list_cache);
   app.add_flag("--no-verify", no_verify, "skip checksum verification when opening the shard");
   // The old name (--inject-gpu-fault-at-batch) stays an alias: the hook fails any engine.
   app.add_option("--inject-engine-fault-at-batch,--inject-gpu-fault-at-batch",

@@ -149,6 +149,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
   so.engine = options.engine;
   so.engine.gpu_device = where.gpu_device;
   so.engine.gpus = options.gpus_per_isn;
+  so.engine.list_cache.index_dir = options.index_dir;
   so.fallback_engine = options.fallback_engine;
   so.parallel_chunk_queries = options.parallel_chunk_queries;
   so.inject_engine_fault_at_batch = options.inject_engine_fault_at_batch;
@@ -523,6 +524,12 @@ nlohmann::json BatchLoop::stats() const {
                    {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
   if (!options_.scheduler.policy.empty()) j["scheduler"] = engine_.stats();
+  // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
+  if (options_.engine.list_cache.enabled() && options_.scheduler.policy.empty()) {
+    const nlohmann::json e = engine_.stats();
+    for (const char* key : {"list_cache", "list_cache_setup"})
+      if (e.contains(key)) j[key] = e[key];
+  }
   return j;
 }
 

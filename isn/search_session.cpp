@@ -105,8 +105,11 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
   if (problems.size() > 20) std::cerr << "gpusearch: ... and " << problems.size() - 20 << " more\n";
 
   std::vector<std::unique_ptr<QueryEngine>> engines;
+  EngineOptions engine_options = options.engine;
+  engine_options.list_cache.index_dir = options.index_dir;
+  engine_options.list_cache.engines_on_device = unsigned(index.num_open_shards());
   for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-    engines.push_back(make_engine(options.engine, index.shard(s), index.shard_id(s)));
+    engines.push_back(make_engine(engine_options, index.shard(s), index.shard_id(s)));
 
   Progress bar("search", queries.size(), "queries", options.progress);
   std::vector<std::vector<ShardResult>> shard_results(engines.size());

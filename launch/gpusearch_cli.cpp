@@ -23,7 +23,9 @@
 #include "isn/ranker/feature_dump.hpp"
 #include "isn/ranker/reference_rankers.hpp"
 #include "isn/ranker/ranker_store.hpp"
+#include "isn/list_cache_flags.hpp"
 #include "partition/cache_planner.hpp"
+#include "common/byte_size.hpp"
 #include "common/cache_plan.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/repartition.hpp"
@@ -53,28 +55,6 @@ void print_build_report(const nlohmann::json& r, const fs::path& out) {
     fmt::print("  skipped {} malformed documents (first: {})\n",
                r.at("skipped_documents").get<std::uint64_t>(),
                r.at("skipped_messages").at(0).get<std::string>());
-}
-
-// "2G", "512M", "64K", "1048576": bytes (binary multiples). Throws InputError naming the flag.
-std::uint64_t parse_byte_size(const std::string& text, const char* flag) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
-  if (unit == "B" || unit.empty()) {
-  } else if (unit == "K" || unit == "KB" || unit == "KIB") value *= 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") value *= 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") value *= 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TB" || unit == "TIB") value *= 1024.0 * 1024 * 1024 * 1024;
-  else used = 0;
-  if (used == 0 || !(value > 0))
-    throw InputError(flag, 0, fmt::format("'{}' is not a size (e.g. 2G, 512M, 1048576)", text));
-  return static_cast<std::uint64_t>(value);
 }
 
 void write_json(const fs::path& path, const nlohmann::json& j) {
@@ -203,6 +183,7 @@ int main(int argc, char** argv) {
   srch->add_option("--gpu-max-segments", so.engine.gpu_max_segments,
                    "gpu: most docID segments per query (1: one thread block per query)")
       ->capture_default_str()->check(CLI::Range(1u, 64u));
+  add_list_cache_flags(*srch, so.engine.list_cache);
   srch->add_option("--run", run_path, "TREC run output")->required();
   srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();
   srch->add_option("--metrics", metrics_path, "metrics JSON output");
