@@ -187,7 +187,8 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
                 next_q += 1
                 admitted += 1
         if admitted:
-            t += admitted * alpha
+            first_admission = inp.get("first_admission_ms_per_query")
+            t += admitted * (first_admission if t == 0.0 and first_admission is not None else alpha)
             progressed = True
         exhausted = next_q >= Q
         # Cuts.

@@ -7,7 +7,11 @@ point's `derived.timeline` by the driver, so it survives the stripping:
 
 - first_cut_ms: from the run's start to the first batch's cut. In a closed loop the aggregator
   admits a whole window (batch x (in-flight + 1) queries) before it cuts, so this over the window
-  is its admission cost per query (resolving the terms in its vocabulary), on the main thread.
+  is its admission cost per query (resolving the terms in its vocabulary), on the main thread,
+  cold (page faults in the vocabulary; on a busy host, waiting for a core).
+- admission_ms_per_query, admission_samples: the same cost in the run's steady state: from the
+  merge end that gave the window room to the next cut, per query of that batch, over the batches
+  whose cut waited for that room last (not for a place in the pipeline); the median.
 - cut_to_sent_ms: mean time from a cut to the encoded batch handed to MPI (main thread).
 - per_query_merge_ms: the merge thread's cost per query answered (mean over batches).
 - first_batch: the first batch's per-ISN compute, to-ISN and from-ISN delays and encoding (the
@@ -54,6 +58,13 @@ def summarize(metrics):
     else:
         fit = None
     merge = [b["merged"] - b["merge_start"] for b in batches]
+    admission = []
+    if not pol.get("qps"):
+        for k, b in enumerate(batches[3:], 3):
+            merged = [x["merged"] for x in batches[:k] if x["merged"] <= b["cut"]]
+            completed = [x["complete"] for x in batches[:k] if x["complete"] <= b["cut"]]
+            if merged and completed and max(merged) > max(completed):
+                admission.append((b["cut"] - max(merged)) / b["queries"])
     # The first batch's own times per ISN (the run's warm-up), and whether each was the
     # maximum over the run's batches of that stage's per-batch maximum.
     stage = {
@@ -72,6 +83,8 @@ def summarize(metrics):
         "batches_summarized": len(batches),
         "first_cut_ms": float(first["cut"]),
         "closed_loop": not pol.get("qps"),
+        "admission_ms_per_query": sorted(admission)[len(admission) // 2] if admission else None,
+        "admission_samples": len(admission),
         "cut_to_sent_ms": _mean(b["sent"] - b["cut"] for b in batches),
         "cut_to_sent_per_query_ms": sum(b["sent"] - b["cut"] for b in batches) / sum(sizes),
         "per_query_merge_ms": sum(merge) / sum(sizes),
