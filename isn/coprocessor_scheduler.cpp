@@ -1,8 +1,11 @@
 #include "isn/coprocessor_scheduler.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <future>
+
+#include <time.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -348,6 +351,41 @@ void CoProcessorScheduler::drop_waiting() {
   }
 }
 
+void CoProcessorScheduler::submit_batch(std::span<const Query> queries, const SearchParams& params,
+                                        std::span<ShardResult> out, BatchDone done) {
+  if (queries.empty()) {
+    done({});
+    return;
+  }
+  struct Batch {
+    std::atomic<std::size_t> left;
+    std::mutex mutex;
+    std::string first_error;
+    BatchDone done;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->left = queries.size();
+  batch->done = std::move(done);
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < queries.size(); ++i)
+    submit(queries[i], params, out[i], now, [batch](const JobOutcome& o) {
+      if (!o.error.empty() || o.dropped) {
+        std::lock_guard lock(batch->mutex);
+        if (batch->first_error.empty())
+          batch->first_error = o.dropped ? "the scheduler stopped before the job ran" : o.error;
+      }
+      // The last job's completion sees every other job's writes (acq_rel on the count).
+      if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::string error;
+        {
+          std::lock_guard lock(batch->mutex);
+          error = batch->first_error;
+        }
+        batch->done(error);
+      }
+    });
+}
+
 void CoProcessorScheduler::search_batch(std::span<const Query> queries, const SearchParams& params,
                                         std::span<ShardResult> out,
                                         std::vector<JobOutcome>* outcomes) {
@@ -437,34 +475,61 @@ void SchedulerEngine::search(std::span<const Query> queries, const SearchParams&
   scheduler_->search_batch(queries, params, out);
 }
 
+void SchedulerEngine::submit_batch(std::span<const Query> queries, const SearchParams& params,
+                                   std::span<ShardResult> out,
+                                   CoProcessorScheduler::BatchDone done) {
+  prepare(params);
+  scheduler_->submit_batch(queries, params, out, std::move(done));
+}
+
 nlohmann::json SchedulerEngine::stats() const {
   nlohmann::json j = scheduler_ ? scheduler_->stats() : nlohmann::json::object();
   if (!training_report_.is_null()) j["predictor"] = training_report_;
   return j;
 }
 
-CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
-                                   const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
-                                   nlohmann::json* report) {
-  std::array<std::vector<CostSample>, kProcessors> logs;
+namespace {
+
+double clock_seconds(CostClock clock) {
+  if (clock == CostClock::kWall)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+}  // namespace
+
+CostLog log_query_costs(const ShardIndex& shard, std::span<const Query> queries,
+                        const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
+                        const CostLogOptions& options) {
+  CostLog log;
   std::array<QueryEngine*, kProcessors> engines{&cpu, &gpu};
   ShardResult r;
+  std::vector<double> runs;
   for (const Query& q : queries) {
     if (q.terms.empty()) continue;
     const QueryFeatures f = query_features(shard, q);
     for (std::size_t p = 0; p < kProcessors; ++p) {
-      // The faster of two runs: the first may pay for cold caches and page faults that the
-      // scheduled run of a warm ISN does not.
-      double best = 0;
-      for (int run = 0; run < 2; ++run) {
-        metrics::Stopwatch watch;
+      runs.clear();
+      for (unsigned run = 0; run < std::max(1u, options.repeats); ++run) {
+        const double t0 = clock_seconds(options.clock[p]);
         engines[p]->search(std::span(&q, 1), params, std::span(&r, 1));
-        best = run == 0 ? watch.seconds() : std::min(best, watch.seconds());
+        runs.push_back(clock_seconds(options.clock[p]) - t0);
       }
-      logs[p].push_back({f, best});
+      const bool or_ran = params.mode == Mode::kAndOr && r.and_matches < params.k;
+      log.samples[p].push_back({f, *std::min_element(runs.begin(), runs.end()), or_ran});
     }
   }
-  return CostPredictor::train(logs[0], logs[1], report);
+  return log;
+}
+
+CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
+                                   const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
+                                   nlohmann::json* report, const CostLogOptions& options) {
+  const CostLog log = log_query_costs(shard, queries, params, cpu, gpu, options);
+  return CostPredictor::train(log.samples[0], log.samples[1], report);
 }
 
 }  // namespace gpusearch

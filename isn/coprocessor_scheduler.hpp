@@ -100,6 +100,12 @@ class CoProcessorScheduler {
   // thread, after `out` is written). `arrival` may lie in the past (its deadline counts from it).
   void submit(const Query& query, const SearchParams& params, ShardResult& out,
               Clock::time_point arrival, Done done);
+  // Every query of a batch, arriving now, queued without waiting: `done` is called once, on a
+  // worker thread, after every out[i] is written, with the first engine error (empty: none; a
+  // job dropped unrun counts as an error). `queries` and `out` must live until then.
+  using BatchDone = std::function<void(const std::string& error)>;
+  void submit_batch(std::span<const Query> queries, const SearchParams& params,
+                    std::span<ShardResult> out, BatchDone done);
   // Every query of a batch, arriving now; returns when all are answered. Throws the first
   // engine error. `outcomes`, if given, gets one per query.
   void search_batch(std::span<const Query> queries, const SearchParams& params,
@@ -172,6 +178,12 @@ class SchedulerEngine final : public QueryEngine {
   // Trains the estimator now (the ISN at start-up, given the run's parameters), so that the
   // first batch is not charged for it; batches with other parameters use it as trained.
   void prepare(const SearchParams& params) override;
+  // The ISN's pipelined batches: the batch's jobs queued at once (CoProcessorScheduler::
+  // submit_batch), so that both processors stay busy across batch boundaries. Trains the
+  // predictor first at the first batch, as search() does. Not to be mixed with search() calls
+  // from other threads.
+  void submit_batch(std::span<const Query> queries, const SearchParams& params,
+                    std::span<ShardResult> out, CoProcessorScheduler::BatchDone done);
   nlohmann::json stats() const override;
 
  private:
@@ -185,11 +197,31 @@ class SchedulerEngine final : public QueryEngine {
   std::string name_;
 };
 
-// Trains a cost predictor by running each query alone on each engine and timing it (the logged
-// per-query costs: the faster of two runs); `report` gets the predictor's errors. Queries
-// without terms are skipped.
+// How per-query costs are logged for the cost predictor. Each query (without terms: skipped) runs
+// alone on each engine `repeats` times, and its cost is the fastest run: what the query costs
+// undisturbed (the first run may pay for cold caches that a warm ISN does not, and any run of a
+// 0.05 ms query may take an interrupt or a preemption). The clock, per processor: wall time, or
+// the calling thread's CPU time, which is the work of an engine that answers a lone query on the
+// calling thread (the CPU engine, one thread per query) without the time other processes take.
+// Two logs of the same CPU engine on the busy 2-core build host differed per query by 53% on
+// average with the median of 3 wall-clock runs, by 5-10% with the fastest of 7 CPU-time runs.
+enum class CostClock : std::uint8_t { kWall, kThreadCpu };
+struct CostLogOptions {
+  unsigned repeats = 7;
+  std::array<CostClock, kProcessors> clock{CostClock::kThreadCpu, CostClock::kWall};
+};
+struct CostLog {
+  std::array<std::vector<CostSample>, kProcessors> samples;
+};
+// Also records whether and-or's OR phase ran for each query (its AND answer was short of k).
+CostLog log_query_costs(const ShardIndex& shard, std::span<const Query> queries,
+                        const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
+                        const CostLogOptions& options = {});
+
+// Trains a cost predictor on the costs log_query_costs logs; `report` gets the predictor's
+// errors.
 CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
                                    const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
-                                   nlohmann::json* report);
+                                   nlohmann::json* report, const CostLogOptions& options = {});
 
 }  // namespace gpusearch

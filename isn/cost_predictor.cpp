@@ -17,11 +17,14 @@ QueryFeatures query_features(const ShardIndex& shard, const Query& query) {
   QueryFeatures f;
   std::vector<double> lengths;
   lengths.reserve(query.terms.size());
+  const double docs = std::max(1.0, double(shard.num_docs()));
+  f.and_estimate = query.terms.empty() ? 0 : docs;
   for (TermId t : query.terms) {
     const TermInfo& info = shard.term(t);
     lengths.push_back(double(info.df_shard));
     f.total += double(info.df_shard);
     f.total_blocks += info.num_blocks;
+    f.and_estimate *= double(info.df_shard) / docs;
   }
   std::sort(lengths.begin(), lengths.end());
   f.terms = double(lengths.size());
@@ -74,7 +77,29 @@ CostModel CostModel::fit(std::span<const CostSample> samples) {
   CostModel model;
   for (std::size_t i = 0; i < n; ++i)
     model.w_[i] = std::abs(a[i][i]) < 1e-300 ? 0.0 : a[i][n] / a[i][i];
+  model.w_[0] += std::log(relative_error_scale(model, samples));
   return model;
+}
+
+double CostModel::relative_error_scale(const CostModel& model,
+                                       std::span<const CostSample> samples) {
+  // sum_i |s p_i - y_i| / y_i = sum_i (p_i / y_i) |s - y_i / p_i|: minimized by the median of
+  // the ratios y_i / p_i weighted by p_i / y_i.
+  std::vector<std::pair<double, double>> ratio_weight;
+  double total = 0;
+  for (const CostSample& c : samples) {
+    const double y = std::max(c.seconds, kMinSeconds), p = model.predict_seconds(c.features);
+    ratio_weight.push_back({y / p, p / y});
+    total += p / y;
+  }
+  if (ratio_weight.empty() || !(total > 0)) return 1.0;
+  std::sort(ratio_weight.begin(), ratio_weight.end());
+  double seen = 0;
+  for (const auto& [ratio, weight] : ratio_weight) {
+    seen += weight;
+    if (seen >= total / 2) return ratio;
+  }
+  return ratio_weight.back().first;
 }
 
 double CostModel::predict_seconds(const QueryFeatures& f) const {

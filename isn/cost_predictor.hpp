@@ -39,21 +39,33 @@ struct QueryFeatures {
   double total = 0;            // sum of the lists' postings
   double terms = 0;
   std::uint64_t total_blocks = 0;  // blocks of all the query's lists (paper 002's LBD measure)
+  // AND matches expected if the terms occurred independently: N * prod(df_i / N) over the
+  // shard's N documents. and-or runs its OR phase only when AND finds fewer than k, which
+  // doubles or triples a query's cost: this tells the two apart before the query runs.
+  double and_estimate = 0;
 };
 QueryFeatures query_features(const ShardIndex& shard, const Query& query);
 
 struct CostSample {
   QueryFeatures features;
   double seconds = 0;
+  bool or_ran = false;  // and-or: the AND answer was short of k, so the OR phase ran too
 };
 
 // ln(seconds) = w . x(features), fitted by least squares (normal equations with a tiny ridge
-// term, solved by Gaussian elimination with partial pivoting: five unknowns).
+// term, solved by Gaussian elimination with partial pivoting: five unknowns); then the intercept
+// is moved so that the model minimizes paper 001's measure, the mean relative error, on the fit
+// samples. Least squares in log space predicts a class of queries' geometric mean cost; where
+// costs with equal features spread over a factor of 3 or more (and-or's OR phase runs or not,
+// GS early termination stops early or late), that overpredicts the cheap ones by several times,
+// and the mean relative error, which is unbounded above but at most 100% below, went past 100%.
 class CostModel {
  public:
   static constexpr std::size_t kFeatures = 5;
   // Throws Error with fewer than 2 * kFeatures samples.
   static CostModel fit(std::span<const CostSample> samples);
+  // The factor s that minimizes the mean relative error of s * model on the samples.
+  static double relative_error_scale(const CostModel& model, std::span<const CostSample> samples);
   double predict_seconds(const QueryFeatures& f) const;
   // Mean of |predicted - measured| / measured over the samples (paper 001's measure).
   double mean_relative_error(std::span<const CostSample> samples) const;

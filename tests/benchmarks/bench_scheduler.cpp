@@ -61,6 +61,9 @@ struct Settings {
   std::int64_t lbd_blocks = -1;  // -1: the median of the test queries' total blocks
   std::string lbd_short_on = "gpu";
   unsigned seed = 1;
+  unsigned cost_repeats = CostLogOptions{}.repeats;
+  std::string cpu_cost_clock = "thread", gpu_cost_clock = "wall";
+  std::filesystem::path cost_log_path;
 };
 
 std::vector<Query> resolve_all(const ShardIndex& shard, const std::filesystem::path& path) {
@@ -179,6 +182,23 @@ RunResult run_at_rate(const ShardIndex& shard, const Settings& s, const SearchPa
   return r;
 }
 
+// The logged costs, one line per query and set: features, whether and-or's OR ran, the cost on
+// each processor (for fitting other models offline).
+void write_cost_log(const std::filesystem::path& path, const CostLog& train, const CostLog& test) {
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("cannot write the cost log {}", path.string()));
+  out << "set\tterms\tshortest\tsecond_shortest\ttotal\ttotal_blocks\tand_estimate\tor_ran\t"
+         "cpu_seconds\tgpu_seconds\n";
+  for (const auto& [name, log] : {std::pair{"train", &train}, std::pair{"test", &test}})
+    for (std::size_t i = 0; i < log->samples[0].size(); ++i) {
+      const CostSample& c = log->samples[0][i];
+      const QueryFeatures& f = c.features;
+      out << fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{:.6g}\t{:d}\t{:.9f}\t{:.9f}\n", name, f.terms,
+                         f.shortest, f.second_shortest, f.total, f.total_blocks, f.and_estimate,
+                         c.or_ran, c.seconds, log->samples[1][i].seconds);
+    }
+}
+
 std::string host_name() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
@@ -219,6 +239,16 @@ int main(int argc, char** argv) {
   app.add_option("--start-rate", s.start_rate, "first rate (0: a quarter of the estimate)");
   app.add_option("--max-runs", s.max_runs, "runs per configuration")->capture_default_str();
   app.add_option("--seed", s.seed)->capture_default_str();
+  app.add_option("--cost-repeats", s.cost_repeats,
+                 "timed runs per query and processor when logging costs (the median is kept)")
+      ->capture_default_str();
+  app.add_option("--cpu-cost-clock", s.cpu_cost_clock,
+                 "clock of the CPU side's logged costs: thread (its CPU time) or wall")
+      ->capture_default_str();
+  app.add_option("--gpu-cost-clock", s.gpu_cost_clock, "the same for the GPU side")
+      ->capture_default_str();
+  app.add_option("--cost-log", s.cost_log_path,
+                 "TSV of the logged per-query costs and features (training and test queries)");
   CLI11_PARSE(app, argc, argv);
   std::cout.setf(std::ios::unitbuf);  // progress lines as they come, through a pipe too
 
@@ -268,31 +298,33 @@ int main(int argc, char** argv) {
     // The predictor, trained on per-query costs logged on each processor.
     nlohmann::json predictor_report;
     metrics::Stopwatch train_watch;
+    CostLogOptions cost_options;
+    cost_options.repeats = s.cost_repeats;
+    for (const auto& [p, name] : {std::pair{0, s.cpu_cost_clock}, std::pair{1, s.gpu_cost_clock}}) {
+      if (name != "thread" && name != "wall")
+        throw InputError("--cost-clock", 0, fmt::format("'{}': thread or wall", name));
+      cost_options.clock[p] = name == "wall" ? CostClock::kWall : CostClock::kThreadCpu;
+    }
+    const CostLog train_log =
+        log_query_costs(shard, train, params, cpu_engine, *gpu_engine, cost_options);
     const CostPredictor predictor =
-        train_cost_predictor(shard, train, params, cpu_engine, *gpu_engine, &predictor_report);
+        CostPredictor::train(train_log.samples[0], train_log.samples[1], &predictor_report);
     const double train_seconds = train_watch.seconds();
-    // Its error on the test queries, each timed alone on both processors (also the per-query
-    // costs behind the rate estimates).
-    std::array<std::vector<CostSample>, 2> test_log;
+    // Its error on the test queries, each timed alone on both processors as the training
+    // queries were (also the per-query costs behind the rate estimates).
+    const std::size_t timed = std::min<std::size_t>(test.size(), 1000);  // all have terms
+    const CostLog test_cost_log =
+        log_query_costs(shard, std::span(test).first(timed), params, cpu_engine, *gpu_engine,
+                        cost_options);
+    const auto& test_log = test_cost_log.samples;
     std::array<double, 2> cost_sum{};
     double best_sum = 0;
-    const std::size_t timed = std::min<std::size_t>(test.size(), 1000);
-    std::array<QueryEngine*, 2> engines{&cpu_engine, gpu_engine.get()};
-    ShardResult r;
-    for (std::size_t i = 0; i < timed; ++i) {
-      const QueryFeatures f = query_features(shard, test[i]);
-      std::array<double, 2> c{};
-      for (std::size_t p = 0; p < 2; ++p) {
-        for (int run = 0; run < 2; ++run) {  // the faster of two, as the training costs
-          metrics::Stopwatch w;
-          engines[p]->search(std::span(&test[i], 1), params, std::span(&r, 1));
-          c[p] = run == 0 ? w.seconds() : std::min(c[p], w.seconds());
-        }
-        test_log[p].push_back({f, c[p]});
-        cost_sum[p] += c[p];
-      }
-      best_sum += std::min(c[0], c[1]);
+    for (std::size_t i = 0; i < test_log[0].size(); ++i) {
+      cost_sum[0] += test_log[0][i].seconds;
+      cost_sum[1] += test_log[1][i].seconds;
+      best_sum += std::min(test_log[0][i].seconds, test_log[1][i].seconds);
     }
+    if (!s.cost_log_path.empty()) write_cost_log(s.cost_log_path, train_log, test_cost_log);
     predictor_report["cpu"]["mean_relative_error_test"] =
         predictor.model(Processor::kCpu).mean_relative_error(test_log[0]);
     predictor_report["gpu"]["mean_relative_error_test"] =
