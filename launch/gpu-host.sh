@@ -273,7 +273,7 @@ EOF
       # shellcheck disable=SC2086
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_bench.json" \
         --model-out "$OUT/cache_model.json" --drift-spec "docs=$docs,seed=7" \
-        --policies vfb:0.75,vfb:1,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
+        --policies vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
         ${CACHE_ARGS:-} > "$OUT/cache_bench.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|model|drifting|wrong|bench_list_cache)" "$OUT/cache_bench.log"
       echo "cache bench done: $(elapsed)"
