@@ -282,7 +282,8 @@ DocId list_prefix_end(const ShardIndex& shard, TermId t, std::uint32_t available
 
 std::uint64_t ListBatch::region_bytes() const {
   if (shipped.empty()) return 0;
-  return 4 * shipped_words + sizeof(OffsetPatch) * patches.size() + kShipAlignmentBytes;
+  return 4 * shipped_words + sizeof(OffsetPatch) * (patches.size() + restores.size()) +
+         kShipAlignmentBytes;
 }
 
 std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
@@ -297,15 +298,20 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
   ListBatch cur;
   std::vector<TermId> need;
   auto words_of = [&](TermId t, std::uint32_t blocks) { return prefix_words(shard, t, blocks); };
-  // A shipped prefix costs its words and its table entries (the blocks and the end).
+  // A shipped prefix costs its words and its table entries (the blocks and the end); a list
+  // cached in part and shipped whole also the cache's entries written back after the batch.
   auto cost_of = [&](TermId t, std::uint32_t blocks) {
-    return 4 * words_of(t, blocks) + sizeof(OffsetPatch) * (std::uint64_t(blocks) + 1);
+    const std::uint32_t cached = cache.cached_blocks(t);
+    return 4 * words_of(t, blocks) +
+           sizeof(OffsetPatch) * (std::uint64_t(blocks) + 1 + (cached > 0 ? cached + 1 : 0));
   };
   auto ship = [&](TermId t, std::uint32_t blocks) {
     const std::uint64_t words = words_of(t, blocks);
     const TermInfo& ti = shard.term(t);
     ShippedList s{t, blocks, {offsets[ti.first_block], words, cur.shipped_words}};
     append_prefix_entries(shard, cache.numbering(), t, blocks, cur.shipped_words, cur.patches);
+    if (const CacheEntry* e = cache.find(t))
+      append_prefix_entries(shard, cache.numbering(), t, e->blocks, e->word_offset, cur.restores);
     cur.shipped.push_back(s);
     cur.shipped_blocks[t] = blocks;
     cur.shipped_words += words;
@@ -317,8 +323,10 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
       std::uint64_t bytes = 0;
       for (TermId t : q.terms) {
         const TermInfo& ti = shard.term(t);
-        if (ti.num_blocks == 0 || cache.cached_blocks(t) > 0 || cur.shipped_blocks.count(t))
-          continue;
+        const std::uint32_t cached = cache.cached_blocks(t);
+        if (ti.num_blocks == 0 || cur.shipped_blocks.count(t)) continue;
+        // Cached in part: the prefix as it is (paper 000), or the whole list with ship_tails.
+        if (cached > 0 && (!options.ship_tails || cached >= ti.num_blocks)) continue;
         if (std::find(need.begin(), need.end(), t) != need.end()) continue;
         need.push_back(t);
         bytes += cost_of(t, ti.num_blocks);
@@ -359,10 +367,12 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
           else
             hi = mid - 1;
         }
-        if (lo > 0)
+        const std::uint32_t cached = cache.cached_blocks(t);
+        if (lo > cached)
           ship(t, lo);
-        else
-          cur.shipped_blocks[t] = 0;
+        else if (cached == 0)
+          cur.shipped_blocks[t] = 0;  // nothing of it on the GPU: horizon 0
+        // else: the cached prefix serves, as without ship_tails
       }
     }
     // The query's horizon and its hit counts.
@@ -370,13 +380,14 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
     for (TermId t : q.terms) {
       const TermInfo& ti = shard.term(t);
       if (ti.num_blocks == 0) continue;
-      const std::uint32_t cached = cache.cached_blocks(t);
+      const bool shipped_here = cur.shipped_blocks.count(t) > 0;
       const std::uint32_t available = cur.available_blocks(cache, t);
-      const std::uint32_t shipped = cached > 0 ? 0 : available;
+      const std::uint32_t cached = shipped_here ? 0 : cache.cached_blocks(t);
+      const std::uint32_t shipped = shipped_here ? available : 0;
       horizon = std::min(horizon, list_prefix_end(shard, t, available));
       const std::uint64_t all_words = words_of(t, ti.num_blocks);
       const std::uint64_t hit_words = words_of(t, cached);
-      const std::uint64_t shipped_words = cached > 0 ? 0 : words_of(t, shipped);
+      const std::uint64_t shipped_words = words_of(t, shipped);
       cur.blocks_hit += cached;
       cur.blocks_shipped += shipped;
       cur.blocks_unavailable += ti.num_blocks - available;

@@ -124,9 +124,12 @@ struct ListBatch {
   std::vector<DocId> horizon;      // per query of the batch: [0, horizon) is complete
   std::vector<ShippedList> shipped;
   std::vector<OffsetPatch> patches;  // word offsets relative to the shipping region
+  // ship_tails: the cache's own entries (absolute) of the cached-in-part lists this batch
+  // shipped whole, written back into the lane's table after the batch's kernels.
+  std::vector<OffsetPatch> restores;
   std::uint64_t shipped_words = 0;
   // Bytes of the lane's shipping region the batch fills: its words, then (16-byte aligned) its
-  // table entries, which the device scatters into the lane's block-offset table.
+  // table entries and restores, which the device scatters into the lane's block-offset table.
   std::uint64_t region_bytes() const;
   // Per query and term: blocks (and bytes) the cache serves, the batch ships, neither (left to
   // post-processing if the query's answer needs them).
@@ -143,6 +146,9 @@ inline constexpr std::uint64_t kShipAlignmentBytes = 16;  // the table entries' 
 struct ListBatchOptions {
   std::size_t max_queries = 4096;
   std::uint64_t ship_capacity_bytes = 0;  // one lane's shipping region (words and entries)
+  // Beyond paper 000: a list cached in part ships whole where the region has room, instead
+  // of truncating its queries at the cached prefix (post-processing traded for shipping).
+  bool ship_tails = false;
 };
 
 // Counters of a run through the list cache, for the metrics JSON.
@@ -161,9 +167,9 @@ struct ListCacheCounters {
 
 // Cuts queries (taken in `order`) into batches of at most max_queries whose shipped lists (words
 // and table entries) fit ship_capacity_bytes. A list the cache lacks ships whole with the first
-// batch query that needs it; a list cached in part is used as its cached prefix (paper 000, 3.1.2);
-// a query whose lists do not fit an empty batch ships the prefixes that fit (its shorter lists
-// first).
+// batch query that needs it; a list cached in part is used as its cached prefix (paper 000, 3.1.2)
+// or, with ship_tails, ships whole where it fits; a query whose lists do not fit an empty batch
+// ships the prefixes that fit (its shorter lists first).
 std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
                                          std::span<const Query> queries,
                                          std::span<const std::size_t> order,

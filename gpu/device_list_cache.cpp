@@ -110,8 +110,11 @@ CacheChange DeviceListCache::apply(std::span<const CachedList> target,
 
 void DeviceListCache::stage_batch(int lane, const ListBatch& batch, cudaStream_t stream) {
   if (batch.shipped.empty()) return;
+  // The lane's region: words, then (16-byte aligned) the batch's entries, then its restores.
+  constexpr std::uint64_t kEntryWords = sizeof(OffsetPatch) / 4;
   const std::uint64_t patch_at = align4(batch.shipped_words);
-  const std::uint64_t total_words = patch_at + batch.patches.size() * (sizeof(OffsetPatch) / 4);
+  const std::uint64_t restore_at = patch_at + batch.patches.size() * kEntryWords;
+  const std::uint64_t total_words = restore_at + batch.restores.size() * kEntryWords;
   if (total_words > lane_words_)
     throw Error(fmt::format("list cache: a batch ships {} bytes, more than the lane's {} bytes",
                             total_words * 4, lane_words_ * 4));
@@ -127,6 +130,8 @@ void DeviceListCache::stage_batch(int lane, const ListBatch& batch, cudaStream_t
   else
     for (std::size_t i = 0; i < batch.shipped.size(); ++i) copy_list(i);
   std::memcpy(staging + patch_at, batch.patches.data(), batch.patches.size() * sizeof(OffsetPatch));
+  std::memcpy(staging + restore_at, batch.restores.data(),
+              batch.restores.size() * sizeof(OffsetPatch));
   const std::uint64_t lane_base = align4(directory_.capacity_words()) + lane * lane_words_;
   GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(pool_.data() + lane_base, staging, total_words * 4,
                                        cudaMemcpyHostToDevice, stream));
@@ -134,6 +139,17 @@ void DeviceListCache::stage_batch(int lane, const ListBatch& batch, cudaStream_t
       tables_[lane].data(),
       reinterpret_cast<const std::uint64_t*>(pool_.data() + lane_base + patch_at),
       batch.patches.size(), lane_base, stream);
+}
+
+void DeviceListCache::restore_after_kernels(int lane, const ListBatch& batch, cudaStream_t stream) {
+  if (batch.restores.empty()) return;
+  const std::uint64_t lane_base = align4(directory_.capacity_words()) + lane * lane_words_;
+  const std::uint64_t restore_at =
+      align4(batch.shipped_words) + batch.patches.size() * (sizeof(OffsetPatch) / 4);
+  launch_scatter_offsets(
+      tables_[lane].data(),
+      reinterpret_cast<const std::uint64_t*>(pool_.data() + lane_base + restore_at),
+      batch.restores.size(), 0, stream);
 }
 
 ShardView DeviceListCache::view(int lane) const {

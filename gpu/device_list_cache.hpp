@@ -48,6 +48,10 @@ class DeviceListCache {
   // lane's table. The staging buffer is reused by the lane's next batch: the caller waits for
   // this batch's copy first (the engine finishes a lane's batch before packing its next).
   void stage_batch(int lane, const ListBatch& batch, cudaStream_t stream);
+  // After the batch's kernels on `stream`: writes the cache's entries back over those of the
+  // cached-in-part lists the batch shipped whole (ListBatchOptions::ship_tails), so that the
+  // lane's table again holds the cache for its next batch.
+  void restore_after_kernels(int lane, const ListBatch& batch, cudaStream_t stream);
 
   const ListCacheDirectory& directory() const { return directory_; }
   const DeviceBlockNumbering& numbering() const { return numbering_; }

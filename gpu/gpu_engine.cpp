@@ -374,7 +374,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   std::vector<std::size_t> bounds;  // batch i is gpu_queries [bounds[i], bounds[i + 1])
   if (cache) {
     list_batches = plan_list_batches(cache->directory(), queries, gpu_queries,
-                                     {batch_size, cache->ship_capacity_bytes()});
+                                     {batch_size, cache->ship_capacity_bytes(), m.options.ship_tails});
     for (const ListBatch& b : list_batches) bounds.push_back(b.begin);
   } else {
     for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size)
@@ -678,6 +678,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
     }
+    if (list_batch) cache->restore_after_kernels(int(launch % 2), *list_batch, s);
     if (m.rows_on_device) {
       // The rows stay where the merge on the lead GPU reads them: the hits are rows already
       // (2 per query, k wide); each row's count and AND matches go right after them.

@@ -57,6 +57,7 @@ struct GpuEngineOptions {
   bool list_cache = false;
   std::uint64_t cache_bytes = 0, batch_bytes = 0;
   unsigned postprocess_threads = 0;
+  bool ship_tails = false;  // a list cached in part ships whole where it fits (ListBatchOptions)
   // Tests only: scales the bound the host's finality test uses after a truncated batch (1
   // keeps it safe; the weakened-bound test lowers it and expects wrong answers).
   double finality_bound_scale = 1.0;

@@ -53,6 +53,9 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
   app.add_option("--max-response-ms", o.max_response_ms,
                  "gpu list cache: with --cache-model, the split with the best throughput whose "
                  "batches take at most this long");
+  app.add_flag("--cache-ship-tails", o.ship_tails,
+               "gpu list cache: a list cached in part ships whole with a batch where it fits "
+               "(beyond paper 000: less post-processing, more shipping)");
   app.add_option("--postprocess-threads", o.postprocess_threads,
                  "gpu list cache: CPU threads completing truncated queries (0: cores - 1)")
       ->capture_default_str();

@@ -205,6 +205,7 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
   g.cache_bytes = sizes.cache_bytes;
   g.batch_bytes = sizes.batch_bytes;
   g.postprocess_threads = lo.postprocess_threads;
+  g.ship_tails = lo.ship_tails;
   auto engine = std::make_unique<gpu::GpuEngine>(shard, shard_id, g);
   engine->set_host_engine(std::make_unique<cpu::CpuEngine>(shard, shard_id));
   auto cpu = std::make_shared<const cpu::CpuEngine>(shard, shard_id);

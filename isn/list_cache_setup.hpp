@@ -33,6 +33,7 @@ struct ListCacheEngineOptions {
   std::filesystem::path model;       // throughput model (bench_list_cache --model-out)
   double max_response_ms = 0;        // with model: choose S_c for this batch time
   unsigned postprocess_threads = 0;  // 0: hardware threads - 1
+  bool ship_tails = false;           // lists cached in part ship whole where they fit
   // Set by the caller: the index directory (the plan's index check) and how many engines share
   // the device (--gpu-mem, bytes or fraction, is split evenly among them).
   std::filesystem::path index_dir;

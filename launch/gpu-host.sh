@@ -41,7 +41,7 @@
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
 #                mean length 900 about twice that, past one call's 10 minutes)
-#     cache25m   the 25M-document index served by one GPU through a list cache of a tenth of its
+#     cache25m   the 25M-document index served by one GPU through a memory budget of a tenth of its
 #                postings: exactness on a sample, throughput against the CPU engine
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
@@ -340,7 +340,7 @@ EOF
       # shellcheck disable=SC2086
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_bench.json" \
         --model-out "$OUT/cache_model.json" --drift-spec "docs=$docs,seed=7" \
-        --policies vfb:0.75,vfb:1,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
+        --policies vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
         ${CACHE_ARGS:-} > "$OUT/cache_bench.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|model|drifting|wrong|bench_list_cache)" "$OUT/cache_bench.log"
       echo "cache bench done: $(elapsed)"
@@ -385,7 +385,7 @@ EOF
       [[ -f $idx25/manifest.json ]] || { echo "run the cache25m-index step first"; status=1; continue; }
       # shellcheck disable=SC2086
       "$bin/bench_list_cache" --index $idx25 --out "$OUT/cache25m.json" --ratios 10 \
-        --policies vfb:0.9 --shares 0.8 --skip-model --limit 10000 --cpu-limit 2000 --check 100 \
+        --policies vfb:1,qtf --shares 0.8 --skip-model --limit 10000 --cpu-limit 2000 --check 100 \
         --train-limit 5000 ${CACHE_ARGS:-} > "$OUT/cache25m.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|wrong|bench_list_cache)" "$OUT/cache25m.log"
       echo "cache25m done: $(elapsed)"

@@ -130,20 +130,24 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
   return j;
 }
 
+// A policy, its lambda, and whether lists cached in part ship whole where they fit.
 struct PolicyCase {
   CachePolicy policy;
   double lambda;
+  bool tails = false;
   std::string name() const {
-    return policy == CachePolicy::kVfb ? fmt::format("vfb:{}", lambda)
-                                       : std::string(to_string(policy));
+    return (policy == CachePolicy::kVfb ? fmt::format("vfb:{}", lambda)
+                                        : std::string(to_string(policy))) +
+           (tails ? "+tails" : "");
   }
 };
 
 // The engine at one split of `memory` (posting bytes the GPU may hold: cache + batch buffer).
 std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double cache_share,
                                               const std::vector<CachedList>& lists,
-                                              unsigned batch_size) {
+                                              unsigned batch_size, bool tails) {
   gpu::GpuEngineOptions o;
+  o.ship_tails = tails;
   o.list_cache = true;
   o.cache_bytes = std::uint64_t(cache_share * memory);
   o.batch_bytes = std::uint64_t(memory) - o.cache_bytes;
@@ -164,7 +168,7 @@ nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase
   VisitLog visits = b.visits;
   const auto lists =
       admit_lists(b.shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
-  auto e = cached_engine(b, memory, share, lists, batch_size);
+  auto e = cached_engine(b, memory, share, lists, batch_size, pc.tails);
   nlohmann::json row = timed_run(b, *e, b.test, b.refs);
   row["ratio"] = ratio;
   row["memory_bytes"] = memory;
@@ -206,7 +210,7 @@ int main(int argc, char** argv) {
   CLI::App app{"GPU list-cache benchmark (paper 000): JSON out"};
   std::filesystem::path index_dir, train_file, test_file, out_file, model_out;
   std::string mode = "and", scoring = "bm25-pr", ratios = "2.5,10", shares = "0.5,0.7,0.8,0.9,0.95";
-  std::string policies = "vfb:0.75,vfb:1,qtf,qtfdf", drift_spec, caps = "4096,1024,256";
+  std::string policies = "vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf", drift_spec, caps = "4096,1024,256";
   std::size_t limit = 10000, train_limit = 10000, cpu_limit = 4000, drift_limit = 10000;
   double theta_ms = 0;
   unsigned k = 10;
@@ -224,7 +228,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ratios", ratios, "postings / M for each memory budget")->capture_default_str();
   app.add_option("--shares", shares, "S_c / M of the sweep")->capture_default_str();
-  app.add_option("--policies", policies, "vfb:LAMBDA, qtf, qtfdf")->capture_default_str();
+  app.add_option("--policies", policies, "vfb:LAMBDA, qtf, qtfdf; +tails: cut lists ship whole")
+      ->capture_default_str();
   app.add_option("--caps", caps, "queries per launch tried for the model (first: the sweep's)")
       ->capture_default_str();
   app.add_option("--theta-ms", theta_ms,
@@ -307,11 +312,13 @@ int main(int argc, char** argv) {
                  report["gpu_all_resident"]["queries_per_second"].get<double>());
     }
     std::vector<PolicyCase> cases;
-    for (const std::string& p : split(policies)) {
+    for (std::string p : split(policies)) {
+      const bool tails = p.size() > 6 && p.substr(p.size() - 6) == "+tails";
+      if (tails) p.resize(p.size() - 6);
       if (p.rfind("vfb:", 0) == 0)
-        cases.push_back({CachePolicy::kVfb, std::stod(p.substr(4))});
+        cases.push_back({CachePolicy::kVfb, std::stod(p.substr(4)), tails});
       else
-        cases.push_back({parse_cache_policy(p), 1.0});
+        cases.push_back({parse_cache_policy(p), 1.0, tails});
     }
     std::vector<double> share_list, ratio_list;
     for (const auto& s : split(shares)) share_list.push_back(std::stod(s));
@@ -443,7 +450,7 @@ int main(int argc, char** argv) {
         drift_refs[i] = reference_answer(index, drifting[i], b.params, 2 * k + 20);
       });
       const double memory = postings / ratio_list.front();
-      const PolicyCase pc{CachePolicy::kVfb, 0.9};
+      const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
       const double share = 0.8;
       VisitLog visits = b.visits;
       const auto lists =
@@ -452,7 +459,7 @@ int main(int argc, char** argv) {
       const std::size_t saved_call = b.call_size;
       b.call_size = 1024;  // an ISN's batches: the online plans go in between them
       for (bool online : {false, true}) {
-        auto e = cached_engine(b, memory, share, lists, b.batch_size);
+        auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
         std::shared_ptr<OnlineCachePolicy> policy;
         if (online) {
           OnlinePolicyOptions oo;

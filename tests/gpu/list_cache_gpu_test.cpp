@@ -1,10 +1,10 @@
 // The GPU engine through a list cache (paper 000; gpu/device_list_cache) against the reference:
 // every policy, lambda in {0.1, 0.5, 1}, budgets down to one block and zero, shipping regions
-// from none to room for everything, every mode, scoring and GPU algorithm, post-processing
-// exercised and counted; a weakened finality bound gives wrong answers; the online policy
-// changes the cache between calls and stays exact; `gpusearch search`'s engine with --gpu-mem
-// below the shard's size, a plan file, and a stale plan refused. Skipped, loudly, without a
-// CUDA device.
+// from none to room for everything (lists cached in part kept as prefixes or shipped whole), every
+// mode, scoring and GPU algorithm, post-processing exercised and counted; a weakened finality bound
+// gives wrong answers; the online policy changes the cache between calls and stays exact;
+// `gpusearch search`'s engine with --gpu-mem below the shard's size, a plan file, and a stale plan
+// refused. Skipped, loudly, without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -160,21 +160,26 @@ TEST_F(GpuListCacheTest, ExactForEveryPolicyLambdaBudgetModeAndScoring) {
     for (std::uint64_t budget : budgets) {
       const auto lists =
           budget > 0 ? plan(pc.policy, budget, pc.lambda) : std::vector<CachedList>{};
-      for (std::uint64_t ship : ships) {
-        auto e = engine(budget, ship);
-        e->apply_cache_plan(lists);
-        const std::string what = std::string(to_string(pc.policy)) + " lambda " +
-                                 std::to_string(pc.lambda) + " cache " + std::to_string(budget) +
-                                 " ship " + std::to_string(ship);
-        for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
-          for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
-            e->clear_stats();
-            wrong_answers(*e, *index_, qs, {mode, scoring, 0.3, 10}, refs, what);
-            post_processed[std::string(to_string(mode)) + " " + std::string(to_string(scoring))] +=
-                e->list_cache_counters().post_processed;
+      for (std::uint64_t ship : ships)
+        for (bool tails : {false, true}) {
+          if (tails && ship == 0) continue;
+          gpu::GpuEngineOptions o;
+          o.ship_tails = tails;
+          auto e = engine(budget, ship, o);
+          e->apply_cache_plan(lists);
+          const std::string what = std::string(to_string(pc.policy)) + " lambda " +
+                                   std::to_string(pc.lambda) + " cache " + std::to_string(budget) +
+                                   " ship " + std::to_string(ship) + (tails ? " tails" : "");
+          for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+            for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+              e->clear_stats();
+              wrong_answers(*e, *index_, qs, {mode, scoring, 0.3, 10}, refs, what);
+              post_processed[std::string(to_string(mode)) + " " +
+                             std::string(to_string(scoring))] +=
+                  e->list_cache_counters().post_processed;
+            }
           }
         }
-      }
     }
   }
   for (const auto& [setting, count] : post_processed)

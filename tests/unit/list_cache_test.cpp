@@ -117,7 +117,8 @@ std::vector<ListRead> eager_and_reads(const ShardIndex& shard, const Query& q, u
   const IndexParams& ip = shard.params();
   std::vector<std::uint32_t> dfs;
   for (TermId t : q.terms) dfs.push_back(shard.term(t).df_global);
-  const QueryWeights w = make_query_weights(scoring, ip.gs_alpha, ip.bm25, ip.collection.num_docs, dfs);
+  const QueryWeights w =
+      make_query_weights(scoring, ip.gs_alpha, ip.bm25, ip.collection.num_docs, dfs);
   const auto factor = gs_bound_factor(w, ip.gs_alpha);
   std::vector<std::size_t> order(u);
   std::iota(order.begin(), order.end(), 0);
@@ -163,7 +164,8 @@ std::vector<ListRead> eager_and_reads(const ShardIndex& shard, const Query& q, u
     const TermInfo& ti = shard.term(q.terms[order[i]]);
     const auto* b = last.data() + ti.first_block;
     const auto it = std::lower_bound(b, b + ti.num_blocks, read_to[i]);
-    reads.push_back({q.terms[order[i]], std::uint32_t(std::min<std::ptrdiff_t>(it - b + 1, ti.num_blocks))});
+    reads.push_back(
+        {q.terms[order[i]], std::uint32_t(std::min<std::ptrdiff_t>(it - b + 1, ti.num_blocks))});
   }
   return reads;
 }
@@ -331,6 +333,13 @@ void check_batches(const ShardIndex& shard, const ListCacheDirectory& cache,
         }
       }
     }
+    // After the batch's kernels the lane's table holds the cache again (ship_tails restores).
+    lane.patch(b.restores, 0);
+    for (const ShippedList& s : b.shipped) {
+      if (const CacheEntry* e = cache.find(s.term)) {
+        ASSERT_TRUE(lane.addresses(shard, n, s.term, e->blocks)) << "restore of " << s.term;
+      }
+    }
   }
   ASSERT_EQ(next, queries.size());
   if (truncated_out) *truncated_out = truncated;
@@ -346,6 +355,12 @@ TEST_F(ListCacheTest, BatchesFitTheShippingRegionAndAddressEveryAvailableBlock) 
   EXPECT_GT(truncated, 0u) << "cached prefixes truncate lists";
   check_batches(shard(), cache, *queries_, {4096, index_bytes()}, &truncated);
   EXPECT_GT(truncated, 0u) << "cached prefixes truncate lists";
+  // With ship_tails and room for everything, lists cached in part ship whole: nothing is cut;
+  // with a small region some are cut again.
+  check_batches(shard(), cache, *queries_, {4096, 2 * index_bytes(), true}, &truncated);
+  EXPECT_EQ(truncated, 0u);
+  check_batches(shard(), cache, *queries_, {64, index_bytes() / 400, true}, &truncated);
+  EXPECT_GT(truncated, 0u);
   // No cache: with room for every list nothing is truncated; a small region cuts lists.
   ListCacheDirectory empty(shard(), n, 0);
   check_batches(shard(), empty, *queries_, {64, index_bytes()}, &truncated);
@@ -424,12 +439,18 @@ TEST_F(ListCacheTest, CpuTwinIsExactForEveryPolicyLambdaBudgetModeAndScoring) {
           if (budget == one_block) {
             EXPECT_LE(cache.cached_blocks_total(), 1u);
           }
-          // Shipping regions: none, a small one (lists cut), room for everything.
-          for (std::uint64_t ship : {std::uint64_t(0), index_bytes() / 200, index_bytes()}) {
-            const std::string what = setting + " " + std::string(to_string(pc.policy)) +
-                                     " lambda " + std::to_string(pc.lambda) + " budget " +
-                                     std::to_string(budget) + " ship " + std::to_string(ship);
-            const auto [c, pp] = check_twin(*index_, qs, cache, {32, ship}, params, refs, what);
+          // Shipping regions: none, a small one (lists cut), room for everything; lists cached
+          // in part kept as prefixes or shipped whole where they fit.
+          const std::uint64_t small = index_bytes() / 200, all = 2 * index_bytes();
+          for (const ListBatchOptions& o :
+               {ListBatchOptions{32, 0}, ListBatchOptions{32, small},
+                ListBatchOptions{32, small, true}, ListBatchOptions{32, all},
+                ListBatchOptions{32, all, true}}) {
+            const std::string what =
+                setting + " " + std::string(to_string(pc.policy)) + " lambda " +
+                std::to_string(pc.lambda) + " budget " + std::to_string(budget) + " ship " +
+                std::to_string(o.ship_capacity_bytes) + (o.ship_tails ? " tails" : "");
+            const auto [c, pp] = check_twin(*index_, qs, cache, o, params, refs, what);
             checks += c;
             post_processed[setting] += pp;
           }
