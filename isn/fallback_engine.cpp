@@ -24,18 +24,23 @@ void FallbackEngine::search(std::span<const Query> queries, const SearchParams& 
       primary_->search(queries, params, out);
       return;
     } catch (const std::exception& e) {
-      failure_ = e.what();
-      fallback_ = make_fallback_();
-      std::cerr << fmt::format(
-          "{}: engine {} failed ({}); this and every later batch runs on the "
-          "{} engine\n",
-          report_prefix_, primary_->name(), failure_, fallback_->name());
+      fail_over(e.what());
     }
   }
   // The primary may have written part of `out` before it threw: start clean.
   for (ShardResult& r : out) r = ShardResult{};
   fallback_->search(queries, params, out);
   ++batches_on_fallback_;
+}
+
+void FallbackEngine::fail_over(const std::string& reason) {
+  if (fallback_) return;
+  failure_ = reason;
+  fallback_ = make_fallback_();
+  std::cerr << fmt::format(
+      "{}: engine {} failed ({}); this and every later batch runs on the "
+      "{} engine\n",
+      report_prefix_, primary_->name(), failure_, fallback_->name());
 }
 
 void FaultInjectingEngine::search(std::span<const Query> queries, const SearchParams& params,
