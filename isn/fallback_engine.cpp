@@ -24,12 +24,7 @@ void FallbackEngine::search(std::span<const Query> queries, const SearchParams& 
       primary_->search(queries, params, out);
       return;
     } catch (const std::exception& e) {
-      failure_ = e.what();
-      fallback_ = make_fallback_();
-      std::cerr << fmt::format(
-          "{}: engine {} failed ({}); this and every later batch runs on the "
-          "{} engine\n",
-          report_prefix_, primary_->name(), failure_, fallback_->name());
+      fail_over(e.what());
     }
   }
   // The primary may have written part of `out` before it threw: start clean.
@@ -47,6 +42,16 @@ void FallbackEngine::prepare(const SearchParams& params) {
         "{}: engine {}: start-up preparation failed ({}); the first batch tries again\n",
         report_prefix_, primary_->name(), e.what());
   }
+}
+
+void FallbackEngine::fail_over(const std::string& reason) {
+  if (fallback_) return;
+  failure_ = reason;
+  fallback_ = make_fallback_();
+  std::cerr << fmt::format(
+      "{}: engine {} failed ({}); this and every later batch runs on the "
+      "{} engine\n",
+      report_prefix_, primary_->name(), failure_, fallback_->name());
 }
 
 void FaultInjectingEngine::search(std::span<const Query> queries, const SearchParams& params,

@@ -31,6 +31,11 @@ class FallbackEngine final : public QueryEngine {
   void prepare(const SearchParams& params) override;
 
   bool fallback_active() const { return fallback_ != nullptr; }
+  // The primary engine until a failure switched to the fallback; nullptr after.
+  QueryEngine* active_primary() { return fallback_ ? nullptr : primary_.get(); }
+  // Switches to the fallback engine, as a throw from the primary's search() does: for failures
+  // reported outside search() (the ISN's batches pipelined through its scheduler).
+  void fail_over(const std::string& reason);
   const std::string& failure() const { return failure_; }  // what the primary threw
   std::uint64_t batches_on_fallback() const { return batches_on_fallback_; }
 

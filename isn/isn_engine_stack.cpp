@@ -111,10 +111,13 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
     SchedulerEngine::Trainer trainer;
     if (sched.policy == SchedulerPolicy::kQueues || sched.policy == SchedulerPolicy::kBestSerial) {
       auto queries = std::make_shared<std::vector<Query>>(read_training_queries(so, shard));
-      trainer = [queries, &shard](const SearchParams& p, QueryEngine& cpu, QueryEngine& gpu,
-                                  nlohmann::json& report) {
+      // The CPU engine's cost is its thread's CPU time, unless it spreads a query over threads.
+      CostLogOptions cost_log;
+      if (co.intra_query_threads > 1) cost_log.clock[std::size_t(Processor::kCpu)] = CostClock::kWall;
+      trainer = [queries, &shard, cost_log](const SearchParams& p, QueryEngine& cpu,
+                                            QueryEngine& gpu, nlohmann::json& report) {
         auto predictor = std::make_shared<CostPredictor>(
-            train_cost_predictor(shard, *queries, p, cpu, gpu, &report));
+            train_cost_predictor(shard, *queries, p, cpu, gpu, &report, cost_log));
         return CostEstimator([predictor](const QueryFeatures& f) { return predictor->predict(f); });
       };
     }

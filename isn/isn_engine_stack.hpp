@@ -33,6 +33,9 @@ struct IsnSchedulerOptions {
   unsigned cpu_workers = 0;          // 0: the oneTBB parallelism allowed (--threads)
   unsigned gpu_max_batch = 4096;     // queries per call of the GPU-side engine
   std::string lbd_short_on = "gpu";  // lbd: the processor for queries below the threshold
+  // Batches whose jobs the ISN queues before the oldest is answered (isn/batch_pipeline.hpp);
+  // 1: one batch at a time.
+  unsigned batches_in_flight = 4;
 };
 
 struct IsnEngineStackOptions {

@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
   app.add_option("--scoring", run_scoring, "with --mode: the run's scoring")->capture_default_str();
   app.add_option("--alpha", run_alpha,
                  "with --mode: the run's bm25-pr alpha (default: the index's)");
+  app.add_option("--scheduler-batches-in-flight", so.batches_in_flight,
+                 "scheduler: batches whose jobs are queued before the oldest is answered (the "
+                 "processors stay busy across batch boundaries); 1: one batch at a time")
+      ->capture_default_str();
   app.add_option("--gpu-max-batch", so.gpu_max_batch,
                  "scheduler: most queries per call of the GPU-side engine")
       ->capture_default_str();

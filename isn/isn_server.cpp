@@ -20,6 +20,7 @@
 #include "common/shard_index.hpp"
 #include "common/wire/mpi_transport.hpp"
 #include "common/wire/progress_pacer.hpp"
+#include "isn/batch_pipeline.hpp"
 #include "isn/fallback_engine.hpp"
 #include "isn/isn_engine_stack.hpp"
 
@@ -233,7 +234,9 @@ struct EngineCounters {
 // receives batches ahead into a queue while the engine works, answers clock pings at once, and
 // sends each answer the moment the engine thread has encoded it. The engine thread decodes,
 // resolves, searches and encodes, one batch after the other, and waits on a condition variable
-// when the queue is empty.
+// when the queue is empty. With the scheduler (--scheduler), the engine thread instead queues
+// each batch's jobs as the batch arrives (up to --scheduler-batches-in-flight batches at once,
+// isn/batch_pipeline.hpp) and answers the batches in order as their jobs complete.
 class BatchLoop {
  public:
   BatchLoop(const IsnOptions& options, const Placement& where, const ShardIndex& shard,
@@ -243,14 +246,27 @@ class BatchLoop {
         shard_(shard),
         engine_(engine),
         world_(world),
-        pacer_(options.pacing) {}
+        pacer_(options.pacing) {
+    auto* scheduler = dynamic_cast<SchedulerEngine*>(engine_.active_primary());
+    if (scheduler && options.scheduler.batches_in_flight > 1)
+      pipeline_ = std::make_unique<BatchPipeline>(
+          *scheduler, options.scheduler.batches_in_flight, [this] {
+            { std::lock_guard lock(mutex_); }  // the engine thread waits, or sees the change
+            work_ready_.notify_one();
+          });
+  }
 
   // Serves batches until a shutdown has been answered with the stats.
   void run();
 
  private:
   void engine_thread_main();
-  void answer_batch(Inbound in, Clock::time_point idle_since);
+  void pipelined_engine_thread_main();
+  // Decodes and resolves a batch (nullptr: rejected); then one of: answers it now, or queues
+  // its jobs in the pipeline; and sends an answered batch.
+  std::unique_ptr<PipelinedBatch> open_batch(Inbound in, Clock::time_point idle_since);
+  void search_now(PipelinedBatch& b);
+  void send_answer(PipelinedBatch& b);
   std::vector<Query> resolve_batch(QueryBatch& batch);
   // Takes every waiting message; returns whether there was any.
   bool receive_messages();
@@ -272,6 +288,7 @@ class BatchLoop {
   bool stop_ = false, engine_busy_ = false;
   Clock::time_point busy_since_{};
   double compute_ewma_us_ = 0;  // the engine's time per batch, to predict when it needs the next
+  std::unique_ptr<BatchPipeline> pipeline_;  // --scheduler with batches in flight, else null
 
   EngineCounters counters_;  // the engine thread's; `rejected` also the MPI thread's
 
@@ -306,49 +323,65 @@ std::vector<Query> BatchLoop::resolve_batch(QueryBatch& batch) {
   return qs;
 }
 
-void BatchLoop::answer_batch(Inbound in, Clock::time_point idle_since) {
+std::unique_ptr<PipelinedBatch> BatchLoop::open_batch(Inbound in, Clock::time_point idle_since) {
   QueryBatch batch;
   try {
     batch = decode_query_batch(in.message.data());
   } catch (const WireError& e) {
     ++counters_.rejected;
     std::cerr << where_.who << ": " << e.what() << '\n';
-    return;
+    return nullptr;
   }
   if (options_.inject_delay_ms > 0 &&
       (options_.inject_delay_rank < 0 || options_.inject_delay_rank == where_.rank))
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.inject_delay_ms));
 
-  const auto t0 = Clock::now();
-  const std::vector<Query> qs = resolve_batch(batch);
-  ResultHeader header;
+  auto b = std::make_unique<PipelinedBatch>();
+  b->started = Clock::now();
+  b->queries = resolve_batch(batch);
+  b->params = batch.params;
+  ResultHeader& header = b->header;
   header.batch_id = batch.batch_id;
   header.isn_rank = std::uint32_t(where_.rank);
   header.shard_id = where_.shard_id;
   header.received_us = steady_us(in.received);
-  header.start_us = steady_us(t0);
-  std::vector<ShardResult> results(qs.size());
+  header.start_us = steady_us(b->started);
+  header.idle_us = b->started > idle_since ? micros(b->started - idle_since) : 0;
+  return b;
+}
+
+void BatchLoop::search_now(PipelinedBatch& b) {
+  b.results.assign(b.queries.size(), ShardResult{});
   try {
-    engine_.search(qs, batch.params, results);
+    engine_.search(b.queries, b.params, b.results);
+    b.error.clear();
   } catch (const std::exception& e) {
-    ++counters_.failed_batches;
-    header.error = e.what();
-    results.clear();
-    std::cerr << where_.who << ": batch " << batch.batch_id << " failed: " << e.what() << '\n';
+    b.error = e.what();
   }
-  const auto t1 = Clock::now();
+  b.finished = Clock::now();
+}
+
+void BatchLoop::send_answer(PipelinedBatch& b) {
+  ResultHeader& header = b.header;
+  if (!b.error.empty()) {
+    ++counters_.failed_batches;
+    header.error = b.error;
+    b.results.clear();
+    std::cerr << where_.who << ": batch " << header.batch_id << " failed: " << b.error << '\n';
+  }
+  const auto t1 = b.finished;
   header.end_us = steady_us(t1);
   header.fallback_active = engine_.fallback_active();
-  header.compute_us = micros(t1 - t0);
-  header.idle_us = micros(t0 - idle_since);
+  header.compute_us = micros(t1 - b.started);
   auto message = std::make_shared<const OutgoingMessage>(
-      encode_results(header, results, [&](DocId d) { return shard_.external_id(d); }));
-  counters_.compute_us += header.compute_us;
+      encode_results(header, b.results, [&](DocId d) { return shard_.external_id(d); }));
+  // Pipelined batches overlap: their busy time is the pipeline's (stats), not this sum.
+  if (!pipeline_) counters_.compute_us += header.compute_us;
   counters_.idle_us += header.idle_us;
   counters_.encode_us += micros(Clock::now() - t1);
   counters_.answer_bytes += message->bytes();
   ++counters_.batches;
-  counters_.queries += qs.size();
+  counters_.queries += b.queries.size();
   {
     std::lock_guard lock(mutex_);
     outbox_.push_back(std::move(message));
@@ -359,6 +392,7 @@ void BatchLoop::answer_batch(Inbound in, Clock::time_point idle_since) {
 }
 
 void BatchLoop::engine_thread_main() {
+  if (pipeline_) return pipelined_engine_thread_main();
   auto idle_since = Clock::now();  // when the engine last finished (or started)
   for (;;) {
     Inbound in;
@@ -372,8 +406,59 @@ void BatchLoop::engine_thread_main() {
       engine_busy_ = true;
       busy_since_ = Clock::now();
     }
-    answer_batch(std::move(in), idle_since);
+    if (auto b = open_batch(std::move(in), idle_since)) {
+      search_now(*b);
+      send_answer(*b);
+    }
     idle_since = Clock::now();
+  }
+}
+
+void BatchLoop::pipelined_engine_thread_main() {
+  auto idle_since = Clock::now();  // when the pipeline last became empty
+  for (;;) {
+    Inbound in;
+    std::unique_ptr<PipelinedBatch> done;
+    {
+      std::unique_lock lock(mutex_);
+      engine_busy_ = !pipeline_->empty();
+      work_ready_.wait(lock, [&] {
+        return pipeline_->front_complete() || (!inbox_.empty() && pipeline_->has_room()) ||
+               (stop_ && inbox_.empty() && pipeline_->empty());
+      });
+      done = pipeline_->take_completed();
+      if (!done) {
+        if (inbox_.empty()) return;  // stop, nothing left
+        in = std::move(inbox_.front());
+        inbox_.pop_front();
+      }
+      if (!engine_busy_) busy_since_ = Clock::now();
+      engine_busy_ = true;
+    }
+    if (done) {
+      // A failed job (the CPU engine threw; GPU failures fall back inside the scheduler's GPU
+      // side): the ISN's fallback engine answers the batch, and every later one, as without
+      // the pipeline.
+      if (!done->error.empty()) {
+        engine_.fail_over(done->error);
+        search_now(*done);
+      }
+      send_answer(*done);
+      if (pipeline_->empty()) idle_since = Clock::now();
+      continue;
+    }
+    auto b = open_batch(std::move(in), idle_since);
+    if (!b) continue;
+    if (!engine_.fallback_active()) {
+      try {
+        pipeline_->start(b);
+        continue;
+      } catch (const std::exception& e) {
+        engine_.fail_over(e.what());  // e.g. the predictor's training at the first batch
+      }
+    }
+    search_now(*b);
+    send_answer(*b);
   }
 }
 
@@ -508,7 +593,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"batches", c.batches},
                    {"queries", c.queries},
                    {"queries_sent_as_term_ids", c.queries_by_id},
-                   {"compute_seconds", c.compute_us / 1e6},
+                   {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
                    {"idle_seconds", c.idle_us / 1e6},
                    {"encode_seconds", c.encode_us / 1e6},
                    {"answer_bytes", c.answer_bytes},
@@ -523,7 +608,11 @@ nlohmann::json BatchLoop::stats() const {
                    {"rss_bytes", current_rss_bytes()},
                    {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
-  if (!options_.scheduler.policy.empty()) j["scheduler"] = engine_.stats();
+  if (!options_.scheduler.policy.empty()) {
+    j["scheduler"] = engine_.stats();
+    j["scheduler"]["batches_in_flight"] = pipeline_ ? pipeline_->max_in_flight() : 1;
+    j["scheduler"]["peak_batches_in_flight"] = pipeline_ ? pipeline_->peak_in_flight() : 1;
+  }
   // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
   if (options_.engine.list_cache.enabled() && options_.scheduler.policy.empty()) {
     const nlohmann::json e = engine_.stats();

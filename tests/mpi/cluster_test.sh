@@ -157,8 +157,11 @@ case "$case_name" in
     "$gs" -q index --synthetic "docs=4000,seed=11,train_queries=80,test_queries=150,mean_length=150" \
       --shards 2 --out "$tmp/idx" >/dev/null
     for sched in queues lbd; do
-      check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --batch-size 32 \
-        --scheduler $sched --engine "${GPUSEARCH_TEST_ENGINE:-reference}" --lbd-blocks 10
+      # Several batches in flight from the aggregator: the ISN pipelines them through its
+      # scheduler (up to --scheduler-batches-in-flight, 4 by default).
+      check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --batch-size 16 \
+        --max-in-flight 4 --scheduler $sched --engine "${GPUSEARCH_TEST_ENGINE:-reference}" \
+        --lbd-blocks 10
       m="$tmp/m-2-and-or-10.json"
       s="m['isn'][i]['stats']['scheduler']"
       jobs=$(metric "$m" "sum(p['jobs'] for i in range(2) for p in $s['processors'].values())")
@@ -167,7 +170,8 @@ case "$case_name" in
       [ "$(metric "$m" "m['isn'][0]['stats']['scheduler']['policy']")" = "$sched" ] || fail "$sched: policy not reported"
       jobs_cpu=$(metric "$m" "sum($s['processors']['cpu']['jobs'] for i in range(2))")
       jobs_gpu=$(metric "$m" "sum($s['processors']['gpu']['jobs'] for i in range(2))")
-      echo "$sched: $jobs_cpu jobs on the CPU engine, $jobs_gpu on the other"
+      peak=$(metric "$m" "max($s['peak_batches_in_flight'] for i in range(2))")
+      echo "$sched: $jobs_cpu jobs on the CPU engine, $jobs_gpu on the other; at most $peak batches in flight in an ISN"
       if [ $sched = queues ]; then
         samples=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['cpu']['samples']")
         [ "$samples" -ge 40 ] || fail "queues: predictor trained on $samples queries"
