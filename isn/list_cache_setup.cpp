@@ -182,6 +182,8 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
                                                         std::uint32_t shard_id) {
 #if defined(GPUSEARCH_HAVE_CUDA)
   const ListCacheEngineOptions& lo = options.list_cache;
+  if (!gpu::gpu_available())
+    throw gpu::CudaError("no CUDA device is available to the GPU engine (--gpu-mem)");
   const int device = std::max(0, options.gpu_device);
   const gpu::DeviceMemoryInfo memory = gpu::device_memory(device);
   const ListCacheSizes sizes = size_list_cache(

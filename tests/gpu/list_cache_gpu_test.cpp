@@ -291,7 +291,11 @@ TEST_F(GpuListCacheTest, FactoryServesAShardLargerThanTheBudgetAndRefusesAStaleP
   ASSERT_NE(g, nullptr);
   ASSERT_TRUE(g->has_list_cache());
   const nlohmann::json stats = g->stats();
-  EXPECT_LT(stats["list_cache_setup"]["memory_bytes"].get<std::uint64_t>(), index_bytes());
+  // The device holds a fifth of the posting words at a time (cache + shipping regions); the
+  // resident block metadata comes beside it.
+  const auto& setup = stats["list_cache_setup"];
+  EXPECT_LT(setup["cache_bytes"].get<std::uint64_t>() + setup["batch_bytes"].get<std::uint64_t>(),
+            index_bytes() / 4);
   References refs;
   wrong_answers(*g, *index_, *queries_, {Mode::kAndOr, Scoring::kBm25Pr, 0.3, 10}, refs, "factory");
   // --cache-train plans here; a plan bigger than the cache, or for another index, is refused.
