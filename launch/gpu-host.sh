@@ -19,6 +19,9 @@
 #                queues) on the synthetic index and on Debian + MS MARCO; then the cluster with
 #                --scheduler queues on Debian against the CPU engine's run, and 4 ISNs sharing
 #                the GPU (tests/mpi/cluster_test.sh share), both exact
+#     multigpu   the per-range multi-GPU engine (issue 11) through the ISN on Debian + MS MARCO:
+#                --gpus-per-isn 1 --gpu-range-engine, and G = every GPU where there are several,
+#                each run against the CPU engine's
 #     overhead   the cluster's own cost on this host (issue 16): launch/bench-cluster-overhead.sh
 #                with the CPU engine, then the GPU engine, 1 and 4 ISNs, batches 64 and 1,024
 #                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
@@ -210,7 +213,8 @@ EOF
       bench_index || { status=1; continue; }
       # shellcheck disable=SC2086
       "$bin/bench_scheduler" --index $idx --out "$OUT/sched_synthetic.json" "${sched_flags[@]}" \
-        ${SCHED_ARGS:-} > "$OUT/sched_synthetic.log" 2>&1 || status=1
+        --cost-log "$OUT/sched_synthetic_costs.tsv" ${SCHED_ARGS:-} > "$OUT/sched_synthetic.log" 2>&1 \
+        || status=1
       grep -E "$show" "$OUT/sched_synthetic.log" | sed 's/^/synthetic: /'
       python3 launch/plot-sched.py "$OUT/sched_synthetic.json" "$OUT/sched_synthetic.png" \
         > "$OUT/sched_synthetic_table.txt" 2>&1 || true
@@ -219,36 +223,68 @@ EOF
       # The MS MARCO sample: every other query trains the predictor, the rest are the load.
       # shellcheck disable=SC2086
       "$bin/bench_scheduler" --index $ridx --queries $queries --out "$OUT/sched_real.json" \
-        "${sched_flags[@]}" ${SCHED_ARGS:-} > "$OUT/sched_real.log" 2>&1 || status=1
+        "${sched_flags[@]}" --cost-log "$OUT/sched_real_costs.tsv" ${SCHED_ARGS:-} \
+        > "$OUT/sched_real.log" 2>&1 || status=1
       grep -E "$show" "$OUT/sched_real.log" | sed 's/^/real: /'
       python3 launch/plot-sched.py "$OUT/sched_real.json" "$OUT/sched_real.png" \
         > "$OUT/sched_real_table.txt" 2>&1 || true
       echo "sched real done: $(elapsed)"
       # The ISN with --scheduler queues (GPU engine + CPU engine) through the cluster: its run
-      # against the CPU engine's, query for query.
+      # against the CPU engine's, query for query; batches pipelined through the scheduler (4 in
+      # flight, the default) and one batch at a time (1), in the same call.
       "$bin/gpusearch" -q search --engine cpu --index $ridx --queries $rq --mode and-or --k 10 \
         --run "$OUT/sched_cluster_cpu.run" > /dev/null 2>&1 || status=1
-      GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
-        --mode and-or --k 10 --engine gpu --scheduler queues --scheduler-train $queries \
-        --run "$OUT/sched_cluster_queues.run" --metrics "$OUT/sched_cluster_queues.json" \
-        > "$OUT/sched_cluster_queues.log" 2>&1 || status=1
-      "$bin/gpusearch" compare-runs "$OUT/sched_cluster_cpu.run" "$OUT/sched_cluster_queues.run" 2>&1 \
-        | tail -1 | sed 's/^/cluster --scheduler queues vs cpu: /'
-      python3 - "$OUT/sched_cluster_queues.json" <<'EOF' || true
+      for in_flight in 4 1; do
+        tag=sched_cluster_queues; [ $in_flight = 1 ] && tag=sched_cluster_queues_one_batch
+        GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
+          --mode and-or --k 10 --engine gpu --scheduler queues --scheduler-train $queries \
+          --scheduler-batches-in-flight $in_flight --max-in-flight 4 \
+          --run "$OUT/$tag.run" --metrics "$OUT/$tag.json" > "$OUT/$tag.log" 2>&1 || status=1
+        "$bin/gpusearch" compare-runs "$OUT/sched_cluster_cpu.run" "$OUT/$tag.run" 2>&1 \
+          | tail -1 | sed "s/^/cluster --scheduler queues, $in_flight batch(es) in flight, vs cpu: /"
+        python3 - "$OUT/$tag.json" <<'EOF' || true
 import json, sys
 m = json.load(open(sys.argv[1]))
 s = m["isn"][0]["stats"]["scheduler"]
 p = s["processors"]
-print(f"cluster --scheduler queues: {m['queries_per_second']:.0f} q/s, p99 {m['latency_ms']['p99']} ms; "
+print(f"cluster --scheduler queues ({s.get('batches_in_flight', 1)} in flight, peak "
+      f"{s.get('peak_batches_in_flight', 1)}): {m['queries_per_second']:.0f} q/s, p99 {m['latency_ms']['p99']} ms; "
       f"jobs cpu {p['cpu']['jobs']} gpu {p['gpu']['jobs']}, stolen {p['cpu']['stolen'] + p['gpu']['stolen']}, "
+      f"busy s cpu {p['cpu']['busy_seconds']:.2f} gpu {p['gpu']['busy_seconds']:.2f}, "
       f"predictor error cpu {s['predictor']['cpu']['mean_relative_error_held_out']:.3f} "
       f"gpu {s['predictor']['gpu']['mean_relative_error_held_out']:.3f}")
 EOF
+      done
       # 4 ISNs on this host's GPU(s), round-robin, every answer against the reference.
       GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" share > "$OUT/sched_share.log" 2>&1 \
         || status=1
       tail -1 "$OUT/sched_share.log"
       echo "sched done: $(elapsed)"
+      ;;
+    multigpu)
+      # The per-range multi-GPU engine (--gpus-per-isn G; gpu/multi_gpu_engine.hpp) through the
+      # ISN on Debian + MS MARCO: G = 1 with --gpu-range-engine on any host, and G = every GPU
+      # of the host where it has more than one; each run against the CPU engine's.
+      real_data "${REAL_REPEAT:-20}" || { status=1; continue; }
+      "$bin/gpusearch" -q search --engine cpu --index $ridx --queries $rq --mode and-or --k 10 \
+        --run "$OUT/multigpu_cpu.run" > /dev/null 2>&1 || status=1
+      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+      for g in 1 $([ "${gpus:-1}" -gt 1 ] && echo "$gpus"); do
+        GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
+          --mode and-or --k 10 --engine gpu --gpus-per-isn $g --gpu-range-engine \
+          --run "$OUT/multigpu_g$g.run" --metrics "$OUT/multigpu_g$g.json" \
+          > "$OUT/multigpu_g$g.log" 2>&1 || status=1
+        "$bin/gpusearch" compare-runs "$OUT/multigpu_cpu.run" "$OUT/multigpu_g$g.run" 2>&1 \
+          | tail -1 | sed "s/^/multi-GPU engine, G = $g, vs cpu: /"
+        python3 - "$OUT/multigpu_g$g.json" <<'EOF' || true
+import json, sys
+m = json.load(open(sys.argv[1]))
+e = m["isn"][0]["stats"]
+print(f"multi-GPU engine: engine {e.get('engine')}, {m['queries_per_second']:.0f} q/s, "
+      f"p99 {m['latency_ms']['p99']} ms")
+EOF
+      done
+      echo "multigpu done: $(elapsed)"
       ;;
     ncu)
       bench_index || { status=1; continue; }
