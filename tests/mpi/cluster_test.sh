@@ -173,6 +173,8 @@ case "$case_name" in
         samples=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['cpu']['samples']")
         [ "$samples" -ge 40 ] || fail "queues: predictor trained on $samples queries"
         echo "queues: predictor error (held out) $(metric "$m" "[round(m['isn'][0]['stats']['scheduler']['predictor'][p]['mean_relative_error_held_out'], 3) for p in ('cpu', 'gpu')]")"
+        online=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['online']")
+        echo "queues: online refit of the CPU model: $online"
       fi
       [ "$jobs_cpu" -gt 0 ] && [ "$jobs_gpu" -gt 0 ] || fail "$sched: one processor did nothing"
     done
