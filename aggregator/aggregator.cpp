@@ -126,7 +126,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     std::vector<ArrivedQuery> arrived;
     const std::size_t outstanding = batcher.size() + in_flight.queries() + merger.queries();
     source->poll(t_run, now, outstanding < window ? window - outstanding : 0, arrived);
-    for (auto& p : source->take_problems()) admission.problems.push_back(std::move(p));
+    for (auto& p : source->take_problems()) admission.skip(std::move(p));
     for (ArrivedQuery& a : arrived) {
       progress = true;
       ++admission.read;
@@ -135,7 +135,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       QueryProblem problem;
       if (!resolve_query(vocabulary, a.text, options.limits, q, problem, source->name())) {
         if (a.ticket != 0) source->rejected(a.ticket, problem);
-        admission.problems.push_back(std::move(problem));
+        admission.skip(std::move(problem));
         continue;
       }
       const std::uint64_t seq = next_sequence++;
@@ -176,7 +176,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       progress = true;
       const auto cut = Clock::now();
       in_flight.broadcast(batcher.cut(), cut, send_term_ids);
-      admission.depth_samples.push_back(double(depth));
+      admission.depth_samples.add(double(depth));
     }
 
     bool sends_pending = false;
@@ -229,11 +229,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   if (merger.writer().waiting() > 0)
     throw Error(fmt::format("{} answers never reached the run file (a sequence gap)",
                             merger.writer().waiting()));
-  for (auto& p : source->take_problems()) admission.problems.push_back(std::move(p));
+  for (auto& p : source->take_problems()) admission.skip(std::move(p));
   const auto& problems = admission.problems;
   for (std::size_t i = 0; i < problems.size() && i < 20; ++i)
     std::cerr << me << ": skipped " << problems[i].message() << '\n';
-  if (problems.size() > 20) std::cerr << me << ": ... and " << problems.size() - 20 << " more\n";
+  if (admission.skipped > 20)
+    std::cerr << me << ": ... and " << admission.skipped - 20 << " more\n";
 
   const auto stuck = isns.shut_down(options.shutdown_grace_ms);
   for (int r : stuck)

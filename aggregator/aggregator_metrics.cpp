@@ -7,7 +7,7 @@
 namespace gpusearch {
 
 namespace {
-nlohmann::json summary(std::vector<double> v) { return metrics::summarize(std::move(v)); }
+nlohmann::json summary(const metrics::SampleSet& s) { return s.summary(); }
 }  // namespace
 
 nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
@@ -17,7 +17,7 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
   const LatencyModel model = p.merger.model();
   const std::size_t num_isns = p.isns.size();
   nlohmann::json problem_lines = nlohmann::json::array();
-  for (std::size_t i = 0; i < a.problems.size() && i < 100; ++i)
+  for (std::size_t i = 0; i < a.problems.size(); ++i)
     problem_lines.push_back(a.problems[i].message());
   return {
       {"index", options.index_dir.string()},
@@ -28,9 +28,9 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
       {"alpha", p.params.alpha},
       {"k", p.params.k},
       {"queries",
-       {{"read", s.answered + a.problems.size()},
+       {{"read", s.answered + a.skipped},
         {"run", s.answered},
-        {"skipped", a.problems.size()},
+        {"skipped", a.skipped},
         {"skipped_messages", problem_lines},
         {"no_known_terms", a.no_known_terms},
         {"unknown_tokens", a.unknown_tokens},

@@ -1,7 +1,7 @@
 // The aggregator's metrics JSON (README "Metrics JSON"): assembled once at the end of a run from
 // what each part counted: admission (the MPI thread), the batches in flight, the merge thread,
-// the ISNs' book, the pacer. Every latency and stage entry is a common/metrics.hpp summary
-// (nearest-rank percentiles over the stored samples).
+// the ISNs' book, the pacer. Every latency and stage entry is a common/metrics.hpp summary of a
+// metrics::SampleSet (nearest-rank percentiles, exact up to its limit of samples).
 #pragma once
 
 #include <cstdint>
@@ -14,15 +14,23 @@
 #include "aggregator/batch_merger.hpp"
 #include "aggregator/in_flight_batches.hpp"
 #include "aggregator/isn_roster.hpp"
+#include "common/metrics.hpp"
 
 namespace gpusearch {
 
 // What the MPI thread counted while admitting queries.
 struct AdmissionStats {
-  std::vector<QueryProblem> problems;  // lines and queries skipped
-  std::uint64_t read = 0, no_known_terms = 0, unknown_tokens = 0, cache_hits = 0,
+  // A line or query skipped: counted; the first kKeptProblems kept for the messages (bounded
+  // memory however many a long-running source sends).
+  void skip(QueryProblem problem) {
+    ++skipped;
+    if (problems.size() < kKeptProblems) problems.push_back(std::move(problem));
+  }
+  static constexpr std::size_t kKeptProblems = 100;
+  std::vector<QueryProblem> problems;  // the first kKeptProblems skipped
+  std::uint64_t read = 0, skipped = 0, no_known_terms = 0, unknown_tokens = 0, cache_hits = 0,
                 cache_hits_by_or = 0;
-  std::vector<double> depth_samples;  // the pipeline depth at each cut
+  metrics::SampleSet depth_samples;  // the pipeline depth at each cut
 };
 
 struct AggregatorRunParts {

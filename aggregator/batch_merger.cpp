@@ -70,6 +70,7 @@ void BatchMerger::stop() {
   }
   ready_.notify_one();
   if (thread_.joinable()) thread_.join();
+  writer_.finish();  // every answer handed over is in the run file, flushed
   rethrow_if_failed();
 }
 
@@ -117,7 +118,7 @@ void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const s
   stats_.hits_written += a.hits.size();
   if (a.hits.empty()) ++stats_.empty_results;
   ++stats_.answered;
-  stats_.latency_ms.push_back(ms_between(arrival, at));
+  stats_.latency_ms.add(ms_between(arrival, at));
   writer_.add(seq, qid, std::move(a.hits));
   bar_.add(1);
 }
@@ -166,7 +167,6 @@ void BatchMerger::merge(InFlightBatch& b) {
     record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
   const auto t_done = Clock::now();
-  setup_.run->flush();
 
   // Stages and the timeline.
   std::uint64_t max_compute_us = 0, max_idle_us = 0;
@@ -189,21 +189,21 @@ void BatchMerger::merge(InFlightBatch& b) {
     isn_encode = std::max(isn_encode, ms_between(t.end, t.encoded));
     from_isn = std::max(from_isn, ms_between(t.encoded, t.arrived));
   }
-  s.batch_sizes.push_back(double(b.queries.size()));
-  s.broadcast_ms.push_back(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
-  s.round_trip_ms.push_back(ms_between(b.sent, last_result));
-  s.compute_ms.push_back(double(max_compute_us) / 1000.0);
-  s.gather_ms.push_back(
+  s.batch_sizes.add(double(b.queries.size()));
+  s.broadcast_ms.add(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
+  s.round_trip_ms.add(ms_between(b.sent, last_result));
+  s.compute_ms.add(double(max_compute_us) / 1000.0);
+  s.gather_ms.add(
       std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
-  s.merge_ms.push_back(ms_between(t_merge, t_done));
-  s.decode_ms.push_back(ms_between(t_merge, t_decoded));
-  s.merge_wait_ms.push_back(ms_between(b.complete, t_merge));
-  s.isn_idle_ms.push_back(double(max_idle_us) / 1000.0);
+  s.merge_ms.add(ms_between(t_merge, t_done));
+  s.decode_ms.add(ms_between(t_merge, t_decoded));
+  s.merge_wait_ms.add(ms_between(b.complete, t_merge));
+  s.isn_idle_ms.add(double(max_idle_us) / 1000.0);
   if (!present.empty()) {
-    s.to_isn_ms.push_back(to_isn);
-    s.isn_queue_ms.push_back(isn_queue);
-    s.isn_encode_ms.push_back(isn_encode);
-    s.from_isn_ms.push_back(from_isn);
+    s.to_isn_ms.add(to_isn);
+    s.isn_queue_ms.add(isn_queue);
+    s.isn_encode_ms.add(isn_encode);
+    s.from_isn_ms.add(from_isn);
   }
   if (critical < num_isns) {
     // The cluster's own cost for this batch: from the cut to the merged answers, less the
@@ -212,7 +212,7 @@ void BatchMerger::merge(InFlightBatch& b) {
     const IsnTimes& t = b.times[critical];
     const double own = ms_between(b.cut, t_done) - ms_between(t.start, t.end) -
                        std::max(0.0, ms_between(t.received, t.start));
-    s.overhead_ms.push_back(std::max(0.0, own));
+    s.overhead_ms.add(std::max(0.0, own));
     // The depth model: the slowest compute, and the wire both ways without the ISN queue.
     const double service_ms = ms_between(std::max(b.sent, previous_last_answer_), t.arrived);
     previous_last_answer_ = std::max(previous_last_answer_, t.arrived);

@@ -1,8 +1,9 @@
 // The aggregator's merge thread: decodes the results of each completed batch, merges each query's
 // per-shard answers (aggregator/kway_merge.hpp; the in-process merge_shard_results' rule), fills
-// the result cache, and writes every answer in arrival order (aggregator/arrival_order_writer.hpp),
-// off the MPI thread's receive path. It also keeps each batch's stage times and timeline entry,
-// and the latency model the pipeline depth is chosen from.
+// the result cache, and hands every answer to the run writer's thread, which writes them in
+// arrival order (aggregator/run_writer_thread.hpp): off the MPI thread's receive path and off the
+// merge's. It also keeps each batch's stage times and timeline entry, and the latency model the
+// pipeline depth is chosen from.
 #pragma once
 
 #include <atomic>
@@ -21,11 +22,13 @@
 #include <nlohmann/json.hpp>
 
 #include "aggregator/arrival_order_writer.hpp"
+#include "aggregator/run_writer_thread.hpp"
 #include "aggregator/in_flight_batches.hpp"
 #include "aggregator/isn_roster.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
+#include "common/metrics.hpp"
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
 
@@ -63,7 +66,8 @@ struct MergeStats {
   std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
                 hits_written = 0, batches_with_misses = 0;
   QueryCounters counters;
-  std::vector<double> latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
+  // Bounded for runs of any length (serving): exact up to metrics::SampleSet's limit.
+  metrics::SampleSet latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
       isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms, merge_wait_ms,
       decode_ms, overhead_ms;
   nlohmann::json timeline = nlohmann::json::array();
@@ -97,7 +101,8 @@ class BatchMerger {
   LatencyModel model() const;
 
   const MergeStats& stats() const { return stats_; }
-  const ArrivalOrderWriter& writer() const { return writer_; }
+  // The run file's ordering writer (its counts are final after stop()).
+  const ArrivalOrderWriter& writer() const { return writer_.order(); }
 
  private:
   void push(MergeJob job);
@@ -113,7 +118,7 @@ class BatchMerger {
   SharedResultCache& cache_;
   Progress& bar_;
   std::function<void()> on_done_;
-  ArrivalOrderWriter writer_;
+  RunWriterThread writer_;
   MergeStats stats_;
   mutable std::mutex model_mutex_;
   LatencyModel model_;

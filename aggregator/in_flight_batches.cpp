@@ -33,11 +33,11 @@ void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_p
       qb.queries.push_back({pq.id, {}, pq.term_ids});
     else
       qb.queries.push_back({pq.id, pq.terms, {}});
-    wait_ms_.push_back(ms_between(pq.arrival, b.cut));
+    wait_ms_.add(ms_between(pq.arrival, b.cut));
   }
   auto msg = std::make_shared<const OutgoingMessage>(encode_message(qb));
   b.encoded = Clock::now();
-  encode_ms_.push_back(ms_between(b.cut, b.encoded));
+  encode_ms_.add(ms_between(b.cut, b.encoded));
   b.bytes = msg->bytes();
   for (std::size_t i = 0; i < num_isns; ++i)
     if (!isns_[i].dead) b.sends.emplace_back(msg, int(i + 1), kTagQueryBatch, world_);

@@ -19,6 +19,7 @@
 
 #include "aggregator/batcher.hpp"
 #include "aggregator/isn_roster.hpp"
+#include "common/metrics.hpp"
 #include "common/wire/mpi_transport.hpp"
 
 namespace gpusearch {
@@ -71,8 +72,8 @@ class InFlightBatches {
                 AggregatorClock::time_point& due);
 
   // Per query: how long it waited in the batcher; per batch: how long encoding took.
-  const std::vector<double>& wait_ms() const { return wait_ms_; }
-  const std::vector<double>& encode_ms() const { return encode_ms_; }
+  const metrics::SampleSet& wait_ms() const { return wait_ms_; }
+  const metrics::SampleSet& encode_ms() const { return encode_ms_; }
   nlohmann::json wire_json(bool term_ids) const;
   std::uint64_t rejected_messages() const { return rejected_messages_; }
   std::uint64_t late_discarded() const { return late_discarded_; }
@@ -89,7 +90,7 @@ class InFlightBatches {
   AggregatorClock::time_point last_batch_done_{};
   std::uint64_t rejected_messages_ = 0, late_discarded_ = 0, bytes_sent_ = 0, messages_sent_ = 0,
                 bytes_received_ = 0;
-  std::vector<double> wait_ms_, encode_ms_;
+  metrics::SampleSet wait_ms_, encode_ms_;
 };
 
 }  // namespace gpusearch

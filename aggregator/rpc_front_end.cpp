@@ -5,10 +5,10 @@
 #include <chrono>
 #include <fstream>
 #include <future>
-#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include <capnp/rpc-twoparty.h>
 #include <fmt/format.h>
@@ -36,8 +36,14 @@ kj::Exception error_of(kj::Exception::Type type, const std::string& message) {
 struct RpcAnswer {
   CachedAnswer answer;
   bool partial = false;
+  bool deadline_exceeded = false;
   std::uint64_t server_us = 0;
 };
+
+std::uint64_t micros_since(Clock::time_point t) {
+  return std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
 
 std::string random_token() {
   std::random_device rd;
@@ -48,27 +54,37 @@ std::string random_token() {
 
 }  // namespace
 
-struct RpcQuerySource::Impl : kj::TaskSet::ErrorHandler {
+// Threads: the kj thread runs the event loop (every connection and the requests' promises); the
+// MPI thread polls `queue` and may reject a request; the merge thread answers. Everything a
+// request's reply needs is touched on the kj thread only; the others reach it through post(),
+// whose tasks the kj thread runs in a batch per wake-up.
+struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
   FrontEndOptions options;
   SearchParams defaults;
   std::function<void()> on_request;
   std::string token;
 
-  // Shared by the kj thread (submit), the MPI thread (poll, rejected) and the merge thread.
+  // Shared with the MPI thread and post()ers.
   mutable std::mutex mutex;
-  std::deque<ArrivedQuery> queue;
-  std::map<std::uint64_t, kj::Own<kj::CrossThreadPromiseFulfiller<RpcAnswer>>> waiting;
-  std::uint64_t next_ticket = 1;
+  std::deque<ArrivedQuery> queue;                           // requests for the MPI thread
+  std::deque<std::function<void()>> tasks;                  // posted for the kj thread
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> doorbell;  // wakes the kj thread for tasks
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> received{0}, answered{0}, failed{0}, overloaded{0}, connections{0},
-      shutdown_refused{0};
-  std::size_t max_waiting = 0;
+      shutdown_refused{0}, deadline_exceeded{0}, answered_after_deadline{0};
+  std::atomic<std::size_t> in_flight{0}, max_in_flight{0};
 
-  // The kj thread.
+  // The kj thread's own.
+  std::unordered_map<std::uint64_t, kj::Own<kj::PromiseFulfiller<RpcAnswer>>> waiting;
+  std::uint64_t next_ticket = 1;
+  kj::Timer* timer = nullptr;
+  kj::Own<kj::PromiseFulfiller<void>> stop_loop;
   std::thread thread;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_loop;  // set before the thread listens
+
+  ~Impl() noexcept(false) { stop_and_join(); }
 
   bool stop_seen() const { return stopping || g_stop_requested; }
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread.get_id(); }
 
   void taskFailed(kj::Exception&& e) override {
     // A connection's failure (a client that went away mid-call, a malformed message) ends that
@@ -77,17 +93,52 @@ struct RpcQuerySource::Impl : kj::TaskSet::ErrorHandler {
       fmt::print(stderr, "gpusearch-aggregator: front end: {}\n", e.getDescription().cStr());
   }
 
-  nlohmann::json stats_json() const {
+  // Runs `task` on the kj thread, after the tasks posted before it; from any thread. Rings the
+  // kj thread's doorbell when it waits for tasks.
+  void post(std::function<void()> task) {
     std::lock_guard lock(mutex);
+    tasks.push_back(std::move(task));
+    if (doorbell) {
+      doorbell->fulfill();
+      doorbell = nullptr;
+    }
+  }
+
+  // Runs the posted tasks, then waits for more (kj thread).
+  kj::Promise<void> run_tasks() {
+    std::deque<std::function<void()>> ready;
+    {
+      std::lock_guard lock(mutex);
+      ready.swap(tasks);
+      if (ready.empty()) {
+        auto bell = kj::newPromiseAndCrossThreadFulfiller<void>();
+        doorbell = kj::mv(bell.fulfiller);
+        return bell.promise.then([this] { return run_tasks(); });
+      }
+    }
+    for (auto& task : ready) {
+      try {
+        task();
+      } catch (const std::exception& e) {  // a task's failure must not stop the others
+        fmt::print(stderr, "gpusearch-aggregator: front end: {}\n", e.what());
+      }
+    }
+    // Later: what the tasks fulfilled (replies) goes out first.
+    return kj::evalLater([this] { return run_tasks(); });
+  }
+
+  nlohmann::json stats_json() const {
     return {{"listen", options.listen},
             {"connections", connections.load()},
             {"requests", received.load()},
             {"answered", answered.load()},
             {"failed", failed.load()},
             {"overloaded", overloaded.load()},
+            {"deadline_exceeded", deadline_exceeded.load()},
+            {"answered_after_deadline", answered_after_deadline.load()},
             {"shutdown_refused", shutdown_refused.load()},
-            {"in_flight", waiting.size()},
-            {"max_in_flight", max_waiting},
+            {"in_flight", in_flight.load()},
+            {"max_in_flight", max_in_flight.load()},
             {"limits",
              {{"max_requests", options.max_requests},
               {"max_per_client", options.max_per_client},
@@ -95,38 +146,74 @@ struct RpcQuerySource::Impl : kj::TaskSet::ErrorHandler {
               {"nesting_limit", options.nesting_limit}}}};
   }
 
-  // Queues a request for the MPI thread; its id (the server's rpc-N when the client gave none)
-  // goes to `id`.
+  // Queues a request for the MPI thread (kj thread); its id (the server's rpc-N when the client
+  // gave none) goes to `id`. A request counts against max_requests until the cluster answers
+  // it, even when its deadline answered the client first: the bound is on the cluster's work.
   kj::Promise<RpcAnswer> submit(ArrivedQuery q, std::string& id) {
-    auto pf = kj::newPromiseAndCrossThreadFulfiller<RpcAnswer>();
+    if (waiting.size() >= options.max_requests) {
+      ++overloaded;
+      return error_of(kj::Exception::Type::OVERLOADED,
+                      fmt::format("overloaded: {} requests in flight on the aggregator (limit "
+                                  "{}, --max-requests); retry later",
+                                  waiting.size(), options.max_requests));
+    }
+    auto paf = kj::newPromiseAndFulfiller<RpcAnswer>();
+    q.ticket = next_ticket++;
+    if (q.text.id.empty()) q.text.id = fmt::format("rpc-{}", q.ticket);
+    id = q.text.id;
+    waiting.emplace(q.ticket, kj::mv(paf.fulfiller));
+    in_flight = waiting.size();
+    max_in_flight = std::max(max_in_flight.load(), waiting.size());
     {
       std::lock_guard lock(mutex);
-      if (waiting.size() >= options.max_requests) {
-        ++overloaded;
-        return error_of(kj::Exception::Type::OVERLOADED,
-                        fmt::format("overloaded: {} requests in flight on the aggregator (limit "
-                                    "{}, --max-requests); retry later",
-                                    waiting.size(), options.max_requests));
-      }
-      q.ticket = next_ticket++;
-      if (q.text.id.empty()) q.text.id = fmt::format("rpc-{}", q.ticket);
-      id = q.text.id;
-      waiting.emplace(q.ticket, kj::mv(pf.fulfiller));
-      max_waiting = std::max(max_waiting, waiting.size());
       queue.push_back(std::move(q));
     }
     ++received;
     on_request();
-    return kj::mv(pf.promise);
+    return kj::mv(paf.promise);
   }
 
-  kj::Own<kj::CrossThreadPromiseFulfiller<RpcAnswer>> take(std::uint64_t ticket) {
-    std::lock_guard lock(mutex);
+  // The request's fulfiller, gone from `waiting` (kj thread); null when already answered.
+  kj::Own<kj::PromiseFulfiller<RpcAnswer>> take(std::uint64_t ticket) {
     auto it = waiting.find(ticket);
     if (it == waiting.end()) return {};
     auto f = kj::mv(it->second);
     waiting.erase(it);
+    in_flight = waiting.size();
     return f;
+  }
+
+  void deliver(std::uint64_t ticket, RpcAnswer&& a) {
+    auto f = take(ticket);
+    if (!f) return;
+    if (!f->isWaiting()) {  // the client has its reply (the deadline's) or has gone
+      ++answered_after_deadline;
+      return;
+    }
+    ++answered;
+    f->fulfill(kj::mv(a));
+  }
+
+  void fail(std::uint64_t ticket, const std::string& why) {
+    auto f = take(ticket);
+    if (!f) return;
+    ++failed;
+    if (f->isWaiting()) f->reject(error_of(kj::Exception::Type::FAILED, why));
+  }
+
+  // Ends the event loop once the requests still waiting have failed (they would hang their
+  // clients otherwise), and joins the kj thread.
+  void stop_and_join() {
+    if (!thread.joinable()) return;
+    post([this] {
+      for (auto& [ticket, f] : waiting)
+        if (f->isWaiting())
+          f->reject(error_of(kj::Exception::Type::DISCONNECTED, "the aggregator stopped"));
+      waiting.clear();
+      in_flight = 0;
+      if (stop_loop) stop_loop->fulfill();
+    });
+    thread.join();
   }
 
   void run(std::promise<std::string>& started);
@@ -195,10 +282,24 @@ class FrontendServer final : public fe::Frontend::Server {
     }
     q.params = p;
     if (r.getDeadlineMs() != 0) q.deadline = q.arrival + std::chrono::milliseconds(r.getDeadlineMs());
+    const auto arrival = q.arrival;
     ++*in_flight_;
     auto counter = in_flight_;
     std::string id;
     auto answer = impl_.submit(std::move(q), id);
+    if (r.getDeadlineMs() != 0) {
+      // Enforced: at the deadline the client gets an answer whatever the cluster does.
+      auto at_deadline =
+          impl_.timer->afterDelay(r.getDeadlineMs() * kj::MILLISECONDS).then([this, arrival] {
+            ++impl_.deadline_exceeded;
+            RpcAnswer a;
+            a.partial = true;
+            a.deadline_exceeded = true;
+            a.server_us = micros_since(arrival);
+            return a;
+          });
+      answer = answer.exclusiveJoin(kj::mv(at_deadline));
+    }
     return answer
         .then([context, id = std::move(id)](RpcAnswer a) mutable {
           auto resp = context.getResults().initResponse();
@@ -211,6 +312,7 @@ class FrontendServer final : public fe::Frontend::Server {
           resp.setPartial(a.partial);
           resp.setAnsweredByOr(a.answer.answered_by_or);
           resp.setServerMicros(a.server_us);
+          resp.setDeadlineExceeded(a.deadline_exceeded);
         })
         .attach(kj::defer([counter] { --*counter; }));
   }
@@ -255,7 +357,7 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Own<kj::ConnectionReceiver> listener;
   std::string bound;
-  auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+  auto stop = kj::newPromiseAndFulfiller<void>();
   try {
     const auto colon = options.listen.rfind(':');
     if (colon == std::string::npos || colon == 0)
@@ -263,10 +365,6 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
     auto addr = io.provider->getNetwork().parseAddress(options.listen.c_str()).wait(io.waitScope);
     listener = addr->listen();
     bound = options.listen.substr(0, colon) + ":" + std::to_string(listener->getPort());
-    {
-      std::lock_guard lock(mutex);
-      stop_loop = kj::mv(stop.fulfiller);
-    }
   } catch (const kj::Exception& e) {
     started.set_exception(std::make_exception_ptr(
         Error(fmt::format("cannot listen on {}: {}", options.listen, e.getDescription().cStr()))));
@@ -275,18 +373,22 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
     started.set_exception(std::current_exception());
     return;
   }
+  stop_loop = kj::mv(stop.fulfiller);
+  timer = &io.provider->getTimer();
+  auto running_tasks =
+      run_tasks().eagerlyEvaluate([this](kj::Exception&& e) { taskFailed(kj::mv(e)); });
   started.set_value(bound);
 
   capnp::ReaderOptions ro;
   ro.traversalLimitInWords = options.traversal_limit_words;
   ro.nestingLimit = int(options.nesting_limit);
-  kj::TaskSet tasks(*this);
+  kj::TaskSet connection_tasks(*this);
   std::function<kj::Promise<void>()> accept_loop = [&]() -> kj::Promise<void> {
     return listener->accept().then([&](kj::Own<kj::AsyncIoStream>&& stream) {
       ++connections;
       auto c = kj::heap<Connection>(*this, kj::mv(stream), ro);
       auto done = c->network.onDisconnect();
-      tasks.add(done.attach(kj::mv(c)));
+      connection_tasks.add(done.attach(kj::mv(c)));
       return accept_loop();
     });
   };
@@ -294,6 +396,9 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   stop.promise.wait(io.waitScope);
   // Replies fulfilled just before the stop still have to be written: a moment for the loop.
   io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(io.waitScope);
+  std::lock_guard lock(mutex);
+  doorbell = nullptr;  // no task runs any more
+  timer = nullptr;
 }
 
 RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
@@ -337,15 +442,8 @@ RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
 }
 
 RpcQuerySource::~RpcQuerySource() {
-  {
-    std::lock_guard lock(impl_->mutex);
-    // Whatever is still waiting (a run ended by an error) fails rather than hangs its client.
-    for (auto& [ticket, f] : impl_->waiting)
-      f->reject(error_of(kj::Exception::Type::DISCONNECTED, "the aggregator stopped"));
-    impl_->waiting.clear();
-    if (impl_->stop_loop) impl_->stop_loop->fulfill();
-  }
-  if (impl_->thread.joinable()) impl_->thread.join();
+  // Whatever is still waiting (a run ended by an error) fails rather than hangs its client.
+  impl_->stop_and_join();
   if (!impl_->options.token_file.empty()) std::filesystem::remove(impl_->options.token_file);
   if (!impl_->options.address_file.empty()) {
     std::error_code ec;
@@ -375,22 +473,21 @@ void RpcQuerySource::request_stop() {
 
 void RpcQuerySource::answered(std::uint64_t ticket, const CachedAnswer& answer, bool partial,
                               Clock::time_point arrival) {
-  auto f = impl_->take(ticket);
-  if (!f) return;
-  ++impl_->answered;
   RpcAnswer a;
   a.answer = answer;
   a.partial = partial;
-  a.server_us = std::uint64_t(
-      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - arrival).count());
-  f->fulfill(kj::mv(a));
+  a.server_us = micros_since(arrival);
+  if (impl_->on_loop_thread()) {
+    impl_->deliver(ticket, std::move(a));
+    return;
+  }
+  impl_->post([impl = impl_.get(), ticket, a = std::move(a)]() mutable {
+    impl->deliver(ticket, std::move(a));
+  });
 }
 
 void RpcQuerySource::rejected(std::uint64_t ticket, const QueryProblem& problem) {
-  auto f = impl_->take(ticket);
-  if (!f) return;
-  ++impl_->failed;
-  f->reject(error_of(kj::Exception::Type::FAILED, problem.what));
+  impl_->post([impl = impl_.get(), ticket, why = problem.what] { impl->fail(ticket, why); });
 }
 
 nlohmann::json RpcQuerySource::stats() const { return impl_->stats_json(); }

@@ -1,7 +1,9 @@
 // The aggregator's live front end (issue 14): a Cap'n Proto RPC server (common/wire/
 // frontend.capnp) on its own kj event-loop thread, and the query source it feeds. A search
 // request becomes a query of the MPI loop as a line of a query file does, with its own mode, k,
-// scoring and deadline; the merge thread hands its answer back through a cross-thread fulfiller.
+// scoring and deadline; the merge thread's answer goes back to the event loop through post(). A
+// request's deadline is enforced: when it passes first, the client gets a deadline-exceeded
+// answer (no hits) at once.
 // Bounded: at most max_requests requests admitted and unanswered over all clients and
 // max_per_client per connection; past that a request fails at once with an OVERLOADED error that
 // names the limit, never queued. Each message is read under a traversal and a nesting limit.

@@ -103,11 +103,35 @@ void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
 
 namespace {
 
-// Adds the exceptions' high bits back into the unpacked values.
-inline void patch_exceptions(const BlockHeader& h, const std::uint32_t* after_packed,
-                             std::uint32_t* out) {
+// Adds the exceptions' high bits back into the unpacked values, one layout lookup per exception
+// (block_layout.hpp): what decode_block_scalar, the decoders' reference, uses.
+inline void patch_exceptions_scalar(const BlockHeader& h, const std::uint32_t* after_packed,
+                                    std::uint32_t* out) {
   for (unsigned j = 0; j < h.exceptions; ++j)
     out[exception_position(after_packed, j)] |= exception_high_bits(after_packed, h, j);
+}
+
+// The same, fast: the same layout as
+// exception_position / exception_high_bits (block_layout.hpp), read sequentially: positions
+// byte by byte (byte j of the little-endian words is position j), high bits through a 64-bit
+// bit buffer, instead of recomputing word and shift per exception.
+inline void patch_exceptions(const BlockHeader& h, const std::uint32_t* after_packed,
+                             std::uint32_t* out) {
+  const unsigned eb = h.exception_bits;
+  const std::uint32_t* high = after_packed + position_words(h);
+  const std::uint32_t mask = low_mask(eb);
+  std::uint64_t buffer = 0;
+  unsigned buffered = 0;
+  for (unsigned j = 0; j < h.exceptions; ++j) {
+    if (buffered < eb) {
+      buffer |= std::uint64_t(*high++) << buffered;
+      buffered += 32;
+    }
+    const unsigned position = (after_packed[j / 4] >> (8 * (j % 4))) & 0xffu;
+    out[position] |= (std::uint32_t(buffer) & mask) << h.bits;
+    buffer >>= eb;
+    buffered -= eb;
+  }
 }
 
 #if defined(__SSE2__)
@@ -179,7 +203,24 @@ inline void gaps_to_docids(std::uint32_t* out, unsigned n, DocId floor) {
 // up to the next multiple of 4 are written (as 0) so that 4-wide prefix sums read defined data.
 void unpack_horizontal(const std::uint32_t* in, const BlockHeader& h, std::uint32_t* out) {
   const unsigned padded = (h.count + 3) & ~3u;
-  for (unsigned i = 0; i < h.count; ++i) out[i] = packed_value(in, h, i);
+  // Value i at bit i * b (packed_value's horizontal case), read through a 64-bit bit buffer.
+  const unsigned b = h.bits;
+  if (b == 0) {
+    std::fill(out, out + padded, 0u);
+    return;
+  }
+  const std::uint32_t mask = low_mask(b);
+  std::uint64_t buffer = 0;
+  unsigned buffered = 0;
+  for (unsigned i = 0; i < h.count; ++i) {
+    if (buffered < b) {
+      buffer |= std::uint64_t(*in++) << buffered;
+      buffered += 32;
+    }
+    out[i] = std::uint32_t(buffer) & mask;
+    buffer >>= b;
+    buffered -= b;
+  }
   std::fill(out + h.count, out + padded, 0u);
 }
 
@@ -217,7 +258,7 @@ const std::uint32_t* decode_block_scalar(const std::uint32_t* in, std::uint32_t*
     }
     out[i] = x;
   }
-  if (h.exceptions) patch_exceptions(h, packed + packed_words(h), out);
+  if (h.exceptions) patch_exceptions_scalar(h, packed + packed_words(h), out);
   return in + words_for(h);
 }
 
@@ -256,7 +297,15 @@ const std::uint32_t* decode_docids(const std::uint32_t* in, DocId first_docid_fl
 
 const std::uint32_t* decode_freqs(const std::uint32_t* freq_part, std::uint32_t* out) {
   const unsigned n = unpack_block(freq_part, out);
+#if defined(__SSE2__)
+  // Four at a time: unpack_block leaves defined values up to n rounded up to 4.
+  const __m128i one = _mm_set1_epi32(1);
+  __m128i* p = reinterpret_cast<__m128i*>(out);
+  for (unsigned s = 0; s < (n + 3) / 4; ++s)
+    _mm_storeu_si128(p + s, _mm_add_epi32(_mm_loadu_si128(p + s), one));
+#else
   for (unsigned i = 0; i < n; ++i) out[i] += 1;
+#endif
   return freq_part + block_words(freq_part);
 }
 

@@ -29,7 +29,7 @@ CachePolicy parse_cache_policy(std::string_view s) {
   throw InputError("--policy", 0, fmt::format("unknown cache policy '{}' (vfb, qtf, qtfdf)", s));
 }
 
-std::uint64_t cached_block_bytes(std::uint64_t posting_words) { return posting_words * 4 + 16; }
+std::uint64_t cached_block_bytes(std::uint64_t posting_words) { return posting_words * 4; }
 
 namespace {
 

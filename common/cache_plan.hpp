@@ -17,7 +17,9 @@ namespace gpusearch {
 class Index;
 
 inline constexpr const char* kCachePlanFormat = "gpusearch-cache-plan";
-inline constexpr int kCachePlanVersion = 1;
+// Version 2: a list's bytes are its posting words only (block metadata stays resident on the
+// device for the whole shard, gpu/device_list_cache), not words + 16 bytes per block.
+inline constexpr int kCachePlanVersion = 2;
 
 enum class CachePolicy { kVfb, kQtf, kQtfDf };
 std::string_view to_string(CachePolicy p);
@@ -26,7 +28,7 @@ CachePolicy parse_cache_policy(std::string_view s);  // vfb | qtf | qtfdf; throw
 struct CachedList {
   TermId term = 0;
   std::uint32_t blocks = 0;  // the list's first `blocks` blocks are cached
-  std::uint64_t bytes = 0;   // their postings plus per-block metadata
+  std::uint64_t bytes = 0;   // their posting words (cached_block_bytes)
 };
 
 struct ShardCachePlan {
@@ -56,8 +58,7 @@ struct CachePlan {
   static CachePlan read(const std::filesystem::path& file, const Index* index = nullptr);
 };
 
-// Block bytes the cache spends on block b: its posting words and its metadata (last docID,
-// block maximum, offset).
+// Bytes the cache spends on posting words (block metadata is resident for the whole shard).
 std::uint64_t cached_block_bytes(std::uint64_t posting_words);
 
 }  // namespace gpusearch

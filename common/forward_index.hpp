@@ -85,6 +85,11 @@ class ForwardIndex {
   std::uint32_t num_docs() const { return std::uint32_t(offsets_.size() - 1); }
   std::uint64_t num_tokens() const { return num_tokens_; }
   std::uint64_t bytes(DocId d) const { return offsets_[d + 1] - offsets_[d]; }
+  // Document d's stream as stored (vbyte term IDs), for readers that decode it themselves (the
+  // ranker's feature extraction). Offsets were checked at open: it lies inside the mapping.
+  std::span<const std::uint8_t> stream(DocId d) const {
+    return data_.subspan(offsets_[d], offsets_[d + 1] - offsets_[d]);
+  }
 
   // Document d's token stream into `out` (replaced). Throws IndexFormatError naming
   // forward.data if the stream does not decode to doc_lengths()[d] term IDs of the vocabulary

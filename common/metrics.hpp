@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -33,6 +34,53 @@ inline constexpr std::size_t kSummaryOrderStatistics = 128;
 //                     the shape of the distribution (the simulator draws service times from
 //                     it) at a bounded size.
 nlohmann::json summarize(std::vector<double> samples);
+
+// Samples summarized as summarize() does, in bounded memory, for runs of any length (a serving
+// cluster). Up to `exact_limit` samples it keeps them all and its summary is summarize()'s,
+// exactly. Past that it folds them into a log-linear histogram: 2^kSubBucketBits buckets per
+// power of two (zero, and negative values mirrored, have their own), each with its count and its
+// smallest sample; memory then grows with the range of the values, not their number (a few
+// thousand buckets for latencies from microseconds to minutes). Percentiles keep the definition
+// above: the nearest rank is found among the bucket counts, and the value reported is the
+// smallest sample of the bucket holding that rank. So it is still a value some sample had, and
+// it is within kHistogramRelativeError (2^-7, 0.78%) of the exact nearest-rank value, below it
+// or equal. count, mean, min and max stay exact. The summary then says "exact": false and gives
+// "relative_error" and "buckets".
+class SampleSet {
+ public:
+  static constexpr unsigned kSubBucketBits = 7;
+  static constexpr double kHistogramRelativeError = 1.0 / (1u << kSubBucketBits);
+  // Small enough that a serving aggregator's ~20 series are all histograms within a minute at a
+  // few hundred queries/s (its RSS then stays flat); tests' runs stay far below it.
+  static constexpr std::size_t kDefaultExactLimit = 8192;
+
+  explicit SampleSet(std::size_t exact_limit = kDefaultExactLimit) : exact_limit_(exact_limit) {}
+  void add(double v);
+  std::size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  bool exact() const { return histogram_.empty(); }
+  // Nearest rank, as percentile_of_sorted (exact while exact(), else as described above); NaN
+  // when empty; std::invalid_argument for p outside [0, 100].
+  double percentile(double p) const;
+  nlohmann::json summary() const;
+  std::size_t buckets() const { return histogram_.size(); }
+
+ private:
+  struct Bucket {
+    std::uint64_t count = 0;
+    double smallest = 0;
+  };
+  static std::int64_t bucket_of(double v);
+  void fold(double v);
+  // The smallest sample of the bucket holding each 1-based rank (ascending ranks).
+  std::vector<double> at_ranks(const std::vector<std::size_t>& ranks) const;
+
+  std::size_t exact_limit_;
+  std::vector<double> samples_;               // while exact
+  std::map<std::int64_t, Bucket> histogram_;  // once past exact_limit_
+  std::size_t count_ = 0;
+  double sum_ = 0, min_ = 0, max_ = 0;
+};
 
 // Wall-clock timer on the steady clock.
 class Stopwatch {

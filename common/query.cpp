@@ -1,5 +1,7 @@
 #include "common/query.hpp"
 
+#include "common/ranker/store_index.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -52,7 +54,7 @@ void parse_trec_topics(const std::string& all, const std::string& source, QueryF
     if (num.empty()) out.problems.push_back({source, line, "", "topic has no <num>"});
     else if (std::string why = query_id_problem(num); !why.empty())
       out.problems.push_back({source, line, escape_query_id(num), "malformed topic: " + why});
-    else out.queries.push_back({std::string(num), std::string(title), line});
+    else out.queries.push_back({std::string(num), std::string(title), line, {}});
     pos = end + 6;
   }
 }
@@ -123,7 +125,23 @@ bool parse_tsv_query_line(std::string_view line, std::uint64_t line_no, QueryTex
     problem = {source_name, line_no, escape_query_id(qid), "malformed line: " + why};
     return false;
   }
-  out = {std::string(qid), std::string(line.substr(tab + 1)), line_no};
+  std::string_view text = line.substr(tab + 1), ranker;
+  if (const auto tab2 = text.find('\t'); tab2 != std::string_view::npos) {
+    ranker = trim(text.substr(tab2 + 1));
+    text = text.substr(0, tab2);
+    if (ranker.find('\t') != std::string_view::npos) {
+      problem = {source_name, line_no, std::string(qid),
+                 "malformed line: more than three columns (qid<TAB>text<TAB>ranker)"};
+      return false;
+    }
+    if (!ranker.empty() && !ranker::valid_ranker_name(ranker)) {
+      problem = {source_name, line_no, std::string(qid),
+                 "malformed line: '" + escape_query_id(ranker) +
+                     "' is not a ranker name (1-128 of A-Z a-z 0-9 . _ -)"};
+      return false;
+    }
+  }
+  out = {std::string(qid), std::string(text), line_no, std::string(ranker)};
   return true;
 }
 
@@ -163,6 +181,7 @@ bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const Qu
                    Query& out, QueryProblem& problem, const std::string& source_name) {
   out = Query{};
   out.id = text.id;
+  out.ranker = text.ranker;
   if (text.text.size() > limits.max_text_bytes) {
     problem = {source_name, text.line, text.id,
                fmt::format("query text is {} bytes, over the limit of {}", text.text.size(),

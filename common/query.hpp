@@ -19,6 +19,7 @@ struct QueryText {
   std::string id;
   std::string text;
   std::uint64_t line = 0;  // where it started in its source, for error messages
+  std::string ranker;      // TSV's optional third column: the query's second-stage ranker
 };
 
 // A problem with one query line: reported and counted, never silently dropped.
@@ -47,7 +48,8 @@ std::string escape_query_id(std::string_view id);
 // the file cannot be read; malformed lines go to `problems`.
 QueryFile read_query_file(const std::filesystem::path& path);
 QueryFile read_query_stream(std::istream& in, const std::string& source_name);
-// Parses one TSV line (for live input); returns false and fills `problem` if malformed.
+// Parses one TSV line, qid<TAB>text[<TAB>ranker] (for live input); returns false and fills
+// `problem` if malformed (no tab, a bad id, more than three columns, a bad ranker name).
 bool parse_tsv_query_line(std::string_view line, std::uint64_t line_no, QueryText& out,
                           QueryProblem& problem, const std::string& source_name);
 
@@ -55,6 +57,7 @@ struct Query {
   std::string id;
   std::vector<TermId> terms;  // known terms, de-duplicated, in order of first appearance
   std::uint32_t unknown_tokens = 0;
+  std::string ranker;  // second-stage ranker ("" : the first stage's order)
 };
 
 struct QueryLimits {

@@ -25,6 +25,10 @@ class QueryEngine {
   // Whether search() already spreads a batch over the machine (the CPU engine's oneTBB loop,
   // the GPU engine's launches): such an engine is never wrapped in another parallel loop.
   virtual bool runs_batch_in_parallel() const { return false; }
+  // Work the engine would otherwise do in its first batch with these parameters, done ahead at
+  // start-up (the scheduler's cost predictor trains on them), so that no batch is charged for
+  // it. Default: nothing. Throws gpusearch::Error on failure; the first batch then tries again.
+  virtual void prepare(const SearchParams& /*params*/) {}
 };
 
 }  // namespace gpusearch

@@ -49,6 +49,7 @@ QueryResult merge_shard_results(const SearchParams& params,
     all.insert(all.end(), list.begin(), list.end());
     r.counters.add(s->counters);
     r.partial = r.partial || s->partial;
+    r.ranker_fallback = r.ranker_fallback || s->ranker_fallback;
   }
   const std::size_t n = std::min<std::size_t>(params.k, all.size());
   std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(), ranks_before);

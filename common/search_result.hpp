@@ -31,7 +31,11 @@ struct SearchParams {
   Scoring scoring = Scoring::kBm25;
   double alpha = 0.3;  // bm25-pr's alpha at query time
   unsigned k = 10;
+  // Two-stage ranking (issue 12): each shard's first stage keeps its top `candidates` (0: one
+  // stage), the second stage scores them with the query's ranker and keeps the top k.
+  std::uint32_t candidates = 0;
 };
+inline constexpr std::uint32_t kMaxCandidates = 10000;
 
 // Work counters, so that every speed figure can be explained.
 struct QueryCounters {
@@ -56,12 +60,14 @@ struct ShardResult {
   std::vector<RankedDoc> or_hits;  // and-or: the OR top-k, present when and_matches < k
   QueryCounters counters;
   bool partial = false;
+  bool ranker_fallback = false;  // its ranker failed: the first stage's top-k (issue 12)
 };
 
 struct QueryResult {
   std::vector<RankedDoc> hits;  // best first, at most k
   bool answered_by_or = false;  // and-or fell back to OR
   bool partial = false;         // some shard's answer is missing
+  bool ranker_fallback = false; // some shard answered with its first stage (ranker failed)
   QueryCounters counters;
 };
 

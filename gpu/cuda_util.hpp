@@ -100,6 +100,14 @@ class PinnedBuffer {
     GPUSEARCH_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), want * sizeof(T)));
     size_ = want;
   }
+  // Exactly n elements (large staging buffers, where reserve()'s quarter of headroom would
+  // pin gigabytes for nothing).
+  void reserve_exact(std::size_t n) {
+    if (n <= size_) return;
+    release();
+    GPUSEARCH_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
+    size_ = n;
+  }
   T* data() const { return ptr_; }
   std::size_t size() const { return size_; }
 

@@ -16,6 +16,13 @@ std::uint64_t shard_image_bytes(const ShardIndex& shard) {
          shard.global_scores().size_bytes();
 }
 
+DeviceMemoryInfo device_memory(int device) {
+  ScopedDevice on(device);
+  std::size_t free_b = 0, total_b = 0;
+  GPUSEARCH_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return {free_b, total_b};
+}
+
 nlohmann::json DeviceMemoryPlan::to_json() const {
   return {{"device", device},           {"isns_on_device", isns_on_device},
           {"image_bytes", image_bytes}, {"buffer_bytes", buffer_bytes},
@@ -47,8 +54,9 @@ DeviceMemoryPlan check_device_memory(const ShardIndex& shard, int device, unsign
                     "buffers {:.2f} GiB){}, but the GPU has {:.2f} GiB free of {:.2f} GiB: cut "
                     "the index into more, smaller shards (gpusearch partition --shards, one ISN "
                     "each, more GPUs: --gpus-per-isn or more nodes), run fewer ISNs per GPU, or "
-                    "serve it from the CPU (--engine cpu). (The GPU list cache that would hold "
-                    "only part of the lists is not in the ISN yet.)",
+                    "serve it from the CPU (--engine cpu), or serve it through a GPU list cache "
+                    "that holds only part of the lists (--gpu-mem BYTES|FRACTION, README: GPU "
+                    "list cache)",
                     need / gib, device, plan.image_bytes / gib, plan.buffer_bytes / gib,
                     plan.isns_on_device > 1
                         ? fmt::format(" for each of the {} ISNs sharing it", plan.isns_on_device)

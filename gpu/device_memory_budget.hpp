@@ -18,6 +18,12 @@ namespace gpusearch::gpu {
 // up.
 inline constexpr std::uint64_t kBatchBufferAllowanceBytes = 512ull << 20;
 
+// Free and total memory of `device` now. Throws CudaError when it cannot be queried.
+struct DeviceMemoryInfo {
+  std::uint64_t free_bytes = 0, total_bytes = 0;
+};
+DeviceMemoryInfo device_memory(int device);
+
 // The bytes DeviceShard allocates for `shard` (postings, block arrays, per-document arrays).
 std::uint64_t shard_image_bytes(const ShardIndex& shard);
 

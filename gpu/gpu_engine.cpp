@@ -5,13 +5,17 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "common/reference_engine.hpp"
 #include "common/scoring.hpp"
+#include "common/online_cache_policy.hpp"
+#include "gpu/device_list_cache.hpp"
 #include "gpu/device_shard.hpp"
 #include "gpu/kernel_limits.hpp"
+#include "gpu/post_processing.hpp"
 #include "gpu/query_kernels.hpp"
 #include "gpu/range_rows_kernel.hpp"
 
@@ -32,6 +36,7 @@ struct Lane {
   DeviceBuffer<std::byte> dev_in, dev_out, dev_scratch;
   CudaEvent start, after_h2d, after_kernels, after_d2h;
   std::vector<std::size_t> query_index;  // positions in the caller's span
+  std::vector<DocId> horizon;            // list cache: per slot, [0, horizon) was processed
   std::size_t out_bytes = 0, in_bytes = 0;
   GpuBatchStats stats;
   bool pending = false;
@@ -77,9 +82,11 @@ std::uint32_t segment_count(std::uint64_t cost, std::uint64_t segment_cost, unsi
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(n, 1));
 }
 
+// Segments over docIDs [0, end): the shard, or a list-cache query's horizon.
 void append_segments(const ShardIndex& shard, std::uint32_t query, const SegmentPlan& plan,
-                     std::vector<SegmentDesc>& out) {
-  const std::uint32_t n_docs = shard.num_docs();
+                     DocId end, std::vector<SegmentDesc>& out) {
+  if (end == 0) return;  // nothing on the GPU: the CPU answers it all
+  const std::uint32_t n_docs = end;
   std::uint32_t lo = 0;
   const auto last = shard.block_last_docid();
   for (std::uint32_t j = 1; j < plan.count; ++j) {
@@ -120,7 +127,8 @@ struct GpuEngine::Impl {
   GpuEngineOptions options;
   int device = 0;
   int multiprocessors = 1;
-  std::unique_ptr<DeviceShard> image;
+  std::unique_ptr<DeviceShard> image;       // the whole shard, or
+  std::unique_ptr<DeviceListCache> cache;  // the list cache (options.list_cache)
   std::array<Lane, 2> lanes;
   std::unique_ptr<QueryEngine> host_engine;
   std::uint64_t calls = 0;
@@ -128,6 +136,15 @@ struct GpuEngine::Impl {
   // search_into_device_rows: the call leaves its rows on the device, here.
   bool rows_on_device = false;
   const void* device_rows = nullptr;
+  // List cache: post-processing, its counters, the online policy.
+  std::unique_ptr<PostProcessingThreads> post;
+  GpuEngine::PostProcessor post_processor;
+  ListCacheCounters counters;
+  std::shared_ptr<OnlineCachePolicy> online;
+  std::uint64_t online_max_copy_bytes = ~0ull;
+  double post_busy_at_clear = 0;
+  nlohmann::json annotations = nlohmann::json::object();
+  nlohmann::json online_changes = nlohmann::json::array();
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
       : shard(s), shard_id(id), options(std::move(o)) {}
@@ -162,6 +179,11 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
                      fmt::format("docID range [{}, {}) of a shard of {} documents: each GPU's "
                                  "range must be non-empty",
                                  options.doc_begin, options.doc_end, shard.num_docs()));
+  // A range engine's rows go to the NCCL merge, and a list-cache engine's truncated queries to
+  // the CPU post-processor: the two paths have not been joined yet.
+  if (options.list_cache && (options.doc_begin != 0 || options.doc_end != shard.num_docs()))
+    throw InputError("--gpu-mem", 0,
+                     "a list cache with several GPUs per ISN (--gpus-per-isn) is not supported yet");
   impl_ = std::make_unique<Impl>(shard, shard_id, options);
   impl_->doc_begin = options.doc_begin;
   impl_->doc_end = options.doc_end;
@@ -170,7 +192,49 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   ScopedDevice scoped(impl_->device);
   configure_query_kernels();
   impl_->multiprocessors = device_multiprocessors();
-  impl_->image = std::make_unique<DeviceShard>(shard);
+  if (options.list_cache) {
+    impl_->cache = std::make_unique<DeviceListCache>(
+        shard, DeviceListCacheOptions{options.cache_bytes, options.batch_bytes});
+    const unsigned hw = std::max(2u, std::thread::hardware_concurrency());
+    impl_->post = std::make_unique<PostProcessingThreads>(
+        options.postprocess_threads > 0 ? options.postprocess_threads : hw - 1);
+  } else {
+    impl_->image = std::make_unique<DeviceShard>(shard);
+  }
+}
+
+void GpuEngine::clear_stats() {
+  batches_.clear();
+  impl_->counters = ListCacheCounters{};
+  if (impl_->post) impl_->post_busy_at_clear = impl_->post->busy_seconds();
+}
+
+void GpuEngine::annotate_stats(const std::string& key, nlohmann::json value) {
+  impl_->annotations[key] = std::move(value);
+}
+
+bool GpuEngine::has_list_cache() const { return impl_->cache != nullptr; }
+
+const ListCacheCounters& GpuEngine::list_cache_counters() const { return impl_->counters; }
+
+void GpuEngine::set_post_processor(PostProcessor post_processor) {
+  impl_->post_processor = std::move(post_processor);
+}
+
+CacheChange GpuEngine::apply_cache_plan(std::span<const CachedList> lists,
+                                        std::uint64_t max_copy_bytes) {
+  if (!impl_->cache)
+    throw InputError("--cache-plan", 0, "the GPU engine runs without a list cache (--gpu-mem)");
+  ScopedDevice scoped(impl_->device);
+  return impl_->cache->apply(lists, max_copy_bytes);
+}
+
+void GpuEngine::set_online_policy(std::shared_ptr<OnlineCachePolicy> policy,
+                                  std::uint64_t max_copy_bytes) {
+  if (!impl_->cache)
+    throw InputError("--cache-online", 0, "the GPU engine runs without a list cache (--gpu-mem)");
+  impl_->online = std::move(policy);
+  impl_->online_max_copy_bytes = max_copy_bytes;
 }
 
 GpuEngine::~GpuEngine() {
@@ -223,6 +287,13 @@ void GpuEngine::search(std::span<const Query> queries, const SearchParams& param
       }
       lane.pending = false;
     }
+    // Post-processing tasks write into `out`: none may outlive the call.
+    if (impl_->post) {
+      try {
+        impl_->post->wait();
+      } catch (...) {
+      }
+    }
     throw;
   }
 }
@@ -238,6 +309,13 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     throw_cuda_error(status == cudaSuccess ? cudaErrorUnknown : status,
                      "injected GPU fault (--inject-gpu-fault-at-batch): cudaMemsetAsync(nullptr)",
                      __FILE__, __LINE__);
+  }
+  // The online policy's latest plan goes in here, between calls: no batch is in flight.
+  if (m.online && m.cache) {
+    if (auto plan = m.online->take_plan()) {
+      const CacheChange change = m.cache->apply(*plan, m.online_max_copy_bytes);
+      if (m.online_changes.size() < 1000) m.online_changes.push_back(change.to_json());
+    }
   }
   const ShardIndex& shard = m.shard;
   const IndexParams& ip = shard.params();
@@ -289,6 +367,21 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
                      [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
   }
   const unsigned batch_size = m.options.batch_size;
+  // Batches: batch_size queries each; with the list cache, also cut where the lists a batch
+  // must ship would overflow a lane's shipping region (common/list_cache.hpp).
+  DeviceListCache* const cache = m.cache.get();
+  std::vector<ListBatch> list_batches;
+  std::vector<std::size_t> bounds;  // batch i is gpu_queries [bounds[i], bounds[i + 1])
+  if (cache) {
+    list_batches = plan_list_batches(cache->directory(), queries, gpu_queries,
+                                     {batch_size, cache->ship_capacity_bytes(), m.options.ship_tails});
+    for (const ListBatch& b : list_batches) bounds.push_back(b.begin);
+  } else {
+    for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size)
+      bounds.push_back(begin);
+  }
+  bounds.push_back(gpu_queries.size());
+  const DocId shard_end = shard.num_docs();
   const std::uint64_t target_blocks = std::uint64_t(m.options.blocks_per_sm) * m.multiprocessors;
   // Segments per query of one batch: about target_blocks in all, in proportion to cost.
   auto plan_batch = [&](std::size_t begin, std::size_t end, std::vector<SegmentPlan>& and_plan,
@@ -324,8 +417,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   {
     BatchRegions largest{};
     std::size_t largest_in = 0, largest_out = 0, largest_scratch = 0;
-    for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size) {
-      const std::size_t end = std::min(gpu_queries.size(), begin + batch_size);
+    for (std::size_t bi = 0; bi + 1 < bounds.size(); ++bi) {
+      const std::size_t begin = bounds[bi], end = bounds[bi + 1];
       plan_batch(begin, end, and_plan, or_plan);
       std::size_t nt = 0, nas = 0, nos = 0;
       for (std::size_t j = begin; j < end; ++j) {
@@ -395,6 +488,35 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       lane.stats.postings_decoded += o.postings_decoded;
       lane.stats.early_termination_rounds_saved += o.rounds_saved;
     }
+    // List cache (paper 000, 3.4): a query whose lists were truncated at its horizon is done if
+    // its answer below the horizon is final; else a post-processing thread completes it from
+    // the horizon on while this thread packs and launches the next batch.
+    if (cache) {
+      for (std::size_t slot = 0; slot < nq; ++slot) {
+        const DocId horizon = lane.horizon[slot];
+        if (horizon >= shard_end) continue;
+        const std::size_t qi = lane.query_index[slot];
+        if (horizon > 0 && prefix_answer_is_final(shard, queries[qi], params, horizon, out[qi],
+                                                  m.options.finality_bound_scale))
+          continue;
+        if (horizon == 0) ++m.counters.cpu_only;
+        ++m.counters.post_processed;
+        ++lane.stats.post_processed;
+        m.post->submit([&m, &queries, &params, &out, qi, horizon, running = std::move(out[qi])] {
+          ShardResult done;
+          if (m.post_processor) {
+            done = m.post_processor(queries[qi], params, horizon, running);
+          } else {
+            ReferenceEngine ref(m.shard, m.shard_id);
+            std::vector<ShardResult> one(1);
+            ref.search(std::span<const Query>(&queries[qi], 1), params, one);
+            done = std::move(one[0]);
+          }
+          done.counters.add(running.counters);
+          out[qi] = std::move(done);
+        });
+      }
+    }
     lane.stats.unpack_ms = ms_since(t0);
     batches_.push_back(lane.stats);
     lane.pending = false;
@@ -404,11 +526,18 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   std::vector<std::uint32_t> dfs;
   std::vector<unsigned> order;
   std::size_t launch = 0;
-  for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size, ++launch) {
+  for (std::size_t bi = 0; bi + 1 < bounds.size(); ++bi, ++launch) {
     Lane& lane = m.lanes[launch % 2];
     if (lane.pending) finish(lane);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::size_t end = std::min(gpu_queries.size(), begin + batch_size);
+    const std::size_t begin = bounds[bi], end = bounds[bi + 1];
+    const ListBatch* list_batch = cache ? &list_batches[bi] : nullptr;
+    if (list_batch) {
+      lane.horizon = list_batch->horizon;
+      m.counters.add(*list_batch);
+    } else {
+      lane.horizon.assign(end - begin, shard_end);
+    }
     lane.query_index.assign(gpu_queries.begin() + std::ptrdiff_t(begin),
                             gpu_queries.begin() + std::ptrdiff_t(end));
     const std::size_t nq = lane.query_index.size();
@@ -426,8 +555,10 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       QueryDesc& d = qd[slot];
       d.and_segment_begin = std::uint32_t(and_segments.size());
       d.or_segment_begin = std::uint32_t(or_segments.size());
-      if (run_and) append_segments(shard, std::uint32_t(slot), and_plan[slot], and_segments);
-      if (run_or) append_segments(shard, std::uint32_t(slot), or_plan[slot], or_segments);
+      const DocId horizon = lane.horizon[slot];
+      if (run_and)
+        append_segments(shard, std::uint32_t(slot), and_plan[slot], horizon, and_segments);
+      if (run_or) append_segments(shard, std::uint32_t(slot), or_plan[slot], horizon, or_segments);
       clip_segments(and_segments, d.and_segment_begin, m.doc_begin, m.doc_end);
       clip_segments(or_segments, d.or_segment_begin, m.doc_begin, m.doc_end);
       d.and_segment_count = std::uint32_t(and_segments.size()) - d.and_segment_begin;
@@ -468,8 +599,12 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.shortest = T > 0 ? order[0] : 0;
       for (unsigned j = 0; j < T; ++j) {
         const TermInfo& ti = shard.term(q.terms[j]);
-        td[term_pos + j] = TermDesc{ti.first_block, ti.num_blocks, ti.df_shard,
-                                    w.term_weight[j], ti.max_impact, 0};
+        // List cache: the list's device slots, and only the blocks this batch holds.
+        const std::uint64_t first = cache ? cache->numbering().first_slot(q.terms[j]) : ti.first_block;
+        const std::uint32_t blocks =
+            list_batch ? list_batch->available_blocks(cache->directory(), q.terms[j]) : ti.num_blocks;
+        td[term_pos + j] =
+            TermDesc{first, blocks, ti.df_shard, w.term_weight[j], ti.max_impact, 0};
         od[term_pos + j] = std::uint8_t(order[j]);
       }
       std::uint32_t flags = 0;
@@ -508,6 +643,11 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     GPUSEARCH_CUDA_CHECK(cudaMemsetAsync(lane.dev_out.data(), 0, nq * sizeof(QueryOut), s));
     GPUSEARCH_CUDA_CHECK(cudaMemsetAsync(lane.dev_scratch.data() + R.theta_and_at, 0,
                                          R.scratch_bytes - R.theta_and_at, s));
+    if (list_batch) {
+      cache->stage_batch(int(launch % 2), *list_batch, s);
+      lane.stats.shipped_bytes = list_batch->region_bytes();
+      lane.stats.h2d_bytes += lane.stats.shipped_bytes;
+    }
     lane.after_h2d.record(s);
     BatchPointers bp{};
     bp.queries = reinterpret_cast<const QueryDesc*>(lane.dev_in.data());
@@ -527,7 +667,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     bp.k = k;
     bp.max_terms = max_terms;
     bp.bound_scale = m.options.bound_scale;
-    const ShardView& view = m.image->view();
+    const ShardView view = cache ? cache->view(int(launch % 2)) : m.image->view();
     if (run_and) {
       launch_and_kernel(view, bp, s);
       launch_topk_merge(bp, MergePhase::kAnd, s);
@@ -538,6 +678,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
     }
+    if (list_batch) cache->restore_after_kernels(int(launch % 2), *list_batch, s);
     if (m.rows_on_device) {
       // The rows stay where the merge on the lead GPU reads them: the hits are rows already
       // (2 per query, k wide); each row's count and AND matches go right after them.
@@ -563,6 +704,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     Lane& lane = m.lanes[(launch + i) % 2];
     if (lane.pending) finish(lane);
   }
+  if (m.post) m.post->wait();
+  if (m.online) m.online->observe(queries);
 }
 
 nlohmann::json GpuEngine::stats() const {
@@ -599,7 +742,7 @@ nlohmann::json GpuEngine::stats() const {
       {"max_segments_per_query", impl_ ? impl_->options.max_segments_per_query : 0},
       {"and_segments", total.and_segments},
       {"or_segments", total.or_segments},
-      {"shard_image", impl_ ? impl_->image->to_json() : nlohmann::json()},
+      {"shard_image", impl_ && impl_->image ? impl_->image->to_json() : nlohmann::json()},
       {"batches", batches_.size()},
       {"queries", total.queries},
       {"pack_ms", total.pack_ms},
@@ -622,9 +765,24 @@ nlohmann::json GpuEngine::stats() const {
                          {"unpack_ms", b.unpack_ms}, {"h2d_bytes", b.h2d_bytes},
                          {"d2h_bytes", b.d2h_bytes},
                          {"and_segments", b.and_segments}, {"or_segments", b.or_segments},
+                         {"shipped_bytes", b.shipped_bytes}, {"post_processed", b.post_processed},
                          {"postings_bytes_read", b.postings_bytes_read}});
   }
   j["per_batch"] = std::move(per_batch);
+  if (impl_)
+    for (const auto& [key, value] : impl_->annotations.items()) j[key] = value;
+  if (impl_ && impl_->cache) {
+    ListCacheCounters c = impl_->counters;
+    c.post_processing_seconds = impl_->post->busy_seconds() - impl_->post_busy_at_clear;
+    nlohmann::json lc = c.to_json();
+    lc["device"] = impl_->cache->to_json();
+    lc["postprocess_threads"] = impl_->post->threads();
+    if (impl_->online) {
+      lc["online_policy"] = impl_->online->stats();
+      lc["online_changes"] = impl_->online_changes;
+    }
+    j["list_cache"] = std::move(lc);
+  }
   return j;
 }
 

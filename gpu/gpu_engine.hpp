@@ -8,14 +8,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/list_cache.hpp"
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
+
+namespace gpusearch {
+class OnlineCachePolicy;
+}
 
 namespace gpusearch::gpu {
 
@@ -43,6 +49,18 @@ struct GpuEngineOptions {
   // Several GPUs per ISN (gpu/multi_gpu_engine.hpp): this engine answers over the shard's
   // docIDs [doc_begin, doc_end) only (doc_end 0: to the end of the shard).
   std::uint32_t doc_begin = 0, doc_end = 0;
+  // The GPU list cache (paper 000; gpu/device_list_cache.hpp): the shard's posting words are
+  // not uploaded whole; a cache region of cache_bytes holds the prefixes apply_cache_plan()
+  // gives, and each batch ships what it lacks within batch_bytes (both lanes). Queries the GPU
+  // saw truncated lists for are completed on postprocess_threads CPU threads (0: the host's
+  // hardware threads less one) by the post-processor (set_post_processor).
+  bool list_cache = false;
+  std::uint64_t cache_bytes = 0, batch_bytes = 0;
+  unsigned postprocess_threads = 0;
+  bool ship_tails = false;  // a list cached in part ships whole where it fits (ListBatchOptions)
+  // Tests only: scales the bound the host's finality test uses after a truncated batch (1
+  // keeps it safe; the weakened-bound test lowers it and expects wrong answers).
+  double finality_bound_scale = 1.0;
   // Tests only: from this search() call on (counting from 1), the engine makes a real failing
   // CUDA call and throws CudaError through its checked path; 0: never.
   std::uint64_t inject_fault_at_call = 0;
@@ -55,7 +73,10 @@ struct GpuBatchStats {
   std::uint64_t h2d_bytes = 0, d2h_bytes = 0, postings_bytes_read = 0, postings_decoded = 0;
   std::uint64_t early_termination_rounds_saved = 0;  // AND rounds and OR windows not run
   std::uint32_t and_segments = 0, or_segments = 0;   // thread blocks of the two phases
+  std::uint64_t shipped_bytes = 0;                   // list cache: lists shipped with the batch
+  std::uint32_t post_processed = 0;                  // list cache: queries completed on the CPU
 };
+
 
 std::vector<std::string> gpu_algorithms();
 // Whether a CUDA device is usable by this process, and how many.
@@ -73,7 +94,7 @@ class GpuEngine final : public QueryEngine {
               std::span<ShardResult> out) override;
   nlohmann::json stats() const override;
   const std::vector<GpuBatchStats>& batch_stats() const { return batches_; }
-  void clear_stats() { batches_.clear(); }
+  void clear_stats();  // per-batch figures and list-cache counters
   // The engine for queries the kernels do not take (more than kMaxGpuTerms terms); without
   // one, the reference engine answers them. The ISN's factory sets the CPU engine.
   void set_host_engine(std::unique_ptr<QueryEngine> engine);
@@ -84,6 +105,24 @@ class GpuEngine final : public QueryEngine {
   // first answer (AND for and-or, with its AND matches), row 2q + 1 and-or's OR answer. The
   // launch is complete when this returns.
   const void* search_into_device_rows(std::span<const Query> queries, const SearchParams& params);
+
+  // List cache (options.list_cache) only. Completes a query over [from_doc, end of shard) given
+  // its answer over [0, from_doc) (CpuEngine::resume's contract); the ISN's factory sets the CPU
+  // engine's resume. Without one, the reference engine answers the whole query again.
+  using PostProcessor = std::function<ShardResult(const Query&, const SearchParams&, DocId from_doc,
+                                                  const ShardResult& running)>;
+  void set_post_processor(PostProcessor post_processor);
+  // Moves the cache toward `lists` (a plan, most valuable first; ListCacheDirectory::apply).
+  // Between search() calls only.
+  CacheChange apply_cache_plan(std::span<const CachedList> lists,
+                               std::uint64_t max_copy_bytes = ~0ull);
+  // An online policy (common/online_cache_policy.hpp) that watches the queries and whose new
+  // plans are applied at the start of a search() call, at most max_copy_bytes copied each.
+  void set_online_policy(std::shared_ptr<OnlineCachePolicy> policy, std::uint64_t max_copy_bytes);
+  bool has_list_cache() const;
+  // Adds `value` under `key` to stats() (how the engine was set up).
+  void annotate_stats(const std::string& key, nlohmann::json value);
+  const ListCacheCounters& list_cache_counters() const;
 
  private:
   void search_batches(std::span<const Query> queries, const SearchParams& params,

@@ -477,7 +477,7 @@ SchedulerEngine::SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryE
     scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
 }
 
-void SchedulerEngine::start_scheduler(const SearchParams& params) {
+void SchedulerEngine::prepare(const SearchParams& params) {
   if (scheduler_) return;
   TrainedCosts trained = train_(params, *cpu_, *gpu_, training_report_);
   options_.estimate = std::move(trained.estimate);
@@ -488,14 +488,14 @@ void SchedulerEngine::start_scheduler(const SearchParams& params) {
 
 void SchedulerEngine::search(std::span<const Query> queries, const SearchParams& params,
                              std::span<ShardResult> out) {
-  start_scheduler(params);
+  prepare(params);
   scheduler_->search_batch(queries, params, out);
 }
 
 void SchedulerEngine::submit_batch(std::span<const Query> queries, const SearchParams& params,
                                    std::span<ShardResult> out,
                                    CoProcessorScheduler::BatchDone done) {
-  start_scheduler(params);
+  prepare(params);
   scheduler_->submit_batch(queries, params, out, std::move(done));
 }
 

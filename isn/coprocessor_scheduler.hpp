@@ -194,6 +194,9 @@ class SchedulerEngine final : public QueryEngine {
   bool runs_batch_in_parallel() const override { return true; }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
+  // Trains the estimator now (the ISN at start-up, given the run's parameters), so that the
+  // first batch is not charged for it; batches with other parameters use it as trained.
+  void prepare(const SearchParams& params) override;
   // The ISN's pipelined batches: the batch's jobs queued at once (CoProcessorScheduler::
   // submit_batch), so that both processors stay busy across batch boundaries. Trains the
   // predictor first at the first batch, as search() does. Not to be mixed with search() calls
@@ -203,7 +206,6 @@ class SchedulerEngine final : public QueryEngine {
   nlohmann::json stats() const override;
 
  private:
-  void start_scheduler(const SearchParams& params);
   const ShardIndex& shard_;
   std::unique_ptr<QueryEngine> cpu_, gpu_;
   ProcessorSlot cpu_slot_, gpu_slot_;

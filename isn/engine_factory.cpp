@@ -59,6 +59,8 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     o.intra_query_threads = options.intra_query_threads;
     return std::make_unique<cpu::CpuEngine>(shard, shard_id, o);
   }
+  if (options.engine == "gpu" && options.list_cache.enabled())
+    return make_list_cache_gpu_engine(options, shard, shard_id);
   if (options.engine == "gpu") {
 #if defined(GPUSEARCH_HAVE_CUDA)
     gpu::GpuEngineOptions g;

@@ -7,6 +7,7 @@
 
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
+#include "isn/list_cache_setup.hpp"
 
 namespace gpusearch {
 
@@ -27,6 +28,7 @@ struct EngineOptions {
   unsigned gpu_blocks_per_sm = 8;    // gpu: thread blocks a batch aims at per multiprocessor
   unsigned gpu_max_segments = 64;    // gpu: most docID segments (blocks) per query; 1: one
   std::uint64_t gpu_inject_fault_at_call = 0;  // gpu, tests: a real CUDA failure from this call
+  ListCacheEngineOptions list_cache{};  // gpu: serve through a list cache when enabled()
 };
 
 // CUDA devices this process sees (0 without a CUDA build or device).

@@ -33,6 +33,17 @@ void FallbackEngine::search(std::span<const Query> queries, const SearchParams& 
   ++batches_on_fallback_;
 }
 
+void FallbackEngine::prepare(const SearchParams& params) {
+  if (fallback_) return;
+  try {
+    primary_->prepare(params);
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format(
+        "{}: engine {}: start-up preparation failed ({}); the first batch tries again\n",
+        report_prefix_, primary_->name(), e.what());
+  }
+}
+
 void FallbackEngine::fail_over(const std::string& reason) {
   if (fallback_) return;
   failure_ = reason;

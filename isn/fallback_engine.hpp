@@ -26,6 +26,9 @@ class FallbackEngine final : public QueryEngine {
   nlohmann::json stats() const override { return (fallback_ ? fallback_ : primary_)->stats(); }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
+  // The primary's start-up work; a failure is reported and left to the first batch (which then
+  // fails over as any failing batch does).
+  void prepare(const SearchParams& params) override;
 
   bool fallback_active() const { return fallback_ != nullptr; }
   // The primary engine until a failure switched to the fallback; nullptr after.
@@ -54,6 +57,7 @@ class FaultInjectingEngine final : public QueryEngine {
   bool runs_batch_in_parallel() const override { return inner_->runs_batch_in_parallel(); }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
+  void prepare(const SearchParams& params) override { inner_->prepare(params); }
 
  private:
   std::unique_ptr<QueryEngine> inner_;

@@ -60,7 +60,10 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
   EngineOptions eo = options.engine;
   eo.engine = engine_for_this_node(eo.engine, report_prefix);
   const bool gpu = eo.engine == "gpu";
-  if (gpu) {
+  eo.list_cache.engines_on_device = options.isns_on_device;
+  // With a list cache the engine sizes itself to --gpu-mem (isn/list_cache_setup.hpp); the
+  // whole-image check is for the engine without one.
+  if (gpu && !eo.list_cache.enabled()) {
     const nlohmann::json plan = check_gpu_memory(shard, eo.gpu_device, options.isns_on_device);
     if (!plan.empty())
       std::cerr << fmt::format(

@@ -2,6 +2,7 @@
 // mpirun as ranks 1..N). Flags in, run_isn, exit code out.
 #include <mpi.h>
 
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -9,8 +10,10 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.hpp"
+#include "common/types.hpp"
 #include "common/wire/progress_flags.hpp"
 #include "isn/isn_server.hpp"
+#include "isn/list_cache_flags.hpp"
 
 using namespace gpusearch;
 
@@ -64,6 +67,19 @@ int main(int argc, char** argv) {
   app.add_option("--scheduler-ratio", so.scheduling.preference_ratio,
                  "scheduler queues: predicted cost ratio that makes a query prefer a processor")
       ->capture_default_str();
+  // The run's parameters, as the aggregator is given them (launch/cluster.sh passes them to
+  // both): with a scheduler that predicts costs, its predictor trains on them at start-up.
+  std::string run_mode, run_scoring = "bm25";
+  unsigned run_k = 10;
+  double run_alpha = std::nan("");
+  app.add_option("--mode", run_mode,
+                 "the run's mode (and, or, and-or), known at start-up: --scheduler queues and "
+                 "best-serial train their predictor on it before the hello instead of in the "
+                 "first batch (default: at the first batch, with its parameters)");
+  app.add_option("--k", run_k, "with --mode: the run's k")->capture_default_str();
+  app.add_option("--scoring", run_scoring, "with --mode: the run's scoring")->capture_default_str();
+  app.add_option("--alpha", run_alpha,
+                 "with --mode: the run's bm25-pr alpha (default: the index's)");
   app.add_option("--scheduler-batches-in-flight", so.batches_in_flight,
                  "scheduler: batches whose jobs are queued before the oldest is answered (the "
                  "processors stay busy across batch boundaries); 1: one batch at a time")
@@ -75,6 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-max-batch", so.gpu_max_batch,
                  "scheduler: most queries per call of the GPU-side engine")
       ->capture_default_str();
+  add_list_cache_flags(app, o.engine.list_cache);
   app.add_flag("--no-verify", no_verify, "skip checksum verification when opening the shard");
   // The old name (--inject-gpu-fault-at-batch) stays an alias: the hook fails any engine.
   app.add_option("--inject-engine-fault-at-batch,--inject-gpu-fault-at-batch",
@@ -96,6 +113,19 @@ int main(int argc, char** argv) {
     return wire::end_after_flag_error(app, e);
   }
   o.verify_checksums = !no_verify;
+  if (!run_mode.empty()) {
+    try {
+      SearchParams p;
+      p.mode = parse_mode(run_mode);
+      p.scoring = parse_scoring(run_scoring);
+      p.k = run_k;
+      p.alpha = run_alpha;
+      o.prepare_params = p;
+    } catch (const std::exception& e) {
+      std::cerr << "gpusearch-isn: error: " << e.what() << '\n';
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
   so.scheduling.deadline = std::chrono::milliseconds(deadline_ms);
   so.lbd_short_on = lbd_short_on;
   if (so.train_file.empty() && std::filesystem::exists(o.index_dir / "queries.train.tsv"))

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -149,12 +150,21 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
   so.engine = options.engine;
   so.engine.gpu_device = where.gpu_device;
   so.engine.gpus = options.gpus_per_isn;
+  so.engine.list_cache.index_dir = options.index_dir;
   so.fallback_engine = options.fallback_engine;
   so.parallel_chunk_queries = options.parallel_chunk_queries;
   so.inject_engine_fault_at_batch = options.inject_engine_fault_at_batch;
   so.scheduler = options.scheduler;
   so.isns_on_device = where.isns_on_device;
   s.engine = make_isn_engine_stack(so, shard, where.shard_id, where.who);
+  double prepare_seconds = 0;
+  if (options.prepare_params) {
+    SearchParams p = *options.prepare_params;
+    if (std::isnan(p.alpha)) p.alpha = root.params.gs_alpha;  // as the aggregator resolves it
+    const auto t_prepare = Clock::now();
+    s.engine->prepare(p);
+    prepare_seconds = std::chrono::duration<double>(Clock::now() - t_prepare).count();
+  }
 
   const auto pos = shard.input_positions();
   const auto ranks = shard.global_ranks();
@@ -177,6 +187,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
              {"mapped_bytes", mapped_bytes(shard.manifest())},
              {"rss_bytes", current_rss_bytes()},
              {"open_seconds", std::chrono::duration<double>(Clock::now() - t_open).count()},
+             {"prepare_seconds", prepare_seconds},
              {"engine", std::string(s.engine->name())},
              {"vocabulary", vocabulary_fingerprint(shard.manifest(), shard.num_terms())},
              {"clock_us", steady_us(Clock::now())}};
@@ -601,6 +612,12 @@ nlohmann::json BatchLoop::stats() const {
     j["scheduler"] = engine_.stats();
     j["scheduler"]["batches_in_flight"] = pipeline_ ? pipeline_->max_in_flight() : 1;
     j["scheduler"]["peak_batches_in_flight"] = pipeline_ ? pipeline_->peak_in_flight() : 1;
+  }
+  // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
+  if (options_.engine.list_cache.enabled() && options_.scheduler.policy.empty()) {
+    const nlohmann::json e = engine_.stats();
+    for (const char* key : {"list_cache", "list_cache_setup"})
+      if (e.contains(key)) j[key] = e[key];
   }
   return j;
 }

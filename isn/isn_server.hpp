@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "common/wire/progress_pacer.hpp"
@@ -38,6 +39,10 @@ struct IsnOptions {
   bool verify_checksums = true;
   unsigned gpus_per_isn = 1;     // more than the node has: refused at start, naming the flag
   IsnSchedulerOptions scheduler;  // --scheduler and its options
+  // The run's search parameters where known at start-up (--mode, --k, --scoring, --alpha, as
+  // the aggregator is given them): the engine's start-up work (the scheduler's predictor) is
+  // done on them before the hello. alpha NaN: the index's.
+  std::optional<SearchParams> prepare_params;
   std::size_t parallel_chunk_queries = 4;  // ParallelBatchEngine's chunk
   // Test hooks.
   std::uint64_t inject_engine_fault_at_batch = 0;  // any engine fails from this batch; 0: never

@@ -19,6 +19,7 @@ class ParallelBatchEngine final : public QueryEngine {
   bool runs_batch_in_parallel() const override { return true; }
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
+  void prepare(const SearchParams& params) override { inner_->prepare(params); }
 
  private:
   std::unique_ptr<QueryEngine> inner_;

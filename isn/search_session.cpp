@@ -10,6 +10,12 @@
 #include "common/progress.hpp"
 #include "common/run_file.hpp"
 #include "common/shard_index.hpp"
+#include "common/forward_index.hpp"
+#include "common/ranker/ranker_mix.hpp"
+#include "isn/ranker/ranker_backend.hpp"
+#include "isn/ranker/ranker_cache.hpp"
+#include "isn/ranker/ranker_store.hpp"
+#include "isn/ranker/second_stage.hpp"
 
 namespace gpusearch {
 
@@ -17,6 +23,45 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using metrics::percentile;  // the one definition: nearest rank (common/metrics.hpp)
+
+// The second stage of every shard: the store, one backend for the process, and per shard its
+// forward index, ranker cache and ranker.
+struct SecondStage {
+  ranker::RankerStore store;
+  ranker::RankerAssignment assignment;
+  std::unique_ptr<ranker::RankerBackend> backend;
+  std::vector<ForwardIndex> forward;
+  std::vector<std::unique_ptr<ranker::RankerCache>> caches;
+  std::vector<std::unique_ptr<ranker::SecondStageRanker>> rankers;
+};
+
+std::unique_ptr<SecondStage> make_second_stage(const SearchSessionOptions& o, const Index& index,
+                                               const OpenOptions& oo) {
+  const ranker::RankingOptions& r = o.ranking;
+  if (!r.enabled()) {
+    if (!r.ranker.empty() || !std::isnan(r.mix_exponent) || r.candidates > 0)
+      throw InputError("--ranker-store", 0, "--ranker, --ranker-mix and --candidates need a ranker store");
+    return nullptr;
+  }
+  if (r.candidates > kMaxCandidates)
+    throw InputError("--candidates", 0, fmt::format("{} is above the limit of {}", r.candidates, kMaxCandidates));
+  auto s = std::make_unique<SecondStage>(SecondStage{ranker::RankerStore::open(r.store_dir), {}, {}, {}, {}, {}});
+  s->assignment.default_ranker = r.ranker;
+  if (!std::isnan(r.mix_exponent)) {
+    if (!r.ranker.empty()) throw InputError("--ranker-mix", 0, "give --ranker or --ranker-mix, not both");
+    std::vector<std::string> names;
+    for (const auto& e : s->store.index().rankers) names.push_back(e.name);
+    if (names.empty()) throw InputError(s->store.index().index_file().string(), 0, "--ranker-mix: the store lists no rankers");
+    s->assignment.mix = ranker::ZipfRankerMix(std::move(names), r.mix_exponent, r.mix_seed);
+  }
+  s->backend = ranker::make_ranker_backend(r.backend, o.engine.gpu_device);
+  for (std::size_t i = 0; i < index.num_open_shards(); ++i) s->forward.push_back(ForwardIndex::open(index.shard(i), oo));
+  for (std::size_t i = 0; i < index.num_open_shards(); ++i) {
+    s->caches.push_back(std::make_unique<ranker::RankerCache>(s->store, *s->backend, r.cache_bytes));
+    s->rankers.push_back(std::make_unique<ranker::SecondStageRanker>(index.shard(i), s->forward[i], *s->caches[i], *s->backend));
+  }
+  return s;
+}
 }  // namespace
 
 nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostream& run) {
@@ -26,6 +71,14 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
   const Index index = Index::open(options.index_dir, oo);
   SearchParams params = options.params;
   params.alpha = std::isnan(options.alpha) ? index.params().gs_alpha : options.alpha;
+  const std::unique_ptr<SecondStage> second = make_second_stage(options, index, oo);
+  // With a second stage, each shard's first stage keeps the top `candidates` (at least k).
+  SearchParams first_params = params;
+  if (second) {
+    params.candidates = options.ranking.candidates_or_default();
+    first_params.candidates = params.candidates;
+    first_params.k = std::max(params.k, params.candidates);
+  }
   const double open_seconds = std::chrono::duration<double>(Clock::now() - t_open).count();
 
   // Queries: malformed lines and unusable queries are reported and counted, never dropped
@@ -44,6 +97,7 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
     }
     unknown_tokens += q.unknown_tokens;
     if (q.terms.empty()) ++no_known_terms;
+    if (second) q.ranker = second->assignment.for_query(q.id, q.ranker);
     queries.push_back(std::move(q));
   }
   for (std::size_t i = 0; i < problems.size() && i < 20; ++i)
@@ -51,15 +105,19 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
   if (problems.size() > 20) std::cerr << "gpusearch: ... and " << problems.size() - 20 << " more\n";
 
   std::vector<std::unique_ptr<QueryEngine>> engines;
+  EngineOptions engine_options = options.engine;
+  engine_options.list_cache.index_dir = options.index_dir;
+  engine_options.list_cache.engines_on_device = unsigned(index.num_open_shards());
   for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-    engines.push_back(make_engine(options.engine, index.shard(s), index.shard_id(s)));
+    engines.push_back(make_engine(engine_options, index.shard(s), index.shard_id(s)));
 
   Progress bar("search", queries.size(), "queries", options.progress);
   std::vector<std::vector<ShardResult>> shard_results(engines.size());
   std::vector<double> batch_ms;
   double engine_seconds = 0;  // inside the engines' search calls only: query processing
   QueryCounters counters;
-  std::uint64_t empty_results = 0, answered_by_or = 0, hits_written = 0;
+  std::uint64_t empty_results = 0, answered_by_or = 0, hits_written = 0, ranker_fallbacks = 0;
+  double second_stage_seconds = 0;
   const auto t_search = Clock::now();
   for (std::size_t begin = 0; begin < queries.size(); begin += options.batch_size) {
     const std::size_t end = std::min(queries.size(), begin + options.batch_size);
@@ -67,7 +125,13 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
     const auto t_batch = Clock::now();
     for (std::size_t s = 0; s < engines.size(); ++s) {
       shard_results[s].assign(batch.size(), ShardResult{});
-      engines[s]->search(batch, params, shard_results[s]);
+      engines[s]->search(batch, first_params, shard_results[s]);
+    }
+    if (second) {
+      const auto t_rank = Clock::now();
+      for (std::size_t s = 0; s < engines.size(); ++s)
+        second->rankers[s]->rank(batch, params, shard_results[s]);
+      second_stage_seconds += std::chrono::duration<double>(Clock::now() - t_rank).count();
     }
     batch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t_batch).count());
     engine_seconds += batch_ms.back() / 1e3;
@@ -78,6 +142,7 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
       counters.add(r.counters);
       if (r.hits.empty()) ++empty_results;
       if (r.answered_by_or) ++answered_by_or;
+      if (r.ranker_fallback) ++ranker_fallbacks;
       for (std::size_t i = 0; i < r.hits.size(); ++i) {
         const RankedDoc& h = r.hits[i];
         write_run_line(run, batch[q].id, index.shard(h.shard).external_id(h.doc), int(i + 1),
@@ -92,6 +157,24 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
 
   nlohmann::json engine_stats = nlohmann::json::array();
   for (const auto& e : engines) engine_stats.push_back(e->stats());
+  nlohmann::json second_stage = nullptr;
+  if (second) {
+    nlohmann::json shards = nlohmann::json::array();
+    for (const auto& r : second->rankers) shards.push_back(r->stats());
+    second_stage = {{"store", options.ranking.store_dir.string()},
+                    {"rankers_in_store", second->store.index().rankers.size()},
+                    {"ranker", options.ranking.ranker},
+                    {"ranker_mix_exponent", std::isnan(options.ranking.mix_exponent)
+                                                ? nlohmann::json(nullptr)
+                                                : nlohmann::json(options.ranking.mix_exponent)},
+                    {"candidates", params.candidates},
+                    {"backend", std::string(second->backend->name())},
+                    {"cache_budget_bytes", options.ranking.cache_bytes},
+                    {"seconds", second_stage_seconds},
+                    // Queries answered by the first stage because their ranker failed to load.
+                    {"ranker_fallback_queries", ranker_fallbacks},
+                    {"shards", shards}};
+  }
   nlohmann::json problem_lines = nlohmann::json::array();
   for (std::size_t i = 0; i < problems.size() && i < 100; ++i) problem_lines.push_back(problems[i].message());
   return {
@@ -126,6 +209,7 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
                     {"max", percentile(batch_ms, 100)}}},
       {"counters", to_json(counters)},
       {"engine_stats", engine_stats},
+      {"second_stage", second_stage},
       {"peak_rss_bytes", peak_rss_bytes()}};
 }
 

@@ -13,6 +13,7 @@
 #include "common/query.hpp"
 #include "common/search_result.hpp"
 #include "isn/engine_factory.hpp"
+#include "isn/ranker/ranking_options.hpp"
 
 namespace gpusearch {
 
@@ -27,6 +28,7 @@ struct SearchSessionOptions {
   QueryLimits limits;
   bool skip_checksums = false;
   bool progress = true;
+  ranker::RankingOptions ranking;  // the second stage (issue 12); off without a store
 };
 
 nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostream& run);

@@ -92,7 +92,9 @@ else
   agg_args+=(--queries "$queries")
 fi
 [ -n "$metrics" ] && agg_args+=(--metrics "$metrics")
-isn_args=(--index "$index" --gpus-per-isn "$gpus")
+# The ISNs get the run's mode and k too: a scheduler that predicts costs trains on them at
+# start-up rather than in the first batch.
+isn_args=(--index "$index" --gpus-per-isn "$gpus" --mode "$mode" --k "$k")
 cmd=("${mpi[@]}" -n 1 "$agg" "${agg_args[@]}" "${pass[@]}" : -n "$isns" "$isn" "${isn_args[@]}" "${isn_extra[@]}" "${pass[@]}")
 echo "+ ${cmd[*]}"
 "${cmd[@]}" <&0 &  # explicit: a background job's standard input would be /dev/null (--queries -)

@@ -28,8 +28,24 @@
 #                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS)
 #     study      the scaling study launch/studies/gpu-host.json (issue 13; STUDY_SPEC to change),
 #                resumable; then the simulator's validation against its points
-#     pack       everything under $OUT (but indexes, builds and run files) into $OUT/results.tgz
-#                (the device tool returns at most 8 files: run it last)
+#     pack       the small result files under $OUT (no indexes, builds or run files) into
+#                $OUT/results.tgz, in 15 MB parts if larger (the device tool returns at most 8
+#                files of 16 MiB: run it last)
+#     cpu        the CPU engine before/after (issue 17): bench_cpu_engine of BEFORE_BIN and of
+#                this build, alternating CPU_ROUNDS times (3), on the synthetic index and on
+#                Debian + MS MARCO, bm25 and bm25-pr, k = 10 and 1000 (launch/bench-cpu-compare.sh);
+#                single-thread latency and all-core throughput; the table is $OUT/cpu/compare.md
+#     cache      the GPU list cache (issue 10, paper 000): its GPU tests, bench_list_cache on the
+#                2.5M-document index (shard at 2.5x and 10x the budget: VFB, Qtf, QtfDf against
+#                the whole-shard GPU engine and the CPU engine, the throughput model's split
+#                against the measured best, online against offline on a drifting log), and one
+#                ISN through cluster.sh with --gpu-mem below the shard's size, against the CPU
+#                engine's run
+#     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
+#                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
+#                mean length 900 about twice that, past one call's 10 minutes)
+#     cache25m   the 25M-document index served by one GPU through a memory budget of a tenth of its
+#                postings: exactness on a sample, throughput against the CPU engine
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
@@ -37,8 +53,10 @@
 #              BENCH_ARGS (extra bench_gpu_engine flags), BENCH_K_LIST (10), GTEST_FILTER,
 #              REAL_REPEAT (100: times the real query sample is replayed),
 #              SCHED_ARGS (extra bench_scheduler flags), SCHED_SECONDS (1.0 per rate),
-#              BEFORE_BIN (a directory holding an earlier bench_gpu_engine: run on the same
-#              index in the same call, the before/after baseline).
+#              BEFORE_BIN (a directory holding an earlier bench_gpu_engine, or for `cpu` an
+#              earlier bench_cpu_engine: run on the same index in the same call, the
+#              before/after baseline), CPU_ROUNDS, CPU_LIMIT (2000 queries), CPU_K (10,1000),
+#              CACHE_ARGS (extra bench_list_cache flags), CACHE25M_SPEC.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -101,7 +119,7 @@ else
     -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
   targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine
-           bench_scheduler)
+           bench_scheduler bench_list_cache)
   cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
     || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
   bin=$root/build-gpu/bin
@@ -309,7 +327,7 @@ EOF
           --batches "64 1024" --isns "1 4" --reps "${OVERHEAD_REPS:-3}" \
           --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" > "$OUT/overhead_$engine.log" 2>&1 \
           || status=1
-        sed -n '/^|/p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -30
+        sed -n '/^variant /,/^wrote /p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -40
         echo "overhead $engine done: $(elapsed)"
       done
       ;;
@@ -324,12 +342,91 @@ EOF
       echo "study done: $(elapsed)"
       ;;
     pack)
-      # Everything under $OUT but indexes, checkouts, builds and run files, in one archive.
-      (cd "$OUT" && tar czf /tmp/gpusearch-results.tgz --exclude='./results.tgz' \
-          --exclude='*/index' --exclude='*/probe-index' --exclude='*/before-src' \
-          --exclude='*/before-build' --exclude='*.run' . &&
+      # The small files under $OUT (JSON, logs, tables, plots; no indexes, builds, run files or
+      # query logs), in one archive; the rest is deleted.
+      (cd "$OUT" && find . -type f -size -4M ! -name '*.run' ! -name 'run[0-9]*.txt' ! -name '*.tsv' \
+          ! -path '*index*' ! -path '*/before-*' ! -name results.tgz -print0 |
+        tar czf /tmp/gpusearch-results.tgz --null -T - &&
         find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && mv /tmp/gpusearch-results.tgz results.tgz)
+      # The device tool returns files of at most 16 MiB: larger archives go in parts
+      # (cat results.tgz.part-* | tar xz).
+      if [[ $(stat -c %s "$OUT/results.tgz") -gt 15000000 ]]; then
+        (cd "$OUT" && split -b 15000000 results.tgz results.tgz.part- && rm results.tgz)
+      fi
       ls -la "$OUT"
+      ;;
+    cpu)
+      if [[ -z ${BEFORE_BIN:-} || ! -x ${BEFORE_BIN}/bench_cpu_engine ]]; then
+        echo "cpu: BEFORE_BIN must hold the earlier bench_cpu_engine" >&2; status=1; continue
+      fi
+      bench_index || { status=1; continue; }
+      real_data 1 || { status=1; continue; }
+      BEFORE_BIN=$BEFORE_BIN AFTER_BIN=$bin SYN_INDEX=$idx DEBIAN_INDEX=$ridx QUERIES=$queries \
+        OUT="$OUT/cpu" ROUNDS=${CPU_ROUNDS:-3} LIMIT=${CPU_LIMIT:-2000} K=${CPU_K:-10,1000} \
+        launch/bench-cpu-compare.sh > "$OUT/cpu.log" 2>&1 || status=1
+      grep -E "best before|round . done" "$OUT/cpu.log" | tail -12
+      echo "cpu done: $(elapsed)"
+      ;;
+    cache)
+      "$bin/gpu_tests" --gtest_filter='GpuListCache*' --gtest_output=xml:"$OUT/cache_tests.xml" \
+        > "$OUT/cache_tests.log" 2>&1 || status=1
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is" "$OUT/cache_tests.log" | head -20
+      tail -1 "$OUT/cache_tests.log"
+      echo "cache tests done: $(elapsed)"
+      bench_index || { status=1; continue; }
+      docs=${BENCH_DOCS:-2500000}
+      # shellcheck disable=SC2086
+      "$bin/bench_list_cache" --index $idx --out "$OUT/cache_bench.json" \
+        --model-out "$OUT/cache_model.json" --drift-spec "docs=$docs,seed=7" \
+        --policies vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
+        ${CACHE_ARGS:-} > "$OUT/cache_bench.log" 2>&1 || status=1
+      grep -E "^(baselines|[0-9.]+x|model|drifting|wrong|bench_list_cache)" "$OUT/cache_bench.log"
+      echo "cache bench done: $(elapsed)"
+      # One ISN with --gpu-mem a fifth of the shard's postings (plus its resident arrays), the
+      # cache planned from the training log and following the queries; its run against the CPU
+      # engine's.
+      budget=$(python3 -c "import json; j=json.load(open('$OUT/cache_bench.json')); print(int(j['resident_bytes'] + j['posting_bytes'] / 5))") \
+        || { status=1; continue; }
+      head -2000 $idx/queries.test.tsv > /tmp/gpusearch-cache-queries.tsv
+      "$bin/gpusearch" -q search --engine cpu --index $idx --queries /tmp/gpusearch-cache-queries.tsv \
+        --mode and --k 10 --run "$OUT/cache_cluster_cpu.run" > /dev/null 2>&1 || status=1
+      GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $idx \
+        --queries /tmp/gpusearch-cache-queries.tsv --isns 1 --mode and --k 10 --engine gpu \
+        --gpu-mem "$budget" --cache-train $idx/queries.train.tsv --cache-lambda 0.9 --cache-online \
+        --run "$OUT/cache_cluster_gpu.run" --metrics "$OUT/cache_cluster_gpu.json" \
+        > "$OUT/cache_cluster_gpu.log" 2>&1 || status=1
+      "$bin/gpusearch" compare-runs "$OUT/cache_cluster_cpu.run" "$OUT/cache_cluster_gpu.run" 2>&1 \
+        | tail -1 | sed 's/^/cluster --gpu-mem vs cpu: /'
+      python3 - "$OUT/cache_cluster_gpu.json" <<'EOF' || true
+import json, sys
+m = json.load(open(sys.argv[1]))
+lc = m["isn"][0]["stats"].get("list_cache", {})
+print(f"cluster --gpu-mem: {m['queries_per_second']:.0f} q/s; hit rate {lc.get('hit_rate_bytes', 0):.3f} "
+      f"(bytes), post-processed {lc.get('post_processed_fraction', 0):.3f}, "
+      f"{lc.get('bytes_shipped_per_batch', 0) / 1e6:.1f} MB shipped per batch")
+EOF
+      echo "cache done: $(elapsed)"
+      ;;
+    cache25m-index)
+      spec=${CACHE25M_SPEC:-docs=25000000,seed=7,mean_length=400}
+      idx25=/tmp/gpusearch-cache25m
+      if [[ ! -f $idx25/manifest.json ]]; then
+        "$bin/gpusearch" index --synthetic "$spec" --out $idx25 --force > "$OUT/cache25m_index.log" 2>&1 \
+          || { tail "$OUT/cache25m_index.log"; status=1; continue; }
+        echo "$spec" > $idx25/spec.txt
+      fi
+      grep -E "indexed|postings .*bits|docs/s" "$OUT/cache25m_index.log" 2>/dev/null
+      echo "cache25m-index ($(cat $idx25/spec.txt 2>/dev/null)) done: $(elapsed)"
+      ;;
+    cache25m)
+      idx25=/tmp/gpusearch-cache25m
+      [[ -f $idx25/manifest.json ]] || { echo "run the cache25m-index step first"; status=1; continue; }
+      # shellcheck disable=SC2086
+      "$bin/bench_list_cache" --index $idx25 --out "$OUT/cache25m.json" --ratios 10 \
+        --policies vfb:1,qtf --shares 0.8 --skip-model --limit 10000 --cpu-limit 2000 --check 100 \
+        --train-limit 5000 ${CACHE_ARGS:-} > "$OUT/cache25m.log" 2>&1 || status=1
+      grep -E "^(baselines|[0-9.]+x|wrong|bench_list_cache)" "$OUT/cache25m.log"
+      echo "cache25m done: $(elapsed)"
       ;;
     mpi)
       GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1

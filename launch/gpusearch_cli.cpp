@@ -20,7 +20,12 @@
 #include "isn/search_session.hpp"
 #include "common/shard_index.hpp"
 #include "isn/engine_factory.hpp"
+#include "isn/ranker/feature_dump.hpp"
+#include "isn/ranker/reference_rankers.hpp"
+#include "isn/ranker/ranker_store.hpp"
+#include "isn/list_cache_flags.hpp"
 #include "partition/cache_planner.hpp"
+#include "common/byte_size.hpp"
 #include "common/cache_plan.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/repartition.hpp"
@@ -50,28 +55,6 @@ void print_build_report(const nlohmann::json& r, const fs::path& out) {
     fmt::print("  skipped {} malformed documents (first: {})\n",
                r.at("skipped_documents").get<std::uint64_t>(),
                r.at("skipped_messages").at(0).get<std::string>());
-}
-
-// "2G", "512M", "64K", "1048576": bytes (binary multiples). Throws InputError naming the flag.
-std::uint64_t parse_byte_size(const std::string& text, const char* flag) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
-  if (unit == "B" || unit.empty()) {
-  } else if (unit == "K" || unit == "KB" || unit == "KIB") value *= 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") value *= 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") value *= 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TB" || unit == "TIB") value *= 1024.0 * 1024 * 1024 * 1024;
-  else used = 0;
-  if (used == 0 || !(value > 0))
-    throw InputError(flag, 0, fmt::format("'{}' is not a size (e.g. 2G, 512M, 1048576)", text));
-  return static_cast<std::uint64_t>(value);
 }
 
 void write_json(const fs::path& path, const nlohmann::json& j) {
@@ -200,12 +183,66 @@ int main(int argc, char** argv) {
   srch->add_option("--gpu-max-segments", so.engine.gpu_max_segments,
                    "gpu: most docID segments per query (1: one thread block per query)")
       ->capture_default_str()->check(CLI::Range(1u, 64u));
+  add_list_cache_flags(*srch, so.engine.list_cache);
   srch->add_option("--run", run_path, "TREC run output")->required();
   srch->add_option("--tag", so.run_tag, "run tag (last column)")->capture_default_str();
   srch->add_option("--metrics", metrics_path, "metrics JSON output");
   srch->add_option("--batch-size", so.batch_size, "queries per engine batch")->capture_default_str();
   srch->add_option("--max-query-terms", so.limits.max_terms, "reject longer queries")->capture_default_str();
   srch->add_flag("--no-verify", so.skip_checksums, "skip checksum verification when opening the index");
+  // The second stage (issue 12).
+  double srch_cache_mb = 0;
+  srch->add_option("--ranker-store", so.ranking.store_dir,
+                   "ranker store (a folder with store.json): rank each shard's first-stage "
+                   "candidates with the query's ranker")->check(CLI::ExistingDirectory);
+  srch->add_option("--ranker", so.ranking.ranker,
+                   "ranker of every query without its own (the query file's third column)");
+  srch->add_option("--ranker-mix", so.ranking.mix_exponent,
+                   "draw each query's ranker from a Zipf mix over the store with this exponent "
+                   "(e.g. 1.0)")->check(CLI::Range(0.0, 10.0));
+  srch->add_option("--ranker-mix-seed", so.ranking.mix_seed, "seed of the mix's draws")->capture_default_str();
+  srch->add_option("--candidates", so.ranking.candidates,
+                   "first-stage candidates per shard for the second stage (default 1000, at most 10000)")
+      ->check(CLI::Range(1u, kMaxCandidates));
+  srch->add_option("--ranker-cache-mb", srch_cache_mb,
+                   "ranker cache per shard in MiB (LRU; default: unbounded)")->check(CLI::NonNegativeNumber);
+  srch->add_option("--ranker-backend", so.ranking.backend, "cpu, gpu or auto")->capture_default_str();
+
+  // ranker-store: index a folder of ranker files, or generate synthetic rankers into one
+  auto* rs = app.add_subcommand("ranker-store", "make a ranker store: index ranker files, generate reference rankers");
+  rs->require_subcommand(1);
+  auto* rs_index = rs->add_subcommand("index", "validate every NAME.ranker.json in --store and write store.json");
+  auto* rs_gen = rs->add_subcommand("generate", "write synthetic rankers (paper 004, Table 4.2 shapes) and index the store");
+  fs::path rs_dir;
+  std::uint64_t rs_seed = 4;
+  std::uint32_t rs_mix = 0, rs_mix_trees = 50, rs_mix_buckets = 20, rs_mix_depth = 6;
+  std::string rs_prefix = "mix";
+  rs_index->add_option("--store", rs_dir, "ranker store folder")->required()->check(CLI::ExistingDirectory);
+  rs_gen->add_option("--store", rs_dir, "ranker store folder (created)")->required();
+  rs_gen->add_option("--seed", rs_seed, "seed (same seed, same rankers)")->capture_default_str();
+  rs_gen->add_option("--mix", rs_mix, "instead of the three reference rankers: this many rankers PREFIX-000..")
+      ->check(CLI::Range(1u, 100000u));
+  rs_gen->add_option("--mix-prefix", rs_prefix, "names of the mix's rankers")->capture_default_str();
+  rs_gen->add_option("--mix-trees", rs_mix_trees, "trees per mix ranker")->capture_default_str();
+  rs_gen->add_option("--mix-buckets", rs_mix_buckets, "bucket inputs per mix ranker")->capture_default_str();
+  rs_gen->add_option("--mix-depth", rs_mix_depth, "largest tree depth of the mix's rankers")
+      ->capture_default_str()->check(CLI::Range(1u, 32u));
+
+  // features: the rows a second stage sees, for training rankers
+  auto* feat = app.add_subcommand("features", "write every first-stage candidate's ranker features as TSV (training data)");
+  ranker::FeatureDumpOptions fo;
+  fo.engine.engine = "cpu";
+  std::string feat_mode = "or", feat_scoring = "bm25";
+  fs::path feat_out;
+  feat->add_option("--index", fo.index_dir, "index directory (built with --forward-index)")
+      ->required()->check(CLI::ExistingDirectory);
+  feat->add_option("--queries", fo.queries_path, "queries: TSV or TREC topics")->required()->check(CLI::ExistingFile);
+  feat->add_option("--candidates", fo.candidates, "first-stage candidates per shard")
+      ->capture_default_str()->check(CLI::Range(1u, kMaxCandidates));
+  feat->add_option("--mode", feat_mode, "first stage: and, or, and-or")->capture_default_str();
+  feat->add_option("--scoring", feat_scoring, "first stage: bm25 or bm25-pr")->capture_default_str();
+  feat->add_option("--alpha", fo.alpha, "bm25-pr alpha (default: the index's)")->check(CLI::Range(0.0, 1.0));
+  feat->add_option("--out", feat_out, "TSV output")->required();
 
   // info
   auto* info = app.add_subcommand("info", "describe an index; --verify checks every file");
@@ -312,6 +349,7 @@ int main(int argc, char** argv) {
                  part_out.string(), r.at("index_bytes").get<double>() / (1 << 20),
                  r.at("seconds").get<double>());
     } else if (*srch) {
+      so.ranking.cache_bytes = std::uint64_t(srch_cache_mb * 1048576.0);
       so.params.mode = parse_mode(mode);
       so.params.scoring = parse_scoring(scoring);
       so.alpha = alpha;
@@ -323,6 +361,29 @@ int main(int argc, char** argv) {
       if (!run) throw Error("write failed: " + run_path.string());
       if (!metrics_path.empty()) write_json(metrics_path, m);
       print_search_summary(m, run_path.string(), std::cout);
+    } else if (*rs) {
+      if (*rs_index) {
+        const ranker::StoreIndex si = ranker::index_ranker_store(rs_dir);
+        fmt::print("indexed {} ranker(s) in {}\n", si.rankers.size(), si.index_file().string());
+      } else if (rs_mix > 0) {
+        ranker::RankerShape shape{rs_prefix, rs_mix_buckets, 0, 0, rs_mix_trees, rs_mix_depth, {}};
+        ranker::write_ranker_mix(rs_dir, rs_mix, shape, rs_prefix, rs_seed);
+        fmt::print("wrote {} rankers {}-000.. ({} trees, {} buckets each) into {}\n", rs_mix,
+                   rs_prefix, rs_mix_trees, rs_mix_buckets, rs_dir.string());
+      } else {
+        ranker::write_reference_rankers(rs_dir, rs_seed);
+        fmt::print("wrote the reference rankers R-S-BLG, R-M-BGD, R-L-D into {}\n", rs_dir.string());
+      }
+    } else if (*feat) {
+      fo.params.mode = parse_mode(feat_mode);
+      fo.params.scoring = parse_scoring(feat_scoring);
+      std::ofstream out(feat_out);
+      if (!out) throw InputError(feat_out.string(), 0, "cannot write");
+      const nlohmann::json r = ranker::dump_features(fo, out);
+      out.close();
+      if (!out) throw Error("write failed: " + feat_out.string());
+      fmt::print("wrote {} feature rows of {} queries to {}\n", r.at("rows").get<std::uint64_t>(),
+                 r.at("queries").get<std::uint64_t>(), feat_out.string());
     } else if (*plan) {
       CachePlanOptions po;
       po.policy = parse_cache_policy(plan_policy);

@@ -153,19 +153,8 @@ for r in ranks:
     print(f"  {r['program']} pid {r['pid']}: RSS {r['rss_after_warmup_bytes']/2**20:.1f} -> "
           f"{r['rss_end_bytes']/2**20:.1f} MiB ({r['rss_growth_percent']:+.2f}%), fds "
           f"{r['fds_min']}..{r['fds_max']}")
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    for (pid, prog), ss in sorted(by_pid.items()):
-        a.plot([s["t"] / 60 for s in ss], [s["rss_bytes"] / 2**20 for s in ss], label=f"{prog} {pid}")
-    a.set_ylabel("RSS (MiB)"); a.legend(fontsize=7)
-    b.plot([p["minute"] - 0.5 for p in per_minute], [p["p99_ms"] for p in per_minute], "o-", label="p99")
-    b.plot([p["minute"] - 0.5 for p in per_minute], [p["p50_ms"] for p in per_minute], "o-", label="p50")
-    b.set_ylabel("latency (ms)"); b.set_xlabel("minute"); b.legend()
-    fig.suptitle(f"soak: {rate:.0f} queries/s ({rate/peak:.0%} of peak {peak:.0f})")
-    fig.savefig(f"{out}/soak.png", dpi=120)
-except ImportError:
-    print("  (no matplotlib: no soak.png)")
 EOF
+# The plot: matplotlib from Debian's python3-matplotlib (a pyenv python3 first on PATH lacks it).
+plot_python=python3
+python3 -c 'import matplotlib' 2> /dev/null || plot_python=/usr/bin/python3
+"$plot_python" "$root/launch/plot-soak.py" "$out" || true

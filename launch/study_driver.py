@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import study_spec
+import study_timeline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -236,11 +237,26 @@ class Study:
             cmd += ["--algorithm", p["algorithm"]]
         if p["scheduler"]:
             cmd += ["--scheduler", p["scheduler"]]
+            train = self.scheduler_training_queries(p)
+            if train:
+                cmd += ["--scheduler-train", train]
         if p["threads_per_isn"]:
             cmd += ["--threads", p["threads_per_isn"]]
         if self.spec.get("hostfile"):
             cmd += ["--hostfile", Path(self.spec["hostfile"]).resolve()]
         return cmd + p["extra"]
+
+    def scheduler_training_queries(self, p):
+        """The training log for a scheduler that predicts costs: the collection's own training
+        log (the ISN looks for INDEX/queries.train.tsv, which a re-sharded index lacks), unless
+        the point's extra flags name one."""
+        if p["scheduler"] not in ("queues", "best-serial") or "--scheduler-train" in p["extra"]:
+            return None
+        train = self.base_index(p) / "queries.train.tsv"
+        if not train.is_file():
+            fail(f"point with scheduler {p['scheduler']}: {train} does not exist; give "
+                 f"\"extra\": [\"--scheduler-train\", FILE] (training queries for its cost predictor)")
+        return train
 
     def run_point(self, pid, p):
         index = self.index_for(p)
@@ -395,7 +411,30 @@ def derive(m, p):
         "isn_fallback": any(i.get("fallback_seen", False) for i in isns),
         "isn_compute_seconds": [i.get("compute_seconds", 0) for i in isns],
         "isn_idle_seconds": [i.get("idle_seconds", 0) for i in isns],
+        # What the simulator needs from the per-batch timeline, kept when copies drop it.
+        "timeline": study_timeline.summarize(m),
+        "scheduler": scheduler_summary(isns),
     }
+
+
+def scheduler_summary(isns):
+    """With --scheduler: the share of queries each processor ran, over all ISNs (the ISNs'
+    `stats.scheduler.processors`), and the predictor's report of the first ISN. None without."""
+    jobs, policy, predictor = {}, None, None
+    for i in isns:
+        sched = (i.get("stats") or {}).get("scheduler")
+        if not sched:
+            continue
+        policy = sched.get("policy", policy)
+        predictor = predictor or sched.get("predictor")
+        for name, proc in (sched.get("processors") or {}).items():
+            jobs[name] = jobs.get(name, 0) + proc.get("jobs", 0)
+    if policy is None:
+        return None
+    total = sum(jobs.values())
+    return {"policy": policy, "jobs": jobs,
+            "share": {k: v / total for k, v in jobs.items()} if total else {},
+            "predictor": predictor}
 
 
 def main():

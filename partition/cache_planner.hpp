@@ -3,7 +3,8 @@
 //   vfb   visiting-frequency block admission (3.3.1): each training query is run as the GPU
 //         engine's ranked AND with GS early termination (Algorithm 1) would run it, and the
 //         blocks each list is read up to are counted; the most visited blocks are admitted,
-//         ties broken by the term's query frequency, never more than lambda of a list (3.3.3).
+//         ties broken by the term's query frequency, never more than lambda of a list (3.3.3);
+//         unvisited blocks of queried lists (vf = 0) come last, most queried list first.
 //         Visits of a list form a prefix (docIDs are read in order), so the admitted blocks of
 //         a list are a prefix too.
 //   qtf   whole lists by query frequency f_t (Baeza-Yates et al.).

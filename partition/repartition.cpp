@@ -1,8 +1,10 @@
 #include "partition/repartition.hpp"
 
 #include <chrono>
+#include <optional>
 
 #include "common/error.hpp"
+#include "common/forward_index.hpp"
 #include "common/progress.hpp"
 #include "common/shard_index.hpp"
 #include "partition/shard_writer.hpp"
@@ -31,6 +33,25 @@ class IndexSource final : public PostingSource {
 
  private:
   const Index& index_;
+};
+
+// The input's forward index, by input position: each document's stream as its shard stored it
+// (term IDs of the global vocabulary, which re-sharding keeps).
+class ForwardSource final : public TokenStreamSource {
+ public:
+  ForwardSource(const Index& index, const std::vector<std::pair<std::uint32_t, DocId>>& where)
+      : where_(where) {
+    for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+      forward_.push_back(ForwardIndex::open(index.shard(s)));
+  }
+  void tokens(std::uint32_t input_position, std::vector<TermId>& out) const override {
+    const auto [shard, doc] = where_[input_position];
+    forward_[shard].tokens(doc, out);
+  }
+
+ private:
+  const std::vector<std::pair<std::uint32_t, DocId>>& where_;
+  std::vector<ForwardIndex> forward_;
 };
 
 }  // namespace
@@ -79,6 +100,19 @@ nlohmann::json repartition_index(const std::filesystem::path& in_dir,
   wo.progress = progress;
   wo.force = force;
   IndexSource source(index);
+  // The forward index goes along when every input shard has one.
+  std::size_t with_forward = 0;
+  for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+    with_forward += read_forward_index_record(index.shard(s).dir() / kShardManifestName).has_value();
+  if (with_forward != 0 && with_forward != index.num_open_shards())
+    throw IndexFormatError((in_dir / kRootManifestName).string(),
+                           fmt::format("{} of {} shards have a forward index: re-build the index",
+                                       with_forward, index.num_open_shards()));
+  std::optional<ForwardSource> streams;
+  if (with_forward > 0) {
+    streams.emplace(index, where);
+    wo.token_streams = &*streams;
+  }
   nlohmann::json info;
   info["source"] = {{"repartitioned_from", in_dir.string()}};
   nlohmann::json report = write_index(out_dir, docs, source, index.params(), wo, info);

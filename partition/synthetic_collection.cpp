@@ -91,13 +91,13 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     static const char* kKeys[] = {"docs", "seed", "mean_length", "length_sigma", "zipf",
                                   "heaps_k", "heaps_beta", "topic_share", "burstiness", "topic_vocabulary",
                                   "site_size", "links", "link_locality", "train_queries",
-                                  "test_queries"};
+                                  "test_queries", "query_drift"};
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       throw InputError("--synthetic", 0,
                        "unknown key '" + key +
                            "' (docs, seed, mean_length, length_sigma, zipf, heaps_k, heaps_beta, "
                            "topic_share, burstiness, topic_vocabulary, site_size, links, link_locality, "
-                           "train_queries, test_queries)");
+                           "train_queries, test_queries, query_drift)");
     double v = 0;
     try {
       std::size_t used = 0;
@@ -122,6 +122,7 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     else if (key == "link_locality") p.link_locality = v;
     else if (key == "train_queries") p.train_queries = std::uint64_t(v);
     else if (key == "test_queries") p.test_queries = std::uint64_t(v);
+    else if (key == "query_drift") p.query_drift = v;
   }
   if (p.num_docs == 0) throw InputError("--synthetic", 0, "docs must be at least 1");
   if (p.num_docs > 0xfffffff0ull) throw InputError("--synthetic", 0, "docs must be below 2^32");
@@ -130,17 +131,20 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     throw InputError("--synthetic", 0,
                      "topic_share, link_locality (in [0, 1]) and burstiness (in [0, 1)) are fractions");
   if (p.zipf_exponent <= 0) throw InputError("--synthetic", 0, "zipf must be positive");
+  if (p.query_drift > 1) throw InputError("--synthetic", 0, "query_drift is a fraction in [0, 1]");
   return p;
 }
 
 nlohmann::json SyntheticParams::to_json() const {
-  return {{"docs", num_docs},          {"seed", seed},
+  nlohmann::json j = {{"docs", num_docs},          {"seed", seed},
           {"mean_length", mean_doc_length}, {"length_sigma", doc_length_sigma},
           {"zipf", zipf_exponent},     {"heaps_k", heaps_k},
           {"heaps_beta", heaps_beta},  {"topic_share", topic_share}, {"burstiness", burstiness},
           {"topic_vocabulary", topic_vocabulary}, {"site_size", mean_site_size},
           {"links", mean_out_links},   {"link_locality", link_locality},
           {"train_queries", train_queries}, {"test_queries", test_queries}};
+  if (query_drift > 0) j["query_drift"] = query_drift;  // absent by default: old manifests stay
+  return j;
 }
 
 SyntheticCollection::SyntheticCollection(const SyntheticParams& p) : p_(p) {
@@ -252,9 +256,13 @@ std::vector<std::pair<std::string, std::string>> SyntheticCollection::queries(bo
   out.reserve(count);
   Rng log_rng(mix64(p_.seed, train ? 0x7a1a : 0x7e57));
   for (std::uint64_t q = 0; q < count; ++q) {
+    // A drifting test log: query q comes from the other mix with probability drift * q / count
+    // (no draw at all without drift, so that the default logs stay as they were).
+    const bool drifted = !train && p_.query_drift > 0 &&
+                         log_rng.uniform() < p_.query_drift * double(q) / double(count);
     // Which distinct query: popular ones repeat, as in real logs.
     const std::uint64_t which = query_popularity(log_rng) - 1;
-    Rng rng(mix64(p_.seed ^ 0x9e3779b97f4a7c15ull, which));
+    Rng rng(mix64(p_.seed ^ (drifted ? 0xd21f7ed5a1e5c0deull : 0x9e3779b97f4a7c15ull), which));
     double u = rng.uniform();
     unsigned length = 1;
     for (unsigned l = 0; l < 8; ++l) {
@@ -262,7 +270,10 @@ std::vector<std::pair<std::string, std::string>> SyntheticCollection::queries(bo
       u -= kLengthShare[l];
       length = 8;
     }
-    const std::uint32_t topic = site_topic_[site_popularity(rng) - 1];
+    std::uint64_t site = site_popularity(rng) - 1;
+    // The other mix: the same popularity over a different half of the sites (other topics).
+    if (drifted) site = (site + site_start_.size() / 2) % site_start_.size();
+    const std::uint32_t topic = site_topic_[site];
     std::vector<std::uint32_t> terms;
     for (unsigned tries = 0; terms.size() < length && tries < 100; ++tries) {
       std::uint32_t t;

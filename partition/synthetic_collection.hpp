@@ -41,6 +41,9 @@ struct SyntheticParams {
   double link_locality = 0.6;  // fraction of links that stay within the site
   std::uint64_t train_queries = 10000;
   std::uint64_t test_queries = 10000;
+  // A drifting test log (the online cache policy's benchmark): query i of the test log comes
+  // from another popularity over the sites (other topics) with probability query_drift * i / n.
+  double query_drift = 0;
 
   // "docs=25000000,seed=7,mean_length=600,...": keys as the fields above.
   static SyntheticParams parse(const std::string& spec);

@@ -19,7 +19,8 @@ struct SearchRequest {
   k @5 :UInt32;           # 0: the cluster's
   hasScoring @6 :Bool;
   scoring @7 :Wire.Scoring;
-  deadlineMs @8 :UInt32;  # 0: none; else the batch holding it is cut early enough to meet it
+  deadlineMs @8 :UInt32;  # 0: none; else the batch holding it is cut early enough to meet it,
+                          # and the answer comes by then: with deadlineExceeded if not merged yet
 }
 
 struct Hit {
@@ -32,7 +33,11 @@ struct SearchResponse {
   hits @1 :List(Hit);
   partial @2 :Bool;        # some ISN missed the deadline: answers from the others only
   answeredByOr @3 :Bool;   # and-or fell back to OR
-  serverMicros @4 :UInt64; # arrival at the aggregator to the merged answer
+  serverMicros @4 :UInt64; # arrival at the aggregator to the merged answer (or to the deadline)
+  deadlineExceeded @5 :Bool;
+  # The request's deadlineMs passed before its answer was merged: answered at the deadline with
+  # no hits (partial is set too). The query still runs to the end in the cluster (its run file
+  # has it); the late answer is not sent.
 }
 
 interface Frontend {

@@ -9,6 +9,7 @@
 
 #include "common/scoring.hpp"
 #include "isn/cpu_engine/daat_algorithms.hpp"
+#include "isn/cpu_engine/windowed_maxscore.hpp"
 
 namespace gpusearch::cpu {
 
@@ -22,18 +23,20 @@ std::string_view to_string(Algorithm a) {
       return "bmw";
     case Algorithm::kMaxScore:
       return "maxscore";
+    case Algorithm::kMaxScoreDaat:
+      return "maxscore-daat";
   }
   return "?";
 }
 
 std::vector<std::string> algorithm_names() {
-  return {"exhaustive", "wand", "bmw", "maxscore"};
+  return {"exhaustive", "wand", "bmw", "maxscore", "maxscore-daat"};
 }
 
 Algorithm parse_algorithm(std::string_view s) {
   if (s.empty()) return kDefaultAlgorithm;
-  for (Algorithm a :
-       {Algorithm::kExhaustive, Algorithm::kWand, Algorithm::kBmw, Algorithm::kMaxScore})
+  for (Algorithm a : {Algorithm::kExhaustive, Algorithm::kWand, Algorithm::kBmw,
+                      Algorithm::kMaxScore, Algorithm::kMaxScoreDaat})
     if (s == to_string(a)) return a;
   if (s == "or" || s == "ranked-or") return Algorithm::kExhaustive;
   if (s == "block-max-wand") return Algorithm::kBmw;
@@ -57,6 +60,11 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
   }
   for (std::size_t i = pagerank_suffix_max_.size(); i-- > 1;)
     pagerank_suffix_max_[i - 1] = std::max(pagerank_suffix_max_[i - 1], pagerank_suffix_max_[i]);
+  const IndexParams& ip = shard.params();
+  const auto lengths = shard.doc_lengths();
+  norms_.resize(lengths.size());
+  for (std::size_t d = 0; d < lengths.size(); ++d)
+    norms_[d] = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
   gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
 }
@@ -64,8 +72,11 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
 namespace {
 
 void merge_into(std::vector<RankedDoc>& all, std::size_t k) {
+  const auto before = [](const RankedDoc& a, const RankedDoc& b) { return ranks_before(a, b); };
   const std::size_t n = std::min(k, all.size());
-  std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(), ranks_before);
+  // One range and no running documents: already in order (TopK::take_sorted).
+  if (!std::is_sorted(all.begin(), all.end(), before))
+    std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(), before);
   all.resize(n);
 }
 
@@ -81,7 +92,8 @@ double kth_score(std::span<const RankedDoc> running, std::size_t k) {
 
 CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& params,
                                         bool conjunctive, DocId begin, DocId end,
-                                        SharedThreshold& shared, QueryCounters& counters) const {
+                                        SharedThreshold& shared, bool concurrent,
+                                        QueryCounters& counters) const {
   const IndexParams& ip = shard_.params();
   std::vector<std::uint32_t> dfs;
   dfs.reserve(query.terms.size());
@@ -93,9 +105,8 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   ctx.shard = &shard_;
   ctx.shard_id = shard_id_;
   ctx.num_docs = shard_.num_docs();
-  ctx.lengths = shard_.doc_lengths().data();
-  ctx.bm25 = ip.bm25;
-  ctx.avg_doc_length = ip.collection.avg_doc_length;
+  ctx.range_end = std::min(end, ctx.num_docs);
+  ctx.norms = norms_.data();
   ctx.pagerank = shard_.pagerank().data();
   ctx.gs_coarse = gs_coarse_.data();
   ctx.pagerank_suffix_max = pagerank_suffix_max_.data();
@@ -106,9 +117,10 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
 
   std::vector<PostingCursor> cursors(query.terms.size());
   for (std::size_t i = 0; i < cursors.size(); ++i)
-    cursors[i].open(shard_, query.terms[i], w.term_weight[i], begin, end, &counters);
+    cursors[i].open(shard_, query.terms[i], w.term_weight[i], begin, end, &counters,
+                    options_.bound_scale);
 
-  TopK top(params.k, &shared);
+  TopK top(params.k, &shared, concurrent);
   RunStats stats;
   const Algorithm a = options_.algorithm;
   if (conjunctive) {
@@ -125,12 +137,15 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
         stats = block_max_wand(ctx, cursors, top, counters);
         break;
       case Algorithm::kMaxScore:
+        stats = windowed_maxscore(ctx, cursors, top, counters, options_.window_docs);
+        break;
+      case Algorithm::kMaxScoreDaat:
         stats = block_max_maxscore(ctx, cursors, top, counters);
         break;
     }
   }
   for (PostingCursor& c : cursors) c.finish();
-  return {top.heap().take_sorted(), stats.and_matches, stats.early_terminated};
+  return {top.take_sorted(shard_id_), stats.and_matches, stats.early_terminated};
 }
 
 CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& params,
@@ -152,7 +167,7 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
   const unsigned parts =
       std::max(1u, std::min<unsigned>(options_.intra_query_threads, span / 1024));
   if (parts == 1) {
-    ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared, counters);
+    ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared, false, counters);
     result.hits.insert(result.hits.end(), r.hits.begin(), r.hits.end());
     result.and_matches = r.and_matches;
     result.early_terminated = r.early_terminated;
@@ -163,7 +178,7 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
       const DocId b = from_doc + DocId(std::uint64_t(span) * p / parts);
       const DocId e =
           p + 1 == parts ? kNoDoc : from_doc + DocId(std::uint64_t(span) * (p + 1) / parts);
-      runs[p] = run_range(query, params, conjunctive, b, e, shared, part_counters[p]);
+      runs[p] = run_range(query, params, conjunctive, b, e, shared, true, part_counters[p]);
     });
     for (unsigned p = 0; p < parts; ++p) {
       result.hits.insert(result.hits.end(), runs[p].hits.begin(), runs[p].hits.end());
@@ -224,7 +239,7 @@ ShardResult CpuEngine::search_range(const Query& query, const SearchParams& para
   bool early = false;
   auto run = [&](bool conjunctive) {
     SharedThreshold shared;
-    ModeRun m = run_range(query, params, conjunctive, begin, end, shared, r.counters);
+    ModeRun m = run_range(query, params, conjunctive, begin, end, shared, false, r.counters);
     merge_into(m.hits, params.k);
     early = early || m.early_terminated;
     return m;

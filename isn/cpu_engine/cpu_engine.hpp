@@ -20,10 +20,11 @@ namespace gpusearch::cpu {
 class SharedThreshold;
 
 enum class Algorithm {
-  kExhaustive,  // ranked OR / ranked AND, every posting decoded and every match scored
-  kWand,        // WAND (AND mode: block-max AND)
-  kBmw,         // block-max WAND (AND mode: block-max AND)
-  kMaxScore,    // block-max MaxScore (AND mode: block-max AND)
+  kExhaustive,    // ranked OR / ranked AND, every posting decoded and every match scored
+  kWand,          // WAND (AND mode: block-max AND)
+  kBmw,           // block-max WAND (AND mode: block-max AND)
+  kMaxScore,      // block-max MaxScore over docID windows (AND mode: block-max AND)
+  kMaxScoreDaat,  // block-max MaxScore, document at a time (AND mode: block-max AND)
 };
 std::string_view to_string(Algorithm a);
 Algorithm parse_algorithm(std::string_view s);  // "" gives the default; throws InputError
@@ -36,6 +37,11 @@ struct CpuEngineOptions {
   // Stop over GS-ordered docIDs (paper 000, eq. 5) where the index's GS alpha makes it exact.
   // The exhaustive algorithm never stops early.
   bool gs_early_termination = true;
+  // Documents per window of the windowed MaxScore (windowed_maxscore.hpp).
+  unsigned window_docs = 4096;
+  // Multiplies every term upper bound the pruning algorithms use (list and block maxima). 1;
+  // tests set it below 1 to prove that a weakened bound gives a wrong answer they catch.
+  double bound_scale = 1.0;
 };
 
 class CpuEngine final : public QueryEngine {
@@ -85,13 +91,15 @@ class CpuEngine final : public QueryEngine {
   ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive, DocId from_doc,
                    std::span<const RankedDoc> running, QueryCounters& counters) const;
   ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive, DocId begin,
-                    DocId end, SharedThreshold& shared, QueryCounters& counters) const;
+                    DocId end, SharedThreshold& shared, bool concurrent,
+                    QueryCounters& counters) const;
 
   const ShardIndex& shard_;
   std::uint32_t shard_id_;
   CpuEngineOptions options_;
   std::vector<float> gs_coarse_;  // GS of every kGsStride-th document (daat_algorithms.hpp)
   std::vector<float> pagerank_suffix_max_;  // max PR' from every kGsStride-th document on
+  std::vector<double> norms_;               // length_norm of every document (QueryContext::norms)
   bool gs_ordered_ = false;
 };
 

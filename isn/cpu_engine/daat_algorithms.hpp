@@ -14,7 +14,6 @@
 // tying with the k-th keep their chance on the rank tie-break.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -24,44 +23,11 @@
 #include "common/search_result.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cpu_engine/posting_cursor.hpp"
+#include "isn/cpu_engine/top_k.hpp"
 
 namespace gpusearch::cpu {
 
 inline constexpr DocId kGsStride = 128;
-
-// A threshold several top-k heaps raise together (intra-query parallelism, resumed queries):
-// each heap's k-th score is a lower bound of the query's final k-th score.
-class SharedThreshold {
- public:
-  double get() const { return value_.load(std::memory_order_relaxed); }
-  void raise(double x) {
-    double cur = value_.load(std::memory_order_relaxed);
-    while (x > cur && !value_.compare_exchange_weak(cur, x, std::memory_order_relaxed)) {
-    }
-  }
-
- private:
-  std::atomic<double> value_{-std::numeric_limits<double>::infinity()};
-};
-
-// A top-k heap whose entry threshold is the larger of its own and the shared one.
-class TopK {
- public:
-  TopK(std::size_t k, SharedThreshold* shared) : heap_(k), shared_(shared) {}
-  double threshold() const {
-    const double own = heap_.threshold();
-    return shared_ ? std::max(own, shared_->get()) : own;
-  }
-  void push(const RankedDoc& d) {
-    heap_.push(d);
-    if (shared_ && heap_.full()) shared_->raise(heap_.threshold());
-  }
-  TopKHeap& heap() { return heap_; }
-
- private:
-  TopKHeap heap_;
-  SharedThreshold* shared_;
-};
 
 // What every algorithm needs besides the cursors: the shard's per-document arrays and the
 // query's static weight and bounds.
@@ -69,9 +35,10 @@ struct QueryContext {
   const ShardIndex* shard = nullptr;
   std::uint32_t shard_id = 0;
   DocId num_docs = 0;
-  const std::uint32_t* lengths = nullptr;
-  Bm25Params bm25;
-  double avg_doc_length = 1;
+  DocId range_end = 0;  // the run covers docIDs below it (min of the range's end and num_docs)
+  // The reference's length normalization of every document, length_norm(bm25, |d|, avgdl),
+  // computed once per shard (CpuEngine): bit-identical, and no division per candidate.
+  const double* norms = nullptr;
   const float* pagerank = nullptr;
   // GS of the first document of every run of kGsStride docIDs: since GS is non-increasing in
   // the docID, gs_coarse[d / kGsStride] bounds GS(d') for every d' >= d, from a table small
@@ -100,11 +67,10 @@ struct QueryContext {
     return gs_factor &&
            *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
   }
-  // The reference's length normalization of document d (bit-identical).
-  double norm(DocId d) const { return length_norm(bm25, lengths[d], avg_doc_length); }
+  double norm(DocId d) const { return norms[d]; }
   // Starts loading what scoring d needs (a cache miss on large shards) while bounds are checked.
   void prefetch(DocId d) const {
-    if (d != kNoDoc) __builtin_prefetch(lengths + d);
+    if (d != kNoDoc) __builtin_prefetch(norms + d);
   }
   // The static part of d's score; zero (and no memory access) for bm25.
   double static_score(DocId d) const {
@@ -115,7 +81,7 @@ struct QueryContext {
   void offer(TopK& top, DocId d, double term_sum) const {
     const double score = term_sum + static_score(d);
     if (score < top.threshold()) return;
-    top.push({score, ranks[d], shard_id, d});
+    top.push(score, ranks[d], d);
   }
 };
 

@@ -21,13 +21,16 @@ class PostingCursor {
 
   // Positions the cursor on the first posting of term `t` with docID >= begin; docid() is kNoDoc
   // once the cursor reaches a docID >= end or the end of the list. `weight` multiplies impacts.
+  // `bound_scale` multiplies every upper bound the cursor gives (max_score, block maxima): 1
+  // except in the tests that prove a weakened bound is caught.
   void open(const ShardIndex& shard, TermId t, double weight, DocId begin, DocId end,
-            QueryCounters* counters) {
+            QueryCounters* counters, double bound_scale = 1.0) {
     const TermInfo& info = shard.term(t);
     shard_ = &shard;
     info_ = &info;
     weight_ = weight;
-    max_score_ = weight * double(info.max_impact);
+    bound_weight_ = weight * bound_scale;
+    max_score_ = bound_weight_ * double(info.max_impact);
     last_ = shard.block_last_docid().data() + info.first_block;
     block_max_ = shard.block_max_impact().data() + info.first_block;
     num_blocks_ = info.num_blocks;
@@ -103,7 +106,7 @@ class PostingCursor {
       return;
     }
     if (!pending_ && d <= last_[block_]) {
-      while (docs_[pos_] < d) ++pos_;
+      pos_ = position_in_block(d);
       set_current();
       return;
     }
@@ -133,8 +136,27 @@ class PostingCursor {
       load_block(b);
       pos_ = 0;
     }
-    while (docs_[pos_] < d) ++pos_;
+    pos_ = position_in_block(d);
     set_current();
+  }
+
+  // The first position >= pos_ of the decoded block whose docID is >= d (the block's last docID
+  // is >= d). Near: a linear scan; far (MaxScore's probes of long non-essential lists jump
+  // through a block): a branch-free binary search.
+  std::uint32_t position_in_block(DocId d) const {
+    std::uint32_t p = pos_;
+    if (count_ - p > 16 && docs_[p + 15] < d) {
+      const DocId* base = docs_ + p + 16;
+      std::uint32_t n = count_ - p - 16;
+      while (n > 1) {
+        const std::uint32_t half = n / 2;
+        base = base[half] < d ? base + half : base;
+        n -= half;
+      }
+      return std::uint32_t(base - docs_) + (*base < d);
+    }
+    while (docs_[p] < d) ++p;
+    return p;
   }
 
  public:
@@ -152,7 +174,63 @@ class PostingCursor {
   double block_max_score(DocId d) {
     if (shallow_ < block_ && block_ != kNone) shallow_ = block_;
     while (shallow_ < num_blocks_ && last_[shallow_] < d) ++shallow_;
-    return shallow_ < num_blocks_ ? weight_ * double(block_max_[shallow_]) : 0.0;
+    return shallow_ < num_blocks_ ? bound_weight_ * double(block_max_[shallow_]) : 0.0;
+  }
+
+  // Bound of weight * impact over the postings of [lo, hi] still ahead of the cursor: the
+  // largest block maximum of the blocks that overlap it (no decoding). `cover_last` gets the
+  // last docID of the last of those blocks (kNoDoc if the list ends before hi): the bound holds
+  // up to it. Moves the shallow pointer to lo's block; lo never decreases between calls.
+  double window_max_score(DocId lo, DocId hi, DocId& cover_last) {
+    if (shallow_ < block_ && block_ != kNone) shallow_ = block_;
+    if (shallow_ < num_blocks_ && last_[shallow_] < lo) {
+      // Gallop: a list left behind (MaxScore's non-essential lists) may be far behind lo.
+      std::uint32_t lo_b = shallow_ + 1, step = 1, hi_b = lo_b;
+      while (hi_b < num_blocks_ && last_[hi_b] < lo) lo_b = hi_b + 1, hi_b += step, step *= 2;
+      hi_b = std::min(hi_b + 1, num_blocks_);
+      shallow_ = std::uint32_t(std::lower_bound(last_ + lo_b, last_ + hi_b, lo) - last_);
+    }
+    float m = 0;
+    std::uint32_t b = shallow_;
+    for (; b < num_blocks_; ++b) {
+      m = std::max(m, block_max_[b]);
+      if (last_[b] >= hi) break;
+    }
+    cover_last = b < num_blocks_ ? last_[b] : kNoDoc;
+    return bound_weight_ * double(m);
+  }
+
+  // Calls f(docid, freq) for every posting from the current one up to docID `bound`
+  // (exclusive), decoding docIDs and frequencies block by block; leaves the cursor on the first
+  // posting >= bound (or kNoDoc). Term-at-a-time scoring of a window (windowed MaxScore).
+  template <typename F>
+  void for_each_below(DocId bound, F&& f) {
+    const DocId limit = std::min(bound, end_);
+    while (docid_ < limit) {
+      if (!freqs_decoded_) {
+        codec::decode_freqs(freq_part_, freqs_);
+        freqs_decoded_ = true;
+      }
+      std::uint32_t stop = count_;
+      if (last_[block_] >= limit) {
+        stop = pos_;
+        while (docs_[stop] < limit) ++stop;  // the block's last docID is >= limit
+      }
+      for (std::uint32_t i = pos_; i < stop; ++i) f(docs_[i], freqs_[i]);
+      if (stop < count_) {
+        pos_ = stop;
+        set_current();
+        return;
+      }
+      if (block_ + 1 >= num_blocks_) {
+        pos_ = count_ - 1;
+        docid_ = kNoDoc;
+        return;
+      }
+      load_block(block_ + 1);
+      pos_ = 0;
+      set_current();
+    }
   }
   // Last docID of the shallow block (kNoDoc past the list's end): the bound of
   // block_max_score() holds up to it.
@@ -186,7 +264,7 @@ class PostingCursor {
   const float* block_max_ = nullptr;
   const std::uint32_t* freq_part_ = nullptr;
   QueryCounters* counters_ = nullptr;
-  double weight_ = 0, max_score_ = 0;
+  double weight_ = 0, bound_weight_ = 0, max_score_ = 0;
   DocId docid_ = kNoDoc, end_ = kNoDoc;
   std::uint32_t num_blocks_ = 0, block_ = kNone, shallow_ = 0, pos_ = 0, count_ = 0;
   std::uint32_t blocks_in_range_ = 0, blocks_decoded_ = 0;

@@ -6,7 +6,7 @@
 // per second on one core.
 //
 //   bench_cpu_engine --index DIR --queries FILE --out JSON [--k 10,100,1000]
-//                    [--algorithms exhaustive,wand,bmw,maxscore] [--threads N] [--limit Q]
+//                    [--algorithms exhaustive,wand,bmw,maxscore,maxscore-daat] [--threads N] [--limit Q]
 //                    [--mode or] [--scoring bm25] [--shard 0] [--intra-query N]
 #include <algorithm>
 #include <chrono>
@@ -99,7 +99,8 @@ std::vector<std::string> split(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{"bench_cpu_engine: CPU query algorithms, latency, throughput and work"};
   std::string index_dir, queries_path, out_path,
-      ks_arg = "10,100,1000", algorithms_arg = "exhaustive,wand,bmw,maxscore", mode_arg = "or",
+      ks_arg = "10,100,1000",
+              algorithms_arg = "exhaustive,wand,bmw,maxscore,maxscore-daat", mode_arg = "or",
       scoring_arg = "bm25";
   unsigned threads = 0, intra_query = 0;
   std::size_t limit = 2000;

@@ -26,6 +26,9 @@
 #   cluster_test.sh BUILD_DIR rpc          the live front end (--listen): gpusearch load and query
 #                                          answers equal the replay's; bad token refused; SIGTERM
 #                                          ends the run with run and metrics written
+#   cluster_test.sh BUILD_DIR rpcdeadline  a request whose deadline passes before its answer (a
+#                                          slow ISN) is answered at the deadline, flagged, not
+#                                          after the answer; the cluster still runs it
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -175,6 +178,10 @@ case "$case_name" in
         echo "queues: predictor error (held out) $(metric "$m" "[round(m['isn'][0]['stats']['scheduler']['predictor'][p]['mean_relative_error_held_out'], 3) for p in ('cpu', 'gpu')]")"
         online=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['online']")
         echo "queues: online refit of the CPU model: $online"
+        # Trained at start-up on the run's mode and k (cluster.sh passes them to the ISNs), not
+        # in the first batch, which would be charged for it.
+        [ "$(metric "$m" "all(m['isn'][i]['hello']['prepare_seconds'] > 0 for i in range(2))")" = True ] ||
+          fail "queues: the predictor was not trained before the hello (prepare_seconds $(metric "$m" "[m['isn'][i]['hello'].get('prepare_seconds') for i in range(2)]"))"
       fi
       [ "$jobs_cpu" -gt 0 ] && [ "$jobs_gpu" -gt 0 ] || fail "$sched: one processor did nothing"
     done
@@ -269,6 +276,41 @@ case "$case_name" in
     echo "PASS: RPC front end answers equal the replay's; latency p50 $(metric "$tmp/load.json" \
       'round(m["latency_ms"]["p50"], 3)') ms, added by RPC p50 $(metric "$tmp/load.json" \
       'round(m["added_ms"]["p50"], 3)') ms; SIGTERM ended the run cleanly"
+    ;;
+  rpcdeadline)
+    synthetic_index 2 "$tmp/idx"
+    q=$tmp/idx/queries.test.tsv
+    # ISN 2 sleeps 1 s before each batch; the cluster's own batch deadline is far (5 s).
+    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 --mode and-or \
+      --k 10 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
+      --inject-delay-ms 1000 --inject-delay-rank 2 --deadline-ms 5000 > "$tmp/serve.txt" 2>&1 &
+    serving=$!
+    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
+      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
+    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
+    addr=$(cat "$tmp/addr")
+    text=$(head -1 "$q" | cut -f2)
+    # A 100 ms deadline: answered at the deadline, flagged, long before the slow ISN's answer.
+    "$gs" query --connect "$addr" --deadline-ms 100 --id late "$text" > "$tmp/late.txt" ||
+      { cat "$tmp/late.txt"; fail "gpusearch query with a deadline failed"; }
+    grep -q "^query late: 0 hits, DEADLINE EXCEEDED" "$tmp/late.txt" || { cat "$tmp/late.txt"; fail "no deadline-exceeded answer"; }
+    late_ms=$(sed -n 's/.* hits, DEADLINE EXCEEDED (\([0-9.]*\) ms.*/\1/p' "$tmp/late.txt")
+    python3 -c "import sys; t = float(sys.argv[1]); sys.exit(0 if 100 <= t < 900 else 1)" "$late_ms" ||
+      fail "deadline answer after $late_ms ms, expected at 100 ms (the answer takes 1000 ms)"
+    # Without a deadline the same query waits for the slow ISN and gets its hits.
+    "$gs" query --connect "$addr" --id ontime "$text" > "$tmp/ontime.txt" || fail "gpusearch query failed"
+    grep -Eq "^query ontime: [1-9][0-9]* hits" "$tmp/ontime.txt" && ! grep -Eq "DEADLINE|PARTIAL" "$tmp/ontime.txt" ||
+      { cat "$tmp/ontime.txt"; fail "no full answer"; }
+    kill -TERM "$serving"
+    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
+    wait "$serving" || { cat "$tmp/serve.txt"; fail "serving run exit code $?"; }
+    [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["deadline_exceeded"]')" = 1 ] || fail "front end: deadline_exceeded"
+    [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered_after_deadline"]')" = 1 ] || fail "front end: the late answer"
+    [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered"]')" = 1 ] || fail "front end: answered"
+    [ "$(metric "$tmp/rpc-m.json" 'm["queries"]["run"]')" = 2 ] || fail "the cluster did not run both"
+    grep -q "^late " "$tmp/rpc-run.txt" || fail "the late query is not in the cluster's run file"
+    echo "PASS: a request past its 100 ms deadline answered after $late_ms ms (DEADLINE EXCEEDED), the slow answer not sent"
     ;;
   death)
     synthetic_index 2 "$tmp/idx"

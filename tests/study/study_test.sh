@@ -3,7 +3,10 @@
 # the multi-node launch:
 #   study_test.sh BUILD_DIR two_point         a two-point study: one JSON per point, answers
 #                                             exact, report and plots written; a rerun skips both
-#                                             points; the simulator validates and predicts
+#                                             points; the simulator validates and predicts,
+#                                             the same from a study-strip copy
+#   study_test.sh BUILD_DIR simulator_gpu_host the simulator within its tolerances on every
+#                                             point of tests/benchmarks/study-gpu-host
 #   study_test.sh BUILD_DIR bad_spec          bad specs fail before running, naming the bad input
 #   study_test.sh BUILD_DIR multi_node_netns  the cluster across three "hosts" (network
 #                                             namespaces joined by a bridge, Open MPI's launch
@@ -46,6 +49,8 @@ case "$case_name" in
       [ "$(metric "$f" 'm["derived"]["queries"]')" -ge 250 ] || fail "$f: too few queries answered"
       [ "$(metric "$f" 'len(m["metrics"]["latency_ms"]["order_statistics"]) > 0')" = True ] ||
         fail "$f: no latency order statistics"
+      [ "$(metric "$f" 'm["derived"]["timeline"]["first_cut_ms"] > 0 and len(m["derived"]["timeline"]["first_batch"]["isn_compute_ms"]) == m["config"]["isns"]')" = True ] ||
+        fail "$f: no timeline summary (first cut, the first batch per ISN) in derived.timeline"
     done
     isns=$(for f in "$out"/points/*.json; do metric "$f" 'm["metrics"]["isns"]'; done | sort | tr '\n' ' ')
     [ "$isns" = "1 2 " ] || fail "expected points with 1 and 2 ISNs, got $isns"
@@ -68,7 +73,41 @@ case "$case_name" in
     cat "$tmp/sim.log"
     grep -q "^| 10 |" "$out/simulation.md" || fail "simulation.md lacks the 10-ISN prediction"
     [ "$(metric "$out/simulation.json" 'len(m["validation"])')" = 2 ] || fail "simulation: expected 2 validated points"
+    [ "$(metric "$out/simulation.json" 'all(r["admission_measured"] for r in m["validation"])')" = True ] ||
+      fail "simulation: the aggregator's admission cost not taken from the closed-loop points"
+    # The repository copy: study-strip drops the per-batch timelines and keeps their summary, so
+    # the simulator's output is the same (same seeds) from the stripped copy.
+    cp "$out/simulation.json" "$tmp/sim-full.json"
+    "$root/launch/study-strip" "$out" || fail "study-strip failed"
+    [ "$(metric "$out/points/$(ls "$out/points" | head -1)" '"batches" in m["metrics"]["timeline"]')" = False ] ||
+      fail "study-strip left the per-batch timeline"
+    "$root/launch/study-simulate" "$out" --isns 1,2,10 --repeats 2 > "$tmp/sim2.log" 2>&1 ||
+      { cat "$tmp/sim2.log"; fail "study-simulate failed on the stripped copy"; }
+    python3 - "$tmp/sim-full.json" "$out/simulation.json" <<'PY' || fail "the stripped copy simulates differently"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+keys = ("predicted_qps", "predicted_p99_ms")
+assert [[r[k] for k in keys] for r in a["validation"]] == [[r[k] for k in keys] for r in b["validation"]], (a, b)
+PY
     echo "PASS: two-point study, report, resume and simulator in $(( $(date +%s) - t0 )) s"
+    ;;
+
+  simulator_gpu_host)
+    # The simulator's validation on the GPU host's committed study (tests/benchmarks/
+    # study-gpu-host: measured points, their timelines summarized): every point within 15% of
+    # the measured throughput and 25% of the measured p99, and --check fails when the
+    # tolerances are tighter than the model's errors.
+    cp -r "$root/tests/benchmarks/study-gpu-host" "$tmp/gh"
+    "$root/launch/study-simulate" "$tmp/gh" --isns 1,10 --repeats 2 --check > "$tmp/sim.log" 2>&1 ||
+      { cat "$tmp/sim.log"; fail "a GPU-host point is outside the simulator's tolerances"; }
+    tail -1 "$tmp/sim.log"
+    n=$(metric "$tmp/gh/simulation.json" 'sum(r["within"] for r in m["validation"])')
+    [ "$n" -ge 15 ] || fail "only $n points validated within the tolerances"
+    rc=0
+    "$root/launch/study-simulate" "$tmp/gh" --isns 1 --repeats 2 --check --throughput-tolerance 0.001 \
+      --p99-tolerance 0.001 > "$tmp/tight.log" 2>&1 || rc=$?
+    [ "$rc" = 1 ] || { cat "$tmp/tight.log"; fail "--check with 0.1% tolerances: exit $rc, expected 1"; }
+    echo "PASS: the simulator meets its tolerances on the $n GPU-host points; --check can fail"
     ;;
 
   bad_spec)

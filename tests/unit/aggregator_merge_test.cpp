@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "aggregator/arrival_order_writer.hpp"
+#include "aggregator/run_writer_thread.hpp"
 #include "aggregator/kway_merge.hpp"
 
 using namespace gpusearch;
@@ -68,6 +69,26 @@ TEST(AggregatorMerge, KWayEqualsPartialSort) {
     }
     EXPECT_EQ(m.counters.postings_decoded, ref.counters.postings_decoded);
   }
+}
+
+TEST(RunWriterThread, WritesTheSameBytesAsTheOrderingWriterOnItsOwnThread) {
+  std::ostringstream direct, threaded;
+  ArrivalOrderWriter w(direct, "t");
+  {
+    RunWriterThread t(threaded, "t");
+    for (std::uint64_t i = 0; i < 500; ++i) {
+      const std::uint64_t seq = i ^ 1;  // pairs answered out of order
+      std::vector<CachedHit> hits;
+      for (std::uint64_t h = 0; h < seq % 4; ++h) hits.push_back({"d" + std::to_string(h), 1.0 + h});
+      w.add(seq, "q" + std::to_string(seq), hits);
+      t.add(seq, "q" + std::to_string(seq), hits);
+    }
+    t.finish();
+    EXPECT_EQ(t.order().written(), 500u);
+    EXPECT_EQ(t.order().waiting(), 0u);
+  }
+  EXPECT_EQ(threaded.str(), direct.str());
+  EXPECT_FALSE(direct.str().empty());
 }
 
 TEST(ArrivalOrderWriter, WritesInArrivalOrderWhateverTheAnswerOrder) {

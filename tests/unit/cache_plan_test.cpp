@@ -65,7 +65,7 @@ std::uint64_t list_bytes(const ShardIndex& shard, TermId t, std::uint32_t blocks
 TEST_F(CachePlanTest, EveryPolicyKeepsItsBudgetAndCountsItsBytes) {
   const Index index = Index::open(idx());
   for (CachePolicy policy : {CachePolicy::kVfb, CachePolicy::kQtf, CachePolicy::kQtfDf}) {
-    const std::uint64_t budget = 64 * 1024;
+    const std::uint64_t budget = 32 * 1024;
     const CachePlan p = plan(index, policy, budget, 0.5);
     ASSERT_EQ(p.shards.size(), 2u);
     for (const ShardCachePlan& sp : p.shards) {

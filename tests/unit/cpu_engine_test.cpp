@@ -23,7 +23,8 @@ namespace {
 constexpr Mode kModes[] = {Mode::kAnd, Mode::kOr, Mode::kAndOr};
 constexpr Scoring kScorings[] = {Scoring::kBm25, Scoring::kBm25Pr};
 constexpr cpu::Algorithm kAlgorithms[] = {cpu::Algorithm::kExhaustive, cpu::Algorithm::kWand,
-                                          cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore};
+                                          cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
+                                          cpu::Algorithm::kMaxScoreDaat};
 
 std::string describe(const Query& q, const SearchParams& p, cpu::Algorithm a, unsigned threads) {
   std::string terms;
@@ -35,10 +36,13 @@ std::string describe(const Query& q, const SearchParams& p, cpu::Algorithm a, un
 
 // One CPU engine per shard of an index, for one algorithm and thread count.
 struct Engines {
-  Engines(const Index& index, cpu::Algorithm a, unsigned threads) {
+  Engines(const Index& index, cpu::Algorithm a, unsigned threads,
+          cpu::CpuEngineOptions o = {}) {
+    o.algorithm = a;
+    o.intra_query_threads = threads;
     for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-      engines.push_back(std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s),
-                                                         cpu::CpuEngineOptions{a, threads, true}));
+      engines.push_back(
+          std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s), o));
   }
   std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
 };
@@ -64,11 +68,12 @@ void expect_and_or_contract(const ReferenceShardAnswer& ref, const ShardResult& 
 // Checks every setting for `queries` on `index`; returns the number of checks.
 std::size_t check_index(const Index& index, const std::vector<Query>& queries,
                         const std::vector<unsigned>& ks, const std::vector<unsigned>& threads,
-                        const std::vector<cpu::Algorithm>& algorithms, double alpha = 0.3) {
+                        const std::vector<cpu::Algorithm>& algorithms, double alpha = 0.3,
+                        const cpu::CpuEngineOptions& options = {}) {
   std::size_t checks = 0;
   for (unsigned t : threads) {
     for (cpu::Algorithm a : algorithms) {
-      Engines e(index, a, t);
+      Engines e(index, a, t, options);
       for (Scoring scoring : kScorings) {
         for (Mode mode : kModes) {
           for (unsigned k : ks) {
@@ -306,14 +311,69 @@ TEST_F(CpuEngineTest, AdversarialQueries) {
   }
 }
 
+// The windowed MaxScore at window sizes that put many window edges inside the lists (64), one
+// that is not a power of two (700), and one larger than the shards (one window per query).
+TEST_F(CpuEngineTest, WindowedMaxScoreAtEveryWindowSize) {
+  for (unsigned window : {64u, 700u, 1u << 16}) {
+    cpu::CpuEngineOptions o;
+    o.window_docs = window;
+    for (const char* name : {"one", "three", "tiers"}) {
+      const Index index = open(name);
+      EXPECT_GT(check_index(index, queries(index, 25), {1, 10, 100, 1000}, {1, 3},
+                            {cpu::Algorithm::kMaxScore}, 0.3, o),
+                500u)
+          << name << " window " << window;
+    }
+  }
+}
+
+// Wrong answers (against the reference) of `a` with every term bound scaled by `scale`.
+std::size_t count_wrong(const Index& index, const std::vector<Query>& queries, cpu::Algorithm a,
+                        double scale) {
+  cpu::CpuEngineOptions o;
+  o.algorithm = a;
+  o.bound_scale = scale;
+  std::size_t wrong = 0;
+  for (Scoring scoring : kScorings) {
+    for (Mode mode : {Mode::kOr, Mode::kAnd}) {
+      for (unsigned k : {1u, 10u, 100u}) {
+        const SearchParams p{mode, scoring, 0.3, k};
+        for (const Query& q : queries) {
+          std::vector<ShardResult> shard_results;
+          for (std::size_t s = 0; s < index.num_open_shards(); ++s)
+            shard_results.push_back(
+                cpu::CpuEngine(index.shard(s), index.shard_id(s), o).search_one(q, p));
+          const auto ref = reference_answer(index, q, p, k + 20);
+          wrong += compare_top_k(ref.hits, ref.total_matches, k, merged(p, shard_results).hits)
+                       .has_value();
+        }
+      }
+    }
+  }
+  return wrong;
+}
+
+// The tests above can fail: every pruning algorithm with its list and block maxima weakened by
+// 3% gives wrong answers on these queries (and with the true bounds, none).
+TEST_F(CpuEngineTest, WeakenedBoundsAreCaught) {
+  const Index index = open("one");
+  const auto qs = queries(index, 40);
+  for (cpu::Algorithm a : {cpu::Algorithm::kWand, cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
+                           cpu::Algorithm::kMaxScoreDaat}) {
+    EXPECT_EQ(count_wrong(index, qs, a, 1.0), 0u) << cpu::to_string(a);
+    EXPECT_GT(count_wrong(index, qs, a, 0.97), 0u) << cpu::to_string(a) << " bounds x 0.97";
+  }
+}
+
 TEST_F(CpuEngineTest, CountersAreHonest) {
   const Index index = open("one");
   const auto qs = queries(index, 40);
   const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
-  QueryCounters exhaustive, bmw, maxscore;
+  QueryCounters exhaustive, bmw, maxscore, maxscore_daat;
   for (auto [a, c] :
        {std::pair{cpu::Algorithm::kExhaustive, &exhaustive}, std::pair{cpu::Algorithm::kBmw, &bmw},
-        std::pair{cpu::Algorithm::kMaxScore, &maxscore}}) {
+        std::pair{cpu::Algorithm::kMaxScore, &maxscore},
+        std::pair{cpu::Algorithm::kMaxScoreDaat, &maxscore_daat}}) {
     cpu::CpuEngine e(index.shard(0), 0, {a, 1, true});
     for (const Query& q : qs) c->add(e.search_one(q, p).counters);
   }
@@ -327,7 +387,7 @@ TEST_F(CpuEngineTest, CountersAreHonest) {
   EXPECT_EQ(exhaustive.blocks_skipped, 0u);
   EXPECT_EQ(exhaustive.early_terminations, 0u);
   // Pruning algorithms account for every block either way, and score fewer documents.
-  for (const QueryCounters* c : {&bmw, &maxscore}) {
+  for (const QueryCounters* c : {&bmw, &maxscore, &maxscore_daat}) {
     EXPECT_EQ(c->blocks_decoded + c->blocks_skipped, blocks);
     EXPECT_LT(c->docs_scored, exhaustive.docs_scored);
     EXPECT_LE(c->postings_decoded, exhaustive.postings_decoded);
@@ -356,7 +416,7 @@ TEST_F(CpuEngineTest, SearchSessionWritesTheReferenceRunFile) {
     for (Scoring scoring : kScorings) {
       const std::string ref = run("reference", "", 1, mode, scoring);
       ASSERT_FALSE(ref.empty());
-      for (const char* a : {"exhaustive", "wand", "bmw", "maxscore"})
+      for (const char* a : {"exhaustive", "wand", "bmw", "maxscore", "maxscore-daat"})
         EXPECT_EQ(run("cpu", a, 2, mode, scoring), ref)
             << a << " " << to_string(mode) << " " << to_string(scoring);
     }
@@ -393,7 +453,7 @@ TEST(CpuEngine, FactoryMakesTheCpuEngineAndRejectsUnknownAlgorithms) {
   build_index_synthetic(SyntheticParams::parse("docs=300,seed=2,train_queries=1,test_queries=5"),
                         o);
   const Index index = Index::open(tmp / "idx");
-  for (const char* a : {"", "exhaustive", "wand", "bmw", "maxscore"}) {
+  for (const char* a : {"", "exhaustive", "wand", "bmw", "maxscore", "maxscore-daat"}) {
     auto e = make_engine({"cpu", a, 2, -1}, index.shard(0), 0);
     EXPECT_EQ(e->name(), "cpu");
   }

@@ -1,8 +1,10 @@
 // The one percentile definition (nearest rank) and the summary every metrics JSON uses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -72,6 +74,72 @@ TEST(Metrics, OrderStatisticsThinEvenlyAndKeepTheMaximum) {
   EXPECT_EQ(o.back(), 1000.0);
   EXPECT_EQ(o.front(), 8.0);  // rank ceil(1000/128) = 8
   for (std::size_t i = 1; i < o.size(); ++i) EXPECT_LT(o[i - 1].get<double>(), o[i].get<double>());
+}
+
+TEST(SampleSet, ExactUpToItsLimitIsSummarize) {
+  SampleSet set(1000);
+  std::vector<double> v;
+  for (int i = 0; i < 1000; ++i) {
+    v.push_back(std::fmod(i * 7.31, 13.0) - 2.0);  // negatives, zeros and repeats too
+    set.add(v.back());
+  }
+  EXPECT_TRUE(set.exact());
+  EXPECT_EQ(set.summary(), summarize(v));
+  EXPECT_EQ(set.percentile(99), percentile(v, 99));
+  EXPECT_EQ(SampleSet().summary(), nlohmann::json({{"count", 0}}));
+}
+
+// Past its limit: count, mean, min and max exact; every percentile and order statistic a value
+// some sample had, at most 2^-7 below the exact nearest-rank value, never above it.
+TEST(SampleSet, PastItsLimitPercentilesStayWithinTheRelativeError) {
+  EXPECT_EQ(SampleSet::kHistogramRelativeError, 1.0 / 128);
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> latency(1.0, 1.2);  // ms, a long right tail
+  const std::size_t n = 200000;
+  SampleSet set(5000);
+  std::vector<double> v;
+  for (std::size_t i = 0; i < n; ++i) {
+    v.push_back(i % 1000 == 0 ? -latency(rng) : latency(rng));  // a few negatives (clock skew)
+    set.add(v.back());
+  }
+  ASSERT_FALSE(set.exact());
+  std::vector<double> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  const auto exact = summarize(v);
+  const auto s = set.summary();
+  EXPECT_EQ(s.at("count"), n);
+  EXPECT_EQ(s.at("min"), exact.at("min"));
+  EXPECT_EQ(s.at("max"), exact.at("max"));
+  EXPECT_NEAR(s.at("mean").get<double>(), exact.at("mean").get<double>(), 1e-9);
+  EXPECT_EQ(s.at("exact"), false);
+  EXPECT_EQ(s.at("relative_error").get<double>(), 1.0 / 128);
+  auto within = [&](double got, double want) {
+    EXPECT_LE(got, want);
+    EXPECT_LE(std::abs(want - got), std::abs(want) / 128) << got << " vs " << want;
+    EXPECT_TRUE(std::binary_search(sorted.begin(), sorted.end(), got)) << got;
+  };
+  for (const char* key : {"p50", "p95", "p99"})
+    within(s.at(key).get<double>(), exact.at(key).get<double>());
+  for (double p : {0.0, 0.05, 1.0, 25.0, 50.0, 90.0, 99.9, 100.0})
+    within(set.percentile(p), percentile_of_sorted(sorted, p));
+  ASSERT_EQ(s.at("order_statistics").size(), kSummaryOrderStatistics);
+  for (std::size_t i = 0; i < kSummaryOrderStatistics; ++i)
+    within(s.at("order_statistics")[i].get<double>(),
+           exact.at("order_statistics")[i].get<double>());
+  EXPECT_THROW(set.percentile(100.5), std::invalid_argument);
+}
+
+// Memory grows with the values' range, not their number: a million samples between 0.1 ms and
+// 1000 ms fill at most 2^7 buckets per power of two of that range.
+TEST(SampleSet, MemoryIsBoundedByTheRange) {
+  SampleSet set(1000);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> exponent(-1.0, 3.0);
+  for (int i = 0; i < 1000000; ++i) set.add(std::pow(10.0, exponent(rng)));
+  const std::size_t octaves = std::size_t(std::ceil(std::log2(1e4))) + 1;
+  EXPECT_LE(set.buckets(), octaves * 128);
+  EXPECT_GE(set.buckets(), 1000u);  // the range is really covered at that resolution
+  EXPECT_EQ(set.size(), 1000000u);
 }
 
 TEST(Metrics, TimersAndMemoryReadSomething) {

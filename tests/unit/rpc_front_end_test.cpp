@@ -28,12 +28,14 @@ struct Client {
                    .wait(io.waitScope)),
         rpc(*stream),
         frontend(rpc.bootstrap().castAs<fe::Frontend>()) {}
-  auto search(const std::string& id, const std::string& text, unsigned k = 0) {
+  auto search(const std::string& id, const std::string& text, unsigned k = 0,
+              unsigned deadline_ms = 0) {
     auto req = frontend.searchRequest();
     auto r = req.initRequest();
     r.setId(id.c_str());
     r.setText(text.c_str());
     r.setK(k);
+    r.setDeadlineMs(deadline_ms);
     return req.send();
   }
   kj::Own<kj::AsyncIoStream> stream;
@@ -167,4 +169,54 @@ TEST(RpcFrontEnd, ListenFailureNamesTheAddress) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("no-port-here"), std::string::npos) << e.what();
   }
+}
+
+// A request's deadline is enforced: when it passes before the answer, the client gets a
+// deadline-exceeded answer (no hits, partial) at the deadline; the answer that comes later is
+// not sent, and the request counts against the global limit until then (the cluster still runs
+// it). A request answered before its deadline is answered as usual.
+TEST(RpcFrontEnd, ADeadlineAnswersAtTheDeadline) {
+  FrontEndOptions o;
+  o.listen = "127.0.0.1:0";
+  auto source = std::make_unique<RpcQuerySource>(o, SearchParams{}, [] {});
+  auto io = kj::setupAsyncIo();
+  auto& ws = io.waitScope;
+  auto& timer = io.provider->getTimer();
+  Client c(io, source->bound_address());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto late = c.search("late", "slow query", 0, 150);
+  auto soon = c.search("soon", "quick query", 0, 10000);
+  auto got = wait_for(*source, 2, ws, timer);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LT(got[0].deadline, AggregatorClock::time_point::max());  // it also cuts its batch
+  source->answered(got[1].ticket, {{{"doc1", 2.0}}, false}, false, got[1].arrival);
+  auto on_time = soon.wait(ws).getResponse();
+  EXPECT_FALSE(on_time.getDeadlineExceeded());
+  EXPECT_EQ(on_time.getHits().size(), 1u);
+
+  // Nobody answers "late": its deadline does.
+  auto response = late.wait(ws);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto r = response.getResponse();
+  EXPECT_TRUE(r.getDeadlineExceeded());
+  EXPECT_TRUE(r.getPartial());
+  EXPECT_EQ(r.getHits().size(), 0u);
+  EXPECT_EQ(std::string(r.getId().cStr()), "late");
+  EXPECT_GE(ms, 150.0);
+  EXPECT_LT(ms, 5000.0);
+  EXPECT_GE(r.getServerMicros(), 140000u);
+  auto stats = source->stats();
+  EXPECT_EQ(stats.at("deadline_exceeded").get<int>(), 1);
+  EXPECT_EQ(stats.at("in_flight").get<int>(), 1);  // still in the cluster
+
+  // The cluster's answer comes later: counted, not sent; the request's place is freed.
+  source->answered(got[0].ticket, {{{"doc9", 1.0}}, false}, false, got[0].arrival);
+  for (int i = 0; i < 1000 && source->stats().at("in_flight").get<int>() != 0; ++i)
+    timer.afterDelay(1 * kj::MILLISECONDS).wait(ws);
+  stats = source->stats();
+  EXPECT_EQ(stats.at("in_flight").get<int>(), 0);
+  EXPECT_EQ(stats.at("answered_after_deadline").get<int>(), 1);
+  EXPECT_EQ(stats.at("answered").get<int>(), 1);
 }

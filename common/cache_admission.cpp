@@ -1,0 +1,271 @@
+#include "common/cache_admission.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <queue>
+
+#include <tbb/parallel_for.h>
+
+#include "common/block_codec.hpp"
+#include "common/scoring.hpp"
+#include "common/shard_index.hpp"
+
+namespace gpusearch {
+
+namespace {
+
+// Blocks of term t's list that a read up to docID `up_to` touches (a prefix of the list).
+std::uint32_t blocks_up_to(const ShardIndex& shard, const TermInfo& t, DocId up_to) {
+  const auto last = shard.block_last_docid();
+  const auto* begin = last.data() + t.first_block;
+  const auto* end = begin + t.num_blocks;
+  const auto* it = std::lower_bound(begin, end, up_to);  // first block whose last >= up_to
+  return static_cast<std::uint32_t>(std::min<std::ptrdiff_t>(it - begin + 1, t.num_blocks));
+}
+
+}  // namespace
+
+std::uint64_t blocks_bytes(const ShardIndex& shard, std::uint64_t first, std::uint64_t count) {
+  const auto offsets = shard.block_offsets();
+  return cached_block_bytes(offsets[first + count] - offsets[first]);
+}
+
+namespace {
+
+// One list read in docID order, a block decoded only when the read reaches it: early
+// termination usually stops long before the end of a long list.
+class LazyList {
+ public:
+  LazyList(const ShardIndex& shard, TermId t) : shard_(shard), ti_(shard.term(t)) {}
+  std::uint32_t num_blocks() const { return ti_.num_blocks; }
+  void load(std::uint32_t j) {
+    if (j == block_) return;
+    const std::uint64_t b = ti_.first_block + j;
+    const std::uint32_t* in = shard_.block_data(b);
+    n_ = codec::read_header(in[0]).count;
+    codec::decode_freqs(codec::decode_docids(in, shard_.block_floor(ti_, b), docs_), freqs_);
+    block_ = j;
+    pos_ = 0;
+  }
+  unsigned count() const { return n_; }
+  DocId doc(unsigned i) const { return docs_[i]; }
+  std::uint32_t freq(unsigned i) const { return freqs_[i]; }
+  // Moves to the first posting >= d at or after the current one; false if the list has none.
+  bool seek(DocId d) {
+    const DocId* last = shard_.block_last_docid().data() + ti_.first_block;
+    std::uint32_t j = block_ == kNone ? 0 : block_;
+    if (last[j] < d) j = std::uint32_t(std::lower_bound(last + j, last + ti_.num_blocks, d) - last);
+    if (j == ti_.num_blocks) return false;
+    load(j);
+    pos_ = unsigned(std::lower_bound(docs_ + pos_, docs_ + n_, d) - docs_);
+    return true;  // last[j] >= d: pos_ < n_
+  }
+  DocId current_doc() const { return docs_[pos_]; }
+  std::uint32_t current_freq() const { return freqs_[pos_]; }
+
+ private:
+  static constexpr std::uint32_t kNone = ~0u;
+  const ShardIndex& shard_;
+  const TermInfo& ti_;
+  std::uint32_t block_ = kNone;
+  unsigned n_ = 0, pos_ = 0;
+  DocId docs_[kBlockSize];
+  std::uint32_t freqs_[kBlockSize];
+};
+
+}  // namespace
+
+std::vector<ListRead> simulate_and_reads(const ShardIndex& shard, const Query& q, unsigned k,
+                                         Scoring scoring) {
+  std::vector<ListRead> reads;
+  const std::size_t u = q.terms.size();
+  if (u == 0) return reads;
+  for (TermId t : q.terms)
+    if (shard.term(t).num_blocks == 0) return reads;  // an empty AND: the engine reads nothing
+  const IndexParams& ip = shard.params();
+  std::vector<std::uint32_t> dfs;
+  for (TermId t : q.terms) dfs.push_back(shard.term(t).df_global);
+  const QueryWeights w =
+      make_query_weights(scoring, ip.gs_alpha, ip.bm25, ip.collection.num_docs, dfs);
+  const auto factor = gs_bound_factor(w, ip.gs_alpha);
+  std::vector<std::size_t> order(u);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return shard.term(q.terms[a]).df_shard < shard.term(q.terms[b]).df_shard;
+  });
+  std::vector<std::unique_ptr<LazyList>> lists;
+  for (std::size_t i = 0; i < u; ++i)
+    lists.push_back(std::make_unique<LazyList>(shard, q.terms[order[i]]));
+  std::vector<DocId> read_to(u, kNoDoc);
+  std::vector<std::uint32_t> tf(u);
+  std::priority_queue<double, std::vector<double>, std::greater<>> top;  // the k best scores
+  const auto gs = shard.global_scores();
+  const auto lengths = shard.doc_lengths();
+  const auto pr = shard.pagerank();
+  bool stopped = false;
+  LazyList& driver = *lists[0];
+  for (std::uint32_t j = 0; j < driver.num_blocks() && !stopped; ++j) {
+    driver.load(j);
+    for (unsigned c = 0; c < driver.count(); ++c) {
+      const DocId d = driver.doc(c);
+      if (factor && top.size() == k && *factor * double(gs[d]) * (1.0 + kBoundSlack) < top.top()) {
+        stopped = true;  // early termination: no later document can enter the top-k
+        break;
+      }
+      read_to[0] = d;
+      tf[0] = driver.freq(c);
+      bool in_all = true;
+      for (std::size_t i = 1; i < u && in_all; ++i) {
+        read_to[i] = d;
+        in_all = lists[i]->seek(d) && lists[i]->current_doc() == d;
+        if (in_all) tf[i] = lists[i]->current_freq();
+      }
+      if (!in_all || k == 0) continue;
+      const double norm = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
+      double score = w.static_weight * double(pr[d]);
+      for (std::size_t i = 0; i < u; ++i) score += w.term_weight[order[i]] * impact(tf[i], norm);
+      if (top.size() < k) top.push(score);
+      else if (score > top.top()) {
+        top.pop();
+        top.push(score);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < u; ++i) {
+    if (read_to[i] == kNoDoc) continue;
+    const TermId t = q.terms[order[i]];
+    reads.push_back({t, blocks_up_to(shard, shard.term(t), read_to[i])});
+  }
+  return reads;
+}
+
+std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
+                                    const AdmissionOptions& o) {
+  const auto offsets = shard.block_offsets();
+  auto block_bytes = [&](std::uint64_t b) {
+    return cached_block_bytes(offsets[b + 1] - offsets[b]);
+  };
+  std::map<TermId, std::uint32_t> cached;  // term -> blocks admitted
+  std::vector<TermId> admission_order;
+  std::uint64_t used = 0;
+  if (o.policy == CachePolicy::kVfb) {
+    // Candidate blocks (term, j) with their visiting frequency vf = weight of prefixes longer
+    // than j.
+    struct Candidate {
+      double vf, qf;
+      TermId term;
+      std::uint32_t block;
+    };
+    std::vector<Candidate> candidates;
+    for (auto& [t, v] : visits) {
+      auto& lens = v.prefixes;
+      if (lens.empty()) continue;
+      std::sort(lens.begin(), lens.end(),
+                [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<double> cumulative(lens.size() + 1, 0.0);
+      for (std::size_t i = 0; i < lens.size(); ++i)
+        cumulative[i + 1] = cumulative[i] + lens[i].second;
+      const TermInfo& ti = shard.term(t);
+      const std::uint32_t cap =
+          std::max<std::uint32_t>(1, static_cast<std::uint32_t>(o.lambda * double(ti.num_blocks)));
+      const std::uint32_t longest = std::min(lens.front().first, ti.num_blocks);
+      std::size_t covering = lens.size();  // prefixes [0, covering) are longer than j
+      for (std::uint32_t j = 0; j < std::min(cap, longest); ++j) {
+        while (covering > 0 && lens[covering - 1].first <= j) --covering;
+        if (cumulative[covering] <= 0.0) break;
+        candidates.push_back({cumulative[covering], v.query_frequency, t, j});
+      }
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.vf != b.vf) return a.vf > b.vf;
+      if (a.qf != b.qf) return a.qf > b.qf;
+      if (a.term != b.term) return a.term < b.term;
+      return a.block < b.block;
+    });
+    std::map<TermId, bool> closed;  // a block that did not fit ends its list's prefix
+    for (const Candidate& c : candidates) {
+      if (closed[c.term]) continue;
+      std::uint32_t& have = cached[c.term];
+      if (have != c.block) continue;  // keeps prefixes (vf never rises along a list)
+      const std::uint64_t bytes = block_bytes(shard.term(c.term).first_block + c.block);
+      if (used + bytes > o.budget_bytes) {
+        closed[c.term] = true;
+        continue;
+      }
+      if (have == 0) admission_order.push_back(c.term);
+      used += bytes;
+      ++have;
+    }
+    // Blocks no training query visited are the last tie class (vf = 0), and ties go to the
+    // more queried term (3.3.1): lists of queried terms grow past their visited prefix, most
+    // queried first, while the budget and lambda allow. With a cache larger than the visited
+    // blocks this keeps the lists where test queries read a little further than training ones.
+    std::vector<std::pair<double, TermId>> by_frequency;
+    for (const auto& [t, v] : visits)
+      if (v.query_frequency > 0 && shard.term(t).num_blocks > 0) by_frequency.push_back({v.query_frequency, t});
+    std::stable_sort(by_frequency.begin(), by_frequency.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [frequency, t] : by_frequency) {
+      if (closed[t]) continue;
+      const TermInfo& ti = shard.term(t);
+      const auto& lens = visits.at(t).prefixes;
+      const std::uint32_t cap =
+          std::max<std::uint32_t>(1, static_cast<std::uint32_t>(o.lambda * double(ti.num_blocks)));
+      const std::uint32_t visited = lens.empty() ? 0 : std::min(lens.front().first, ti.num_blocks);
+      std::uint32_t& have = cached[t];
+      if (have < std::min(visited, cap)) continue;  // its visited blocks did not all fit
+      while (have < cap) {
+        const std::uint64_t bytes = block_bytes(ti.first_block + have);
+        if (used + bytes > o.budget_bytes) break;
+        if (have == 0) admission_order.push_back(t);
+        used += bytes;
+        ++have;
+      }
+    }
+  } else {
+    std::vector<std::pair<double, TermId>> order;
+    for (const auto& [t, v] : visits) {
+      const TermInfo& ti = shard.term(t);
+      if (ti.num_blocks == 0 || v.query_frequency <= 0) continue;
+      order.push_back({o.policy == CachePolicy::kQtf ? v.query_frequency
+                                                     : v.query_frequency / double(ti.df_shard),
+                       t});
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [value, t] : order) {
+      const TermInfo& ti = shard.term(t);
+      const std::uint64_t bytes = blocks_bytes(shard, ti.first_block, ti.num_blocks);
+      if (used + bytes > o.budget_bytes) continue;  // whole lists only
+      used += bytes;
+      cached[t] = ti.num_blocks;
+      admission_order.push_back(t);
+    }
+  }
+  std::vector<CachedList> lists;
+  lists.reserve(admission_order.size());
+  for (TermId t : admission_order) {
+    const std::uint32_t blocks = cached[t];
+    if (blocks == 0) continue;
+    lists.push_back({t, blocks, blocks_bytes(shard, shard.term(t).first_block, blocks)});
+  }
+  return lists;
+}
+
+std::vector<CachedList> plan_shard_cache(const ShardIndex& shard, std::span<const Query> training,
+                                         const AdmissionOptions& options, unsigned k,
+                                         Scoring scoring) {
+  std::vector<std::vector<ListRead>> reads(training.size());
+  tbb::parallel_for(std::size_t(0), training.size(), [&](std::size_t i) {
+    reads[i] = simulate_and_reads(shard, training[i], k, scoring);
+  });
+  VisitLog visits;
+  for (std::size_t i = 0; i < training.size(); ++i) {
+    for (TermId t : training[i].terms) visits[t].query_frequency += 1;
+    for (const ListRead& r : reads[i]) visits[r.term].prefixes.push_back({r.blocks, 1.0});
+  }
+  return admit_lists(shard, visits, options);
+}
+
+}  // namespace gpusearch

@@ -1,0 +1,190 @@
+// The host side of the GPU list cache (paper 000, 3.1.2, 3.1.5, 3.4), shared by the GPU engine
+// (gpu/device_list_cache) and its CPU twin (isn/cached_cpu_engine), so that the addressing and
+// the batching are tested on machines without a GPU (tests/unit/list_cache_test.cpp):
+//   DeviceBlockNumbering  where each block's metadata and offset sit on the device: every list's
+//                         blocks, then one spare slot that ends the list's last available block;
+//   ListCacheDirectory    the directory (term -> cached prefix, its words in the cache region)
+//                         and the cache region's allocation, moved toward a plan by apply();
+//   plan_list_batches     batches cut so that the lists their queries need and the cache lacks
+//                         fit the shipping region, the lists each ships, the block-offset table
+//                         entries they re-point, and each query's horizon (docIDs below it are
+//                         complete in every list the GPU sees);
+//   prefix_answer_is_final  the test after the GPU: whether the top-k below a query's horizon
+//                         is its answer, or the CPU must complete it from the horizon on.
+// Words and offsets count 32-bit posting words.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/cache_plan.hpp"
+#include "common/query.hpp"
+#include "common/search_result.hpp"
+#include "common/types.hpp"
+
+namespace gpusearch {
+
+class ShardIndex;
+
+class DeviceBlockNumbering {
+ public:
+  explicit DeviceBlockNumbering(const ShardIndex& shard);
+  // Device slot of the list's first block; its blocks follow, then its spare slot.
+  std::uint64_t first_slot(TermId t) const { return first_slot_[t]; }
+  std::uint64_t num_slots() const { return num_slots_; }
+  // The shard's per-block arrays laid out by slot (a spare slot repeats the list's last value).
+  std::vector<DocId> slot_last_docid(const ShardIndex& shard) const;
+  std::vector<float> slot_block_max(const ShardIndex& shard) const;
+
+ private:
+  std::vector<std::uint64_t> first_slot_;
+  std::uint64_t num_slots_ = 0;
+};
+
+// One entry of a device block-offset table: slot -> word offset in the pool (relative to a
+// region's base where the caller says so).
+struct OffsetPatch {
+  std::uint64_t slot = 0;
+  std::uint64_t word_offset = 0;
+};
+
+// Posting words to copy from the shard's mapped postings into the pool.
+struct WordCopy {
+  std::uint64_t host_word_begin = 0, words = 0, pool_word_offset = 0;
+};
+
+struct CacheEntry {
+  std::uint32_t blocks = 0;       // the list's first `blocks` blocks are cached
+  std::uint64_t word_offset = 0;  // where they start in the cache region
+  std::uint64_t words = 0;
+};
+
+// What apply() asks of the device: copies into the cache region, then table entries (absolute
+// word offsets) for every lane's table.
+struct CacheChange {
+  std::vector<WordCopy> copies;
+  std::vector<OffsetPatch> patches;
+  std::uint64_t lists_added = 0, lists_removed = 0, lists_shrunk = 0, lists_skipped = 0;
+  std::uint64_t words_copied = 0;
+  bool rebuilt = false;  // fragmentation: the region was laid out again from scratch
+  nlohmann::json to_json() const;
+};
+
+class ListCacheDirectory {
+ public:
+  ListCacheDirectory(const ShardIndex& shard, const DeviceBlockNumbering& numbering,
+                     std::uint64_t capacity_bytes);
+  // Moves the cache toward `target` (lists in priority order, most valuable first): lists not
+  // in it leave, shrunk prefixes keep their place, new or longer prefixes are copied in
+  // priority order while max_copy_bytes lasts and the region has room; a list that does not
+  // fit is skipped. Where fragmentation alone keeps lists out (over an eighth of the region),
+  // the region is laid out again (every list copied, whatever max_copy_bytes says). Call only
+  // while no batch that reads the cache is in flight.
+  CacheChange apply(std::span<const CachedList> target, std::uint64_t max_copy_bytes = ~0ull);
+
+  std::uint32_t cached_blocks(TermId t) const;
+  const CacheEntry* find(TermId t) const;
+  // Every table entry the cache defines (a fresh lane table's contents).
+  std::vector<OffsetPatch> table_entries() const;
+  std::uint64_t capacity_words() const { return capacity_words_; }
+  std::uint64_t used_words() const { return used_words_; }
+  std::uint64_t cached_blocks_total() const { return cached_blocks_total_; }
+  std::size_t lists() const { return entries_.size(); }
+  const std::unordered_map<TermId, CacheEntry>& entries() const { return entries_; }
+  const DeviceBlockNumbering& numbering() const { return numbering_; }
+  const ShardIndex& shard() const { return shard_; }
+
+ private:
+  bool allocate(std::uint64_t words, std::uint64_t& offset);
+  void release(std::uint64_t offset, std::uint64_t words);
+  void place(TermId t, std::uint32_t blocks, std::uint64_t offset, CacheChange& change);
+  void clear();
+  const ShardIndex& shard_;
+  const DeviceBlockNumbering& numbering_;
+  std::uint64_t capacity_words_ = 0, used_words_ = 0, cached_blocks_total_ = 0;
+  std::unordered_map<TermId, CacheEntry> entries_;
+  std::map<std::uint64_t, std::uint64_t> free_;  // offset -> words, coalesced
+};
+
+// A list a batch ships: its first `blocks` blocks, at copy.pool_word_offset relative to the
+// lane's shipping region.
+struct ShippedList {
+  TermId term = 0;
+  std::uint32_t blocks = 0;
+  WordCopy copy;
+};
+
+struct ListBatch {
+  std::size_t begin = 0, end = 0;  // positions [begin, end) of the query order
+  std::vector<DocId> horizon;      // per query of the batch: [0, horizon) is complete
+  std::vector<ShippedList> shipped;
+  std::vector<OffsetPatch> patches;  // word offsets relative to the shipping region
+  // ship_tails: the cache's own entries (absolute) of the cached-in-part lists this batch
+  // shipped whole, written back into the lane's table after the batch's kernels.
+  std::vector<OffsetPatch> restores;
+  std::uint64_t shipped_words = 0;
+  // Bytes of the lane's shipping region the batch fills: its words, then (16-byte aligned) its
+  // table entries and restores, which the device scatters into the lane's block-offset table.
+  std::uint64_t region_bytes() const;
+  // Per query and term: blocks (and bytes) the cache serves, the batch ships, neither (left to
+  // post-processing if the query's answer needs them).
+  std::uint64_t blocks_hit = 0, blocks_shipped = 0, blocks_unavailable = 0;
+  std::uint64_t bytes_hit = 0, bytes_shipped = 0, bytes_unavailable = 0;
+  std::uint32_t truncated_queries = 0;  // horizon below the shard's end
+  // Blocks of term t the GPU sees in this batch.
+  std::uint32_t available_blocks(const ListCacheDirectory& cache, TermId t) const;
+  std::unordered_map<TermId, std::uint32_t> shipped_blocks;
+};
+
+inline constexpr std::uint64_t kShipAlignmentBytes = 16;  // the table entries' alignment
+
+struct ListBatchOptions {
+  std::size_t max_queries = 4096;
+  std::uint64_t ship_capacity_bytes = 0;  // one lane's shipping region (words and entries)
+  // Beyond paper 000: a list cached in part ships whole where the region has room, instead
+  // of truncating its queries at the cached prefix (post-processing traded for shipping).
+  bool ship_tails = false;
+};
+
+// Counters of a run through the list cache, for the metrics JSON.
+struct ListCacheCounters {
+  std::uint64_t queries = 0, truncated = 0, post_processed = 0, cpu_only = 0, batches = 0;
+  std::uint64_t blocks_hit = 0, blocks_shipped = 0, blocks_unavailable = 0;
+  std::uint64_t bytes_hit = 0, bytes_shipped = 0, bytes_unavailable = 0;
+  std::uint64_t bytes_shipped_deduplicated = 0;  // what the batches' copies carried
+  double post_processing_seconds = 0;            // busy time of the post-processing threads
+  void add(const ListBatch& batch);
+  void add(const ListCacheCounters& o);
+  // Hit rates (blocks, bytes: cache / (cache + shipped)), bytes shipped per batch, the
+  // post-processed fraction.
+  nlohmann::json to_json() const;
+};
+
+// Cuts queries (taken in `order`) into batches of at most max_queries whose shipped lists (words
+// and table entries) fit ship_capacity_bytes. A list the cache lacks ships whole with the first
+// batch query that needs it; a list cached in part is used as its cached prefix (paper 000, 3.1.2)
+// or, with ship_tails, ships whole where it fits; a query whose lists do not fit an empty batch
+// ships the prefixes that fit (its shorter lists first).
+std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
+                                         std::span<const Query> queries,
+                                         std::span<const std::size_t> order,
+                                         const ListBatchOptions& options);
+
+// The end (exclusive) of the docIDs the first `available` blocks of t cover completely: the
+// shard's end when the list is whole.
+DocId list_prefix_end(const ShardIndex& shard, TermId t, std::uint32_t available);
+
+// Whether `prefix`, the query's answer over docIDs [0, horizon) (as ShardResult for the mode,
+// and-or with and_matches and or_hits), is its answer over the whole shard: it holds k documents
+// whose k-th score beats every later document's bound (the GS bound and the block maxima past
+// the horizon), or no later document can match. Scores as SearchParams says. bound_scale
+// multiplies the bound (1 keeps it safe; the tests weaken it and expect wrong answers).
+bool prefix_answer_is_final(const ShardIndex& shard, const Query& query, const SearchParams& params,
+                            DocId horizon, const ShardResult& prefix, double bound_scale = 1.0);
+
+}  // namespace gpusearch

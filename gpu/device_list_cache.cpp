@@ -1,0 +1,183 @@
+#include "gpu/device_list_cache.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+#include <nlohmann/json.hpp>
+
+#include "common/scoring.hpp"
+#include "gpu/list_cache_kernels.hpp"
+
+namespace gpusearch::gpu {
+
+static_assert(sizeof(OffsetPatch) == 2 * sizeof(std::uint64_t) &&
+                  std::is_standard_layout_v<OffsetPatch>,
+              "the scatter kernel reads OffsetPatch entries as (slot, offset) pairs");
+
+namespace {
+
+const std::uint64_t* as_pairs(const OffsetPatch* p) {
+  return reinterpret_cast<const std::uint64_t*>(p);
+}
+
+constexpr std::uint64_t align4(std::uint64_t words) {
+  return (words + 3) / 4 * 4;
+}
+
+template <typename T>
+void upload(DeviceBuffer<T>& dst, std::span<const T> src) {
+  dst.resize(src.size());
+  if (!src.empty())
+    GPUSEARCH_CUDA_CHECK(
+        cudaMemcpy(dst.data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice));
+}
+
+std::uint64_t num_slots(const ShardIndex& shard) {
+  return shard.block_last_docid().size() + shard.num_terms();
+}
+
+}  // namespace
+
+std::uint64_t list_cache_resident_bytes(const ShardIndex& shard) {
+  const std::uint64_t slots = num_slots(shard);
+  const std::uint64_t docs = shard.num_docs();
+  // Slot arrays: last docID and block maximum, and one offset table per lane; per document:
+  // length norm in double and float, PageRank, GS.
+  return slots * (sizeof(DocId) + sizeof(float) + DeviceListCache::kLanes * sizeof(std::uint64_t)) +
+         docs * (sizeof(double) + 3 * sizeof(float));
+}
+
+DeviceListCache::DeviceListCache(const ShardIndex& shard, const DeviceListCacheOptions& options)
+    : shard_(shard), numbering_(shard), directory_(shard, numbering_, options.cache_bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  lane_words_ = options.batch_bytes / kLanes / 4 / 4 * 4;
+  const std::uint64_t cache_words = align4(directory_.capacity_words());
+  pool_.resize(cache_words + kLanes * lane_words_);
+  for (int l = 0; l < kLanes; ++l) {
+    tables_[l].resize(numbering_.num_slots());
+    GPUSEARCH_CUDA_CHECK(cudaMemset(tables_[l].data(), 0, tables_[l].bytes()));
+    if (lane_words_ > 0) staging_[l].reserve_exact(lane_words_);
+  }
+  const std::vector<DocId> last = numbering_.slot_last_docid(shard);
+  upload(last_docid_, std::span<const DocId>(last));
+  const std::vector<float> max = numbering_.slot_block_max(shard);
+  upload(block_max_, std::span<const float>(max));
+  // The BM25 length normalization in double, by the same function the reference engine uses
+  // (as gpu/device_shard.cpp).
+  const IndexParams& p = shard.params();
+  std::vector<double> norm(shard.num_docs());
+  const auto lengths = shard.doc_lengths();
+  for (DocId d = 0; d < shard.num_docs(); ++d)
+    norm[d] = length_norm(p.bm25, lengths[d], p.collection.avg_doc_length);
+  upload(length_norm_, std::span<const double>(norm));
+  const std::vector<float> norm_f(norm.begin(), norm.end());
+  upload(length_norm_f_, std::span<const float>(norm_f));
+  upload(pagerank_, shard.pagerank());
+  upload(global_score_, shard.global_scores());
+  fill_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+CacheChange DeviceListCache::apply(std::span<const CachedList> target,
+                                   std::uint64_t max_copy_bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  CacheChange change = directory_.apply(target, max_copy_bytes);
+  const std::uint32_t* postings = shard_.postings().data();
+  for (const WordCopy& c : change.copies)
+    if (c.words > 0)
+      GPUSEARCH_CUDA_CHECK(cudaMemcpy(pool_.data() + c.pool_word_offset,
+                                      postings + c.host_word_begin, c.words * 4,
+                                      cudaMemcpyHostToDevice));
+  if (!change.patches.empty()) {
+    patch_scratch_.reserve(change.patches.size());
+    GPUSEARCH_CUDA_CHECK(cudaMemcpy(patch_scratch_.data(), change.patches.data(),
+                                    change.patches.size() * sizeof(OffsetPatch),
+                                    cudaMemcpyHostToDevice));
+    CudaStream stream;
+    for (int l = 0; l < kLanes; ++l)
+      launch_scatter_offsets(tables_[l].data(), as_pairs(patch_scratch_.data()),
+                             change.patches.size(), 0, stream.get());
+    stream.synchronize();
+  }
+  ++applies_;
+  bytes_applied_ += change.words_copied * 4;
+  fill_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return change;
+}
+
+void DeviceListCache::stage_batch(int lane, const ListBatch& batch, cudaStream_t stream) {
+  if (batch.shipped.empty()) return;
+  // The lane's region: words, then (16-byte aligned) the batch's entries, then its restores.
+  constexpr std::uint64_t kEntryWords = sizeof(OffsetPatch) / 4;
+  const std::uint64_t patch_at = align4(batch.shipped_words);
+  const std::uint64_t restore_at = patch_at + batch.patches.size() * kEntryWords;
+  const std::uint64_t total_words = restore_at + batch.restores.size() * kEntryWords;
+  if (total_words > lane_words_)
+    throw Error(fmt::format("list cache: a batch ships {} bytes, more than the lane's {} bytes",
+                            total_words * 4, lane_words_ * 4));
+  std::uint32_t* staging = staging_[lane].data();
+  const std::uint32_t* postings = shard_.postings().data();
+  // Posting words from the mapped shard into pinned memory, lists in parallel when many.
+  auto copy_list = [&](std::size_t i) {
+    const WordCopy& c = batch.shipped[i].copy;
+    std::memcpy(staging + c.pool_word_offset, postings + c.host_word_begin, c.words * 4);
+  };
+  if (batch.shipped_words > (1u << 20))
+    tbb::parallel_for(std::size_t(0), batch.shipped.size(), copy_list);
+  else
+    for (std::size_t i = 0; i < batch.shipped.size(); ++i) copy_list(i);
+  std::memcpy(staging + patch_at, batch.patches.data(), batch.patches.size() * sizeof(OffsetPatch));
+  std::memcpy(staging + restore_at, batch.restores.data(),
+              batch.restores.size() * sizeof(OffsetPatch));
+  const std::uint64_t lane_base = align4(directory_.capacity_words()) + lane * lane_words_;
+  GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(pool_.data() + lane_base, staging, total_words * 4,
+                                       cudaMemcpyHostToDevice, stream));
+  launch_scatter_offsets(
+      tables_[lane].data(),
+      reinterpret_cast<const std::uint64_t*>(pool_.data() + lane_base + patch_at),
+      batch.patches.size(), lane_base, stream);
+}
+
+void DeviceListCache::restore_after_kernels(int lane, const ListBatch& batch, cudaStream_t stream) {
+  if (batch.restores.empty()) return;
+  const std::uint64_t lane_base = align4(directory_.capacity_words()) + lane * lane_words_;
+  const std::uint64_t restore_at =
+      align4(batch.shipped_words) + batch.patches.size() * (sizeof(OffsetPatch) / 4);
+  launch_scatter_offsets(
+      tables_[lane].data(),
+      reinterpret_cast<const std::uint64_t*>(pool_.data() + lane_base + restore_at),
+      batch.restores.size(), 0, stream);
+}
+
+ShardView DeviceListCache::view(int lane) const {
+  return ShardView{pool_.data(),      tables_[lane].data(), last_docid_.data(),
+                   block_max_.data(), length_norm_.data(),  length_norm_f_.data(),
+                   pagerank_.data(),  global_score_.data(), shard_.num_docs()};
+}
+
+std::uint64_t DeviceListCache::resident_bytes() const {
+  std::uint64_t tables = 0;
+  for (const auto& t : tables_) tables += t.bytes();
+  return last_docid_.bytes() + block_max_.bytes() + tables + length_norm_.bytes() +
+         length_norm_f_.bytes() + pagerank_.bytes() + global_score_.bytes();
+}
+
+nlohmann::json DeviceListCache::to_json() const {
+  return {{"cache_capacity_bytes", cache_capacity_bytes()},
+          {"cache_used_bytes", directory_.used_words() * 4},
+          {"cache_lists", directory_.lists()},
+          {"cache_blocks", directory_.cached_blocks_total()},
+          {"shard_posting_bytes", shard_.postings().size_bytes()},
+          {"ship_capacity_bytes_per_lane", ship_capacity_bytes()},
+          {"batch_bytes", ship_capacity_bytes() * kLanes},
+          {"resident_bytes", resident_bytes()},
+          {"pool_bytes", pool_.bytes()},
+          {"fill_seconds", fill_seconds_},
+          {"cache_changes", applies_},
+          {"cache_bytes_copied", bytes_applied_}};
+}
+
+}  // namespace gpusearch::gpu

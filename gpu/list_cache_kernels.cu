@@ -1,0 +1,29 @@
+// The list cache's one kernel: re-pointing a lane's block-offset table at the lists a batch
+// shipped (gpu/device_list_cache.hpp). One thread per table entry.
+#include "gpu/list_cache_kernels.hpp"
+
+#include "gpu/cuda_util.hpp"
+
+namespace gpusearch::gpu {
+
+namespace {
+
+__global__ void scatter_offsets_kernel(std::uint64_t* table, const std::uint64_t* pairs,
+                                       std::uint64_t count, std::uint64_t base) {
+  const std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) table[pairs[2 * i]] = base + pairs[2 * i + 1];
+}
+
+}  // namespace
+
+void launch_scatter_offsets(std::uint64_t* table, const std::uint64_t* slot_offset_pairs,
+                            std::uint64_t count, std::uint64_t base, cudaStream_t stream) {
+  if (count == 0) return;
+  constexpr unsigned kThreads = 256;
+  const std::uint64_t blocks = (count + kThreads - 1) / kThreads;
+  scatter_offsets_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      table, slot_offset_pairs, count, base);
+  GPUSEARCH_CUDA_CHECK_LAUNCH("scatter_offsets_kernel");
+}
+
+}  // namespace gpusearch::gpu

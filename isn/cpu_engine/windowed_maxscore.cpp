@@ -1,0 +1,229 @@
+#include "isn/cpu_engine/windowed_maxscore.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace gpusearch::cpu {
+
+namespace {
+
+// Per-thread window state. Invariant between windows: every accumulator, bit and term mask is
+// zero, so a window clears only what it touched (in its candidate scan).
+struct WindowScratch {
+  std::vector<double> acc;               // partial score of wmin + i, essential lists only
+  std::vector<std::uint64_t> matched;    // bit i: some essential list holds wmin + i
+  std::vector<std::uint64_t> term_mask;  // bit t: essential term t holds wmin + i
+  std::vector<std::uint32_t> freqs;      // [t * window + i]: its frequency there (if in the mask)
+  unsigned window = 0;
+  void prepare(unsigned window_docs, std::size_t terms) {
+    if (window != window_docs) {
+      window = window_docs;
+      acc.assign(window_docs, 0.0);
+      matched.assign((window_docs + 63) / 64, 0);
+      term_mask.assign(window_docs, 0);
+      freqs.clear();
+    }
+    if (freqs.size() < terms * window_docs) freqs.resize(terms * window_docs);
+  }
+};
+
+WindowScratch& thread_scratch() {
+  thread_local WindowScratch s;
+  return s;
+}
+
+// A bound below the threshold even with a margin for summation order: bounds and scores are
+// sums of the same kind of terms added in different orders (ARCHITECTURE.md, "Exactness").
+inline bool below(double bound, double threshold) {
+  return bound * (1 + kBoundSlack) < threshold;
+}
+
+constexpr DocId kFirstWindowDocs = 64;
+
+}  // namespace
+
+RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+                           QueryCounters& counters, unsigned window_docs) {
+  RunStats stats;
+  const std::size_t n = terms.size();
+  if (n == 0) return stats;
+  // Term masks are 64 bits (QueryLimits allows 64 distinct terms by default); longer queries go
+  // document at a time.
+  if (n > 64) return block_max_maxscore(ctx, terms, top, counters);
+  const DocId window = std::max(64u, window_docs);
+  WindowScratch& scratch = thread_scratch();
+  scratch.prepare(window, n);
+  double* const acc = scratch.acc.data();
+  std::uint64_t* const matched = scratch.matched.data();
+  std::uint64_t* const term_mask = scratch.term_mask.data();
+  std::uint32_t* const freqs = scratch.freqs.data();
+  const bool has_static = ctx.static_weight != 0;
+
+  std::vector<double> window_bound(n), block_bound(n), ne_contrib(n);
+  std::vector<DocId> cover_last(n);
+  std::vector<std::uint32_t> order(n);  // live lists of the window by increasing window bound
+  std::vector<std::uint8_t> essential(n);
+
+  DocId wmin = kNoDoc;
+  for (const PostingCursor& c : terms) wmin = std::min(wmin, c.docid());
+  // Windows start small and double: the first ones are scored before any threshold exists (all
+  // lists essential), so they should hold few documents; later ones amortize the per-window
+  // bounds. GS order puts the high scores first, so the threshold rises within a few windows.
+  DocId span = std::min<DocId>(window, kFirstWindowDocs);
+  while (wmin < ctx.range_end) {
+    double threshold = top.threshold();
+    const double static_upper = ctx.static_bound(wmin);
+    if (threshold > -std::numeric_limits<double>::infinity()) {
+      if (ctx.gs_stop(wmin, threshold)) {
+        stats.early_terminated = true;
+        break;
+      }
+      double all = static_upper;
+      for (const PostingCursor& c : terms)
+        if (c.docid() != kNoDoc) all += c.max_score();
+      if (below(all, threshold)) {
+        stats.early_terminated = true;
+        break;
+      }
+    }
+    const DocId wmax = DocId(std::min<std::uint64_t>(std::uint64_t(wmin) + span, ctx.range_end));
+    span = std::min(window, 2 * span);
+
+    // The window's bounds and its essential lists.
+    std::size_t live = 0;
+    for (std::size_t t = 0; t < n; ++t) {
+      essential[t] = 0;
+      if (terms[t].docid() == kNoDoc) continue;
+      window_bound[t] = terms[t].window_max_score(wmin, wmax - 1, cover_last[t]);
+      std::size_t i = live++;
+      for (; i > 0 && window_bound[order[i - 1]] > window_bound[t]; --i) order[i] = order[i - 1];
+      order[i] = std::uint32_t(t);
+    }
+    if (live == 0) break;
+    std::size_t non_essential = 0;
+    double non_essential_bound = 0;
+    while (
+        non_essential < live &&
+        below(static_upper + non_essential_bound + window_bound[order[non_essential]], threshold))
+      non_essential_bound += window_bound[order[non_essential++]];
+    if (non_essential == live) {
+      // No document up to the end of the shortest-reaching overlapping block can qualify.
+      DocId last = kNoDoc;
+      for (std::size_t i = 0; i < live; ++i) last = std::min(last, cover_last[order[i]]);
+      wmin = last == kNoDoc ? kNoDoc : last + 1;
+      continue;
+    }
+    for (std::size_t i = non_essential; i < live; ++i) essential[order[i]] = 1;
+
+    // Essential lists, term-at-a-time in query-term order.
+    const bool keep_freqs = non_essential > 0;
+    std::uint32_t words = 0;  // matched[0, words) may be nonzero
+    for (std::size_t t = 0; t < n; ++t) {
+      if (!essential[t]) continue;
+      PostingCursor& c = terms[t];
+      c.next_geq(wmin);  // a list non-essential before may lag behind
+      const double w = c.weight();
+      DocId last_doc = kNoDoc;
+      if (keep_freqs) {
+        std::uint32_t* const f_t = freqs + t * window;
+        const std::uint64_t term_bit = std::uint64_t(1) << t;
+        c.for_each_below(wmax, [&](DocId d, std::uint32_t f) {
+          const DocId i = d - wmin;
+          acc[i] += w * impact(f, ctx.norms[d]);
+          matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+          term_mask[i] |= term_bit;
+          f_t[i] = f;
+          last_doc = d;
+        });
+      } else {
+        c.for_each_below(wmax, [&](DocId d, std::uint32_t f) {
+          const DocId i = d - wmin;
+          acc[i] += w * impact(f, ctx.norms[d]);
+          matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+          last_doc = d;
+        });
+      }
+      if (last_doc != kNoDoc) words = std::max(words, ((last_doc - wmin) >> 6) + 1);
+    }
+
+    // Candidates in docID order.
+    for (std::uint32_t word = 0; word < words; ++word) {
+      std::uint64_t bits = matched[word];
+      matched[word] = 0;
+      while (bits) {
+        const DocId i = word * 64 + DocId(std::countr_zero(bits));
+        bits &= bits - 1;
+        const DocId d = wmin + i;
+        const double partial = acc[i];
+        acc[i] = 0;
+        ++counters.docs_scored;
+        const double static_part = has_static ? ctx.static_score(d) : 0.0;
+        if (non_essential == 0) {
+          const double score = partial + static_part;
+          if (!(score < threshold)) {
+            top.push(score, ctx.ranks[d], d);
+            threshold = top.threshold();
+          }
+          continue;
+        }
+        if (!below(partial + static_part + non_essential_bound, threshold)) {
+          // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
+          double upper = 0;
+          for (std::size_t j = 0; j < non_essential; ++j)
+            block_bound[j] = upper += terms[order[j]].block_max_score(d);
+          double sum = partial + static_part;
+          bool pruned = false;
+          std::uint64_t gained = 0;  // non-essential terms found at d
+          for (std::size_t j = non_essential; j-- > 0;) {
+            if (below(sum + block_bound[j], threshold)) {
+              pruned = true;
+              break;
+            }
+            const std::uint32_t t = order[j];
+            PostingCursor& c = terms[t];
+            c.next_geq(d);
+            if (c.docid() == d) {
+              const double v = c.weight() * impact(c.freq(), ctx.norms[d]);
+              sum += v;
+              ne_contrib[t] = v;
+              gained |= std::uint64_t(1) << t;
+            }
+          }
+          if (!pruned) {
+            double score = partial + static_part;
+            if (gained) {
+              // The reference's order: every term of d in query-term order.
+              double terms_sum = 0;
+              for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
+                const unsigned t = unsigned(std::countr_zero(m));
+                terms_sum += (gained >> t) & 1
+                                 ? ne_contrib[t]
+                                 : terms[t].weight() * impact(freqs[t * window + i], ctx.norms[d]);
+              }
+              score = terms_sum + static_part;
+            }
+            if (!(score < threshold)) {
+              top.push(score, ctx.ranks[d], d);
+              threshold = top.threshold();
+            }
+          }
+        }
+        term_mask[i] = 0;
+      }
+    }
+
+    if (non_essential == 0) {
+      // Every live list stands at or past wmax: the next window starts at the next posting.
+      wmin = kNoDoc;
+      for (const PostingCursor& c : terms) wmin = std::min(wmin, c.docid());
+    } else {
+      wmin = wmax;
+    }
+  }
+  return stats;
+}
+
+}  // namespace gpusearch::cpu

@@ -1,0 +1,33 @@
+// Block-max MaxScore over docID windows (Turtle and Flood 1995; block-max bounds as in
+// Chakrabarti et al., WSDM 2011, and Mallia et al., SIGIR 2019; the window organisation of
+// Lucene's MaxScoreBulkScorer):
+//   - the docID range is cut into windows of `window_docs` documents;
+//   - per window, every list's bound is the largest block maximum of its blocks that overlap
+//     the window; lists sorted by that bound split into non-essential ones (together, with the
+//     static part's bound, below the threshold: no document they alone hold can enter) and
+//     essential ones; a window with no essential list is skipped without decoding anything;
+//   - the essential lists are scored term-at-a-time into a window of accumulators, in
+//     query-term order, so that a document no other list holds already has the reference's
+//     score, bit for bit;
+//   - each document so found is bounded by its partial score plus the window bounds of the
+//     non-essential lists, then by their block maxima at it, strongest list first, probing
+//     each list only while the bound still reaches the threshold; a document that gains a
+//     non-essential term is re-added in query-term order before it is offered.
+// Compared with the document-at-a-time block_max_maxscore (daat_algorithms.hpp) this pays no
+// per-document minimum over cursors, adapts the essential set to each window's block maxima,
+// and keeps the per-posting work to a multiply, a divide and an add, which is what matters at
+// large k, where almost every list stays essential.
+#pragma once
+
+#include <span>
+
+#include "isn/cpu_engine/daat_algorithms.hpp"
+
+namespace gpusearch::cpu {
+
+inline constexpr unsigned kDefaultWindowDocs = 4096;
+
+RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
+                           QueryCounters& counters, unsigned window_docs = kDefaultWindowDocs);
+
+}  // namespace gpusearch::cpu

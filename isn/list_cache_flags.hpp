@@ -1,0 +1,64 @@
+// The GPU list cache's flags (isn/list_cache_setup.hpp), the same on `gpusearch search` and on
+// the ISN (launch/cluster.sh passes them through). Header-only: each main links CLI11.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "isn/list_cache_setup.hpp"
+
+namespace gpusearch {
+
+inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
+  app.add_option("--gpu-mem", o.gpu_mem,
+                 "gpu: serve through a list cache within this much device memory per GPU: BYTES "
+                 "(8G, 512M) or a FRACTION of the device (0.5), shared by the engines on it");
+  app.add_option("--cache-fraction", o.cache_fraction,
+                 "gpu list cache: share of --gpu-mem (after the resident arrays) for the cache "
+                 "S_c; the rest is the batch buffer S_b")
+      ->capture_default_str();
+  app.add_option("--cache-bytes", o.cache_bytes, "gpu list cache: S_c in bytes (0: no cache)");
+  app.add_option("--batch-bytes", o.batch_bytes,
+                 "gpu list cache: S_b in bytes, the two pipeline lanes' shipping regions");
+  app.add_option("--cache-plan", o.plan,
+                 "gpu list cache: fill from this plan (gpusearch plan-cache)");
+  app.add_option("--cache-train", o.train,
+                 "gpu list cache: plan here from this training log (TSV or TREC topics)");
+  app.add_option("--cache-policy", o.policy,
+                 "gpu list cache: vfb, qtf or qtfdf (--cache-train, "
+                 "--cache-online)")
+      ->capture_default_str();
+  app.add_option("--cache-lambda", o.lambda,
+                 "gpu list cache vfb: largest fraction of a list cached")
+      ->capture_default_str();
+  app.add_option("--cache-plan-k", o.plan_k, "gpu list cache: k of the AND that vfb replays")
+      ->capture_default_str();
+  app.add_flag("--cache-online", o.online,
+               "gpu list cache: follow the served queries (decayed visiting frequencies, "
+               "re-planned in the background, applied between batches)");
+  app.add_option("--cache-half-life", o.half_life_queries,
+                 "gpu list cache online: queries after which a visit weighs half")
+      ->capture_default_str();
+  app.add_option("--cache-replan", o.replan_queries,
+                 "gpu list cache online: a new plan every this many replayed queries")
+      ->capture_default_str();
+  app.add_option("--cache-sample", o.sample_every,
+                 "gpu list cache online: replay one query of this many")
+      ->capture_default_str();
+  app.add_option("--cache-swap-bytes", o.swap_bytes,
+                 "gpu list cache online: most bytes copied into the cache per change (default: "
+                 "no limit)");
+  app.add_option("--cache-model", o.model,
+                 "gpu list cache: throughput model (bench_list_cache --model-out) that chooses "
+                 "S_c and S_b");
+  app.add_option("--max-response-ms", o.max_response_ms,
+                 "gpu list cache: with --cache-model, the split with the best throughput whose "
+                 "batches take at most this long");
+  app.add_flag("--cache-ship-tails", o.ship_tails,
+               "gpu list cache: a list cached in part ships whole with a batch where it fits "
+               "(beyond paper 000: less post-processing, more shipping)");
+  app.add_option("--postprocess-threads", o.postprocess_threads,
+                 "gpu list cache: CPU threads completing truncated queries (0: cores - 1)")
+      ->capture_default_str();
+}
+
+}  // namespace gpusearch

@@ -1,0 +1,240 @@
+"""The discrete-event model behind launch/study-simulate: the aggregator's loop and N ISNs.
+
+What it models (README, "Scaling studies: the simulator"), following aggregator/aggregator.cpp:
+
+- The aggregator's main thread is one server. Each round it admits queries (closed loop: up to
+  the window, batch x (in-flight + 1), less the queries waiting, in flight or being merged; open
+  loop: every query whose arrival time has passed), paying its admission cost per query
+  (resolving the terms), then cuts batches while fewer than `max_in_flight` are unanswered (a
+  batch is due at `batch_size` queries, when its oldest waited `max_wait_us`, or at the end),
+  paying its cut-to-send cost per batch.
+- A batch crosses to every ISN (the to-ISN delay), waits in the ISN's queue (first come first
+  served), is computed (the service model below), encoded, and crosses back (the from-ISN delay,
+  which includes the aggregator's polling). Between hosts the network's latency and the
+  aggregator link's bandwidth come on top, the N copies serialized on the link both ways.
+- A batch whose answers are all in goes to the merge thread, a second server: its queries'
+  latencies are taken when their merge starts (after decoding, as aggregator/batch_merger.cpp
+  does), and their window places are freed when it ends.
+- Service: the batch's cost is `fixed + per_query x size` (ms; fitted over the points of the same
+  configuration at different batch sizes, e.g. saturation and a fixed rate, so small open-loop
+  batches are not priced per query at the saturation rate), times a draw from the measured shape
+  of the per-batch slowest-ISN compute (mean 1). Each ISN draws from the distribution F^(1/N),
+  where F is the measured distribution of the slowest of the N: the slowest of N draws then has
+  exactly the measured distribution (validation). For prediction past one host, ISN i's time is
+  the batch's cost x a log-normal shard-to-shard factor (sigma fitted to the measured
+  multi-ISN points), so the tail of the slowest of N grows with N.
+- The message delays and the ISN's encoding are drawn the same way from their measured
+  per-batch maxima (stages to_isn, from_isn, isn_encode). Points measured before those stages
+  existed use one software message latency fitted to the mean round trip and the shape of the
+  gather overhead.
+"""
+
+import math
+from collections import deque
+
+import numpy as np
+
+
+def quantile_table(summary, scale=1.0):
+    """(levels, values, count) of a common/metrics summary: the minimum at level 0, the i-th of m
+    order statistics at i/m (the last is the maximum); draws interpolate between them. count:
+    the samples summarized."""
+    order = list(summary.get("order_statistics") or [])
+    count = int(summary.get("count", 0) or 0)
+    if not order:
+        v = summary.get("mean", 0.0)
+        return np.array([0.0, 1.0]), np.array([v, v]) * scale, count
+    values = np.array([summary.get("min", order[0])] + order, dtype=float) * scale
+    return np.arange(0, len(values)) / (len(values) - 1), values, count
+
+
+class Draw:
+    """Draws from a quantile table. `of_max` n: a draw of one of n whose maximum has the table's
+    distribution (inverse CDF at v^n). `without_max()`: the same table less its top sample (when
+    the run's first batch, simulated from its own measured times, was the maximum)."""
+
+    def __init__(self, table, top=1.0, per_isn=False):
+        self.levels, self.values, self.count = table
+        self.top = top
+        self.per_isn = per_isn  # the table is one ISN's distribution: of_max does not apply
+
+    def without_max(self):
+        return Draw((self.levels, self.values, self.count),
+                    1.0 - 1.0 / self.count if self.count > 1 else 1.0, self.per_isn)
+
+    def __call__(self, rng, n=1, of_max=1):
+        v = rng.random(n)
+        if of_max > 1 and not self.per_isn:
+            v = v ** of_max
+        return np.interp(v * self.top, self.levels, self.values)
+
+
+def zero_draw():
+    return Draw((np.array([0.0, 1.0]), np.array([0.0, 0.0]), 0))
+
+
+def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
+    """One simulated run. inp: see study-simulate's point_inputs. n: ISNs. net: network on top
+    of the measured delays (latency_ms, bandwidth in bytes/ms, per_send_ms, bytes per query and
+    per result). sigma: None for validation (ISN draws from the measured maximum's
+    distribution), else the log-normal shard-to-shard variation (prediction). Returns throughput,
+    latency percentiles (nearest rank), the mean round trip and the mean batch size."""
+    rng = np.random.default_rng(seed)
+    pol = inp["policy"]
+    B, F, W = pol["batch_size"], pol["max_in_flight"], pol["window"]
+    max_wait = pol["max_wait_us"] / 1e3
+    Q = queries or inp["queries"]
+    rate = pol["qps"] if qps is None else qps
+    alpha = inp["admission_ms_per_query"]
+    send_fixed, send_per_q = inp["send_ms"]
+    fixed, per_q = inp["cost_model"]
+    shape = inp["service_shape"]
+    to_isn, from_isn, isn_encode = inp["to_isn"], inp["from_isn"], inp["isn_encode"]
+    merge_per_q = inp["merge_ms_per_query"](n)
+    decode_per_q = inp["decode_ms_per_query"]
+    lat = net["latency_ms"]
+    tx_q = net["query_bytes"] / net["bandwidth_bytes_per_ms"]
+    rx_q = net["result_bytes_per_query"] / net["bandwidth_bytes_per_ms"]
+    per_send = net["per_send_ms"] * n
+    of_max = n if sigma is None else 1
+    # Validation: the slowest ISN of a batch draws from the measured slowest-ISN distribution,
+    # the others take `others` x its time, so that the mean ISN's compute is the measured one
+    # (ISNs sharing a host or a GPU answer the same queries: their times go together).
+    others = inp.get("others_ratio", 1.0)
+    batches_cut = 0
+    # The run's first batch: its measured times where the timeline was summarized (the warm-up:
+    # first messages, cold caches, the GPU's first kernels), the other batches drawing from the
+    # rest of each distribution. Measured with n ISNs; another n takes their values in turn.
+    first_batch = inp.get("first_batch")
+    if first_batch:
+        first_cost = fixed + per_q * first_batch["queries"]
+        shape, to_isn, from_isn, isn_encode = (
+            d.without_max() if first_batch["was_max"].get(k) else d
+            for k, d in (("isn_compute", shape), ("to_isn", to_isn), ("from_isn", from_isn),
+                         ("isn_encode", isn_encode)))
+
+    def per_isn(values):
+        return np.resize(np.array(values, dtype=float), n)
+
+    isn_free = np.zeros(n)
+    link_out_free = link_in_free = 0.0
+    merge_free = 0.0
+    merging = deque()        # (merge end, queries) of batches handed to the merge thread
+    pending = deque()        # arrival times of admitted queries not yet in a batch
+    in_flight = []           # [answers all in, arrival times] of batches sent
+    instant = rng.random(Q) < inp["instant_fraction"]
+    latencies, round_trips, sizes = [], [], []
+    next_q = answered = 0
+    t = last = 0.0
+
+    def cut(now):
+        nonlocal link_out_free, link_in_free, batches_cut
+        first = batches_cut == 0
+        batches_cut += 1
+        size = min(B, len(pending))
+        arrivals = [pending.popleft() for _ in range(size)]
+        now += send_fixed + send_per_q * size + per_send
+        cost = (fixed + per_q * size)
+        if sigma is None:
+            c = np.full(n, cost * shape(rng)[0] * others)
+            c[rng.integers(n)] /= others
+        else:
+            c = cost * shape(rng)[0] * np.exp(sigma * rng.standard_normal(n) - sigma * sigma / 2)
+        if first and first_batch:
+            # The run's first batch as measured (its warm-up), the cost scaled to this size.
+            c = per_isn(first_batch["isn_compute_ms"]) * cost / first_cost
+        sent = np.maximum(now, link_out_free) + tx_q * size * np.arange(1, n + 1)
+        link_out_free = float(sent[-1])
+        warm = first and first_batch
+        received = sent + lat + (per_isn(first_batch["to_isn_ms"]) if warm else to_isn(rng, n, of_max))
+        start = np.maximum(received, isn_free)
+        done = start + c + (per_isn(first_batch["isn_encode_ms"]) if warm else isn_encode(rng, n, of_max))
+        isn_free[:] = done
+        ready = np.sort(done + lat + (per_isn(first_batch["from_isn_ms"]) if warm else from_isn(rng, n, of_max)))
+        # A FIFO link taking `ready` (ascending) at rx each ends at
+        # max(free + n rx, max over j of ready_j + (n - j) rx), j counted from 0.
+        rx = rx_q * size
+        t_in = max(link_in_free + n * rx, float(np.max(ready + rx * np.arange(n, 0, -1))))
+        link_in_free = t_in
+        round_trips.append(t_in - now)
+        sizes.append(size)
+        return now, [t_in, arrivals]
+
+    while answered < Q:
+        while merging and merging[0][0] <= t:
+            merging.popleft()
+        progressed = False
+        # Admission.
+        admitted = 0
+        if rate:
+            while next_q < Q and next_q / rate * 1e3 <= t:
+                if instant[next_q]:
+                    latencies.append(0.0)
+                    answered += 1
+                else:
+                    pending.append(next_q / rate * 1e3)
+                next_q += 1
+                admitted += 1
+        else:
+            room = W - len(pending) - sum(len(b[1]) for b in in_flight) - sum(m[1] for m in merging)
+            while next_q < Q and room > 0:
+                if instant[next_q]:
+                    latencies.append(0.0)
+                    answered += 1
+                else:
+                    pending.append(t)
+                    room -= 1
+                next_q += 1
+                admitted += 1
+        if admitted:
+            first_admission = inp.get("first_admission_ms_per_query")
+            t += admitted * (first_admission if t == 0.0 and first_admission is not None else alpha)
+            progressed = True
+        exhausted = next_q >= Q
+        # Cuts.
+        while len(in_flight) < F and pending and (
+                len(pending) >= B or exhausted or t >= pending[0] + max_wait - 1e-12):
+            t, batch = cut(t)
+            in_flight.append(batch)
+            progressed = True
+        # Completions, to the merge thread.
+        in_flight.sort(key=lambda b: b[0])
+        while in_flight and in_flight[0][0] <= t:
+            done, arrivals = in_flight.pop(0)
+            start = max(done, merge_free)
+            recorded = start + decode_per_q * len(arrivals)
+            latencies.extend(recorded - a for a in arrivals)
+            merge_free = start + merge_per_q * len(arrivals)
+            merging.append((merge_free, len(arrivals)))
+            answered += len(arrivals)
+            last = max(last, merge_free)
+            progressed = True
+        if answered >= Q:
+            break
+        if progressed:
+            continue
+        candidates = []
+        if in_flight:
+            candidates.append(in_flight[0][0])
+        if rate and next_q < Q:
+            candidates.append(next_q / rate * 1e3)
+        if pending and len(in_flight) < F:
+            candidates.append(pending[0] + max_wait)
+        if not rate and next_q < Q and merging:
+            candidates.append(merging[0][0])  # the merge thread's end frees window places
+        if not candidates:
+            break
+        t = max(t, min(candidates))
+    last = max(last, merge_free)
+    lat_sorted = np.sort(np.array(latencies))
+
+    def pct(p):
+        if len(lat_sorted) == 0:
+            return float("nan")
+        return float(lat_sorted[min(len(lat_sorted), max(1, math.ceil(p / 100 * len(lat_sorted) - 1e-9))) - 1])
+
+    seconds = last / 1e3 if last > 0 else float("nan")
+    return {"queries_per_second": Q / seconds, "p50_ms": pct(50), "p95_ms": pct(95),
+            "p99_ms": pct(99), "seconds": seconds,
+            "round_trip_ms": float(np.mean(round_trips)) if round_trips else 0.0,
+            "mean_batch_size": float(np.mean(sizes)) if sizes else 0.0}

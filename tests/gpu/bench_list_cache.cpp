@@ -1,0 +1,514 @@
+// GPU list-cache benchmark (a program writing JSON, not a test; paper 000, 4.2-4.4): one shard
+// served from a device budget M (S_c + S_b) smaller than its postings, against the engine
+// holding the whole shard and the CPU engine on all host cores, in the same run.
+//   sweep    throughput, hit rate (blocks, bytes), post-processed fraction, bytes shipped per
+//            batch, for each ratio postings / M, each policy (VFB per lambda, Qtf, QtfDf) and
+//            each cache share S_c / M; every row checks its first answers against the reference
+//   model    the throughput model (eqs. 6-7) fitted on a policy's sweep at one ratio, its chosen
+//            split next to the measured best, without and with a response-time bound
+//   online   the online policy against the offline plan on a drifting log
+// Flags: see --help. JSON: --out.
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/cache_admission.hpp"
+#include "common/cache_model.hpp"
+#include "common/metrics.hpp"
+#include "common/online_cache_policy.hpp"
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "gpu/device_list_cache.hpp"
+#include "gpu/gpu_engine.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
+#include "partition/synthetic_collection.hpp"
+
+using namespace gpusearch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<Query> read_queries(const ShardIndex& shard, const std::filesystem::path& file,
+                                std::size_t limit) {
+  std::vector<Query> out;
+  for (const QueryText& qt : read_query_file(file).queries) {
+    if (out.size() >= limit) break;
+    Query q;
+    QueryProblem p;
+    if (resolve_query(shard, qt, {}, q, p, file.string()) && !q.terms.empty()) out.push_back(q);
+  }
+  return out;
+}
+
+struct Bench {
+  const Index& index;
+  const ShardIndex& shard;
+  SearchParams params;
+  std::vector<Query> train{}, test{};
+  std::size_t check = 200, call_size = 4096;
+  unsigned batch_size = 4096, postprocess_threads = 0;
+  std::vector<ReferenceAnswer> refs{};  // of the test log's first `check` queries
+  std::shared_ptr<const cpu::CpuEngine> cpu{};
+  VisitLog visits{};  // the training log's simulated reads (every plan's input)
+
+  std::size_t wrong(const std::vector<ShardResult>& out, const std::vector<ReferenceAnswer>& r,
+                    const std::vector<Query>& qs) const {
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < r.size() && i < qs.size(); ++i) {
+      const ShardResult* s = &out[i];
+      const QueryResult m = merge_shard_results(params, std::span<const ShardResult* const>(&s, 1));
+      bad += compare_top_k(r[i].hits, r[i].total_matches, params.k, m.hits).has_value();
+    }
+    return bad;
+  }
+};
+
+// One timed pass of `qs` through `engine` in calls of call_size, after a warm-up call.
+nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>& qs,
+                         const std::vector<ReferenceAnswer>& refs) {
+  std::vector<ShardResult> out(qs.size());
+  const std::size_t warm = std::min<std::size_t>(qs.size(), 512);
+  engine.search(std::span<const Query>(qs.data(), warm), b.params,
+                std::span<ShardResult>(out.data(), warm));
+  if (auto* g = dynamic_cast<gpu::GpuEngine*>(&engine)) g->clear_stats();
+  std::vector<double> call_ms;
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < qs.size(); i += b.call_size) {
+    const std::size_t n = std::min(b.call_size, qs.size() - i);
+    const auto c0 = Clock::now();
+    engine.search(std::span<const Query>(qs.data() + i, n), b.params,
+                  std::span<ShardResult>(out.data() + i, n));
+    call_ms.push_back(1e3 * seconds_since(c0));
+  }
+  const double secs = seconds_since(t0);
+  nlohmann::json j = {{"queries", qs.size()},
+                      {"seconds", secs},
+                      {"queries_per_second", double(qs.size()) / secs},
+                      {"call_ms_p50", metrics::percentile(call_ms, 50)},
+                      {"wrong", b.wrong(out, refs, qs)},
+                      {"checked", std::min(refs.size(), qs.size())}};
+  if (auto* g = dynamic_cast<gpu::GpuEngine*>(&engine)) {
+    std::vector<double> batch_ms;
+    double h2d_ms = 0, kernel_ms = 0;
+    for (const auto& s : g->batch_stats()) {
+      batch_ms.push_back(s.pack_ms + s.h2d_ms + s.kernel_ms + s.d2h_ms + s.unpack_ms);
+      h2d_ms += s.h2d_ms;
+      kernel_ms += s.kernel_ms;
+    }
+    j["batch_ms_p50"] = batch_ms.empty() ? 0.0 : metrics::percentile(batch_ms, 50);
+    j["batch_ms_p95"] = batch_ms.empty() ? 0.0 : metrics::percentile(batch_ms, 95);
+    j["h2d_seconds"] = h2d_ms / 1e3;
+    j["kernel_seconds"] = kernel_ms / 1e3;
+    const nlohmann::json stats = g->stats();
+    if (stats.contains("list_cache")) {
+      nlohmann::json lc = stats["list_cache"];
+      lc.erase("online_changes");
+      j["list_cache"] = lc;
+    }
+  }
+  return j;
+}
+
+// A policy, its lambda, and whether lists cached in part ship whole where they fit.
+struct PolicyCase {
+  CachePolicy policy;
+  double lambda;
+  bool tails = false;
+  std::string name() const {
+    return (policy == CachePolicy::kVfb ? fmt::format("vfb:{}", lambda)
+                                        : std::string(to_string(policy))) +
+           (tails ? "+tails" : "");
+  }
+};
+
+// The engine at one split of `memory` (posting bytes the GPU may hold: cache + batch buffer).
+std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double cache_share,
+                                              const std::vector<CachedList>& lists,
+                                              unsigned batch_size, bool tails) {
+  gpu::GpuEngineOptions o;
+  o.ship_tails = tails;
+  o.list_cache = true;
+  o.cache_bytes = std::uint64_t(cache_share * memory);
+  o.batch_bytes = std::uint64_t(memory) - o.cache_bytes;
+  o.batch_size = batch_size;
+  o.postprocess_threads = b.postprocess_threads;
+  auto e = std::make_unique<gpu::GpuEngine>(b.shard, 0, o);
+  auto cpu = b.cpu;
+  e->set_post_processor(
+      [cpu](const Query& q, const SearchParams& p, DocId from, const ShardResult& running) {
+        return cpu->resume(q, p, from, running);
+      });
+  e->apply_cache_plan(lists);
+  return e;
+}
+
+nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase& pc, double share,
+                         unsigned batch_size) {
+  VisitLog visits = b.visits;
+  const auto lists =
+      admit_lists(b.shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
+  auto e = cached_engine(b, memory, share, lists, batch_size, pc.tails);
+  nlohmann::json row = timed_run(b, *e, b.test, b.refs);
+  row["ratio"] = ratio;
+  row["memory_bytes"] = memory;
+  row["policy"] = pc.name();
+  row["cache_share"] = share;
+  row["cache_bytes"] = std::uint64_t(share * memory);
+  row["batch_bytes"] = std::uint64_t(memory) - std::uint64_t(share * memory);
+  row["batch_cap"] = batch_size;
+  const auto& lc = row["list_cache"];
+  fmt::print(
+      "{:>5.1f}x {:>9} S_c {:>4.2f} cap {:>5}: {:>9.0f} q/s  hit {:>5.3f} blocks {:>5.3f} bytes"
+      "  post {:>5.3f}  shipped/batch {:>8.2f} MB  batches {:>5}  wrong {}\n",
+      ratio, pc.name(), share, batch_size, row["queries_per_second"].get<double>(),
+      lc["hit_rate_blocks"].get<double>(), lc["hit_rate_bytes"].get<double>(),
+      lc["post_processed_fraction"].get<double>(),
+      lc["bytes_shipped_per_batch"].get<double>() / 1e6, lc["batches"].get<std::uint64_t>(),
+      row["wrong"].get<std::size_t>());
+  std::fflush(stdout);
+  return row;
+}
+
+CacheRunSample sample_of(const nlohmann::json& row) {
+  CacheRunSample s;
+  const auto& lc = row.at("list_cache");
+  s.cache_bytes = row.at("cache_bytes").get<double>();
+  s.batch_bytes = row.at("batch_bytes").get<double>();
+  s.queries = row.at("queries").get<double>();
+  s.batches = lc.at("batches").get<double>();
+  s.wall_seconds = row.at("seconds").get<double>();
+  s.shipped_bytes = lc.at("bytes_shipped_total").get<double>();
+  s.transfer_seconds = row.at("h2d_seconds").get<double>();
+  s.max_batch_queries = row.at("batch_cap").get<double>();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"GPU list-cache benchmark (paper 000): JSON out"};
+  std::filesystem::path index_dir, train_file, test_file, out_file, model_out;
+  std::string mode = "and", scoring = "bm25-pr", ratios = "2.5,10", shares = "0.5,0.7,0.8,0.9,0.95";
+  std::string policies = "vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf", drift_spec, caps = "4096,1024,256";
+  std::size_t limit = 10000, train_limit = 10000, cpu_limit = 4000, drift_limit = 10000;
+  double theta_ms = 0;
+  unsigned k = 10;
+  bool skip_sweep = false, skip_model = false;
+  app.add_option("--index", index_dir, "index directory (one shard)")->required();
+  app.add_option("--train", train_file, "training log (default INDEX/queries.train.tsv)");
+  app.add_option("--test", test_file, "test log (default INDEX/queries.test.tsv)");
+  app.add_option("--out", out_file, "JSON output")->required();
+  app.add_option("--mode", mode, "and, or, and-or")->capture_default_str();
+  app.add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
+  app.add_option("--k", k, "results per query")->capture_default_str();
+  app.add_option("--limit", limit, "test queries")->capture_default_str();
+  app.add_option("--train-limit", train_limit, "training queries")->capture_default_str();
+  app.add_option("--cpu-limit", cpu_limit, "test queries for the CPU engine")
+      ->capture_default_str();
+  app.add_option("--ratios", ratios, "postings / M for each memory budget")->capture_default_str();
+  app.add_option("--shares", shares, "S_c / M of the sweep")->capture_default_str();
+  app.add_option("--policies", policies, "vfb:LAMBDA, qtf, qtfdf; +tails: cut lists ship whole")
+      ->capture_default_str();
+  app.add_option("--caps", caps, "queries per launch tried for the model (first: the sweep's)")
+      ->capture_default_str();
+  app.add_option("--theta-ms", theta_ms,
+                 "response bound for the model comparison (0: the p50 "
+                 "batch time of the sweep's best row)");
+  app.add_option("--drift-spec", drift_spec,
+                 "the index's synthetic spec; with it, the online-vs-offline comparison on its "
+                 "drifting test log (query_drift=1 is added)");
+  app.add_option("--drift-limit", drift_limit, "queries of the drifting log")
+      ->capture_default_str();
+  app.add_option("--model-out", model_out, "write the fitted throughput model (--cache-model)");
+  app.add_flag("--skip-sweep", skip_sweep, "only the baselines and the online comparison");
+  app.add_flag("--skip-model", skip_model, "no model runs");
+  unsigned postprocess_threads = 0;
+  app.add_option("--postprocess-threads", postprocess_threads, "0: cores - 1")
+      ->capture_default_str();
+  std::size_t check = 200, call_size = 4096;
+  app.add_option("--check", check, "answers checked against the reference per row")
+      ->capture_default_str();
+  app.add_option("--call-size", call_size, "queries per search() call")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!gpu::gpu_available()) {
+      std::cerr << "bench_list_cache: NO CUDA DEVICE\n";
+      return 2;
+    }
+    const Index index = Index::open(index_dir);
+    if (index.num_open_shards() != 1) throw InputError("--index", 0, "one shard, please");
+    const ShardIndex& shard = index.shard(0);
+    Bench b{index, shard, {parse_mode(mode), parse_scoring(scoring), index.params().gs_alpha, k}};
+    b.check = check;
+    b.call_size = call_size;
+    b.postprocess_threads = postprocess_threads;
+    b.train = read_queries(shard, train_file.empty() ? index_dir / "queries.train.tsv" : train_file,
+                           train_limit);
+    b.test =
+        read_queries(shard, test_file.empty() ? index_dir / "queries.test.tsv" : test_file, limit);
+    b.cpu = std::make_shared<const cpu::CpuEngine>(shard, 0);
+    const double postings = double(shard.postings().size_bytes());
+    nlohmann::json report = {{"index", index_dir.string()},
+                             {"docs", shard.num_docs()},
+                             {"posting_bytes", postings},
+                             {"resident_bytes", gpu::list_cache_resident_bytes(shard)},
+                             {"mode", mode},
+                             {"scoring", scoring},
+                             {"k", k},
+                             {"test_queries", b.test.size()},
+                             {"train_queries", b.train.size()},
+                             {"host_threads", std::thread::hardware_concurrency()}};
+    const auto t_ref = Clock::now();
+    b.refs.resize(std::min(check, b.test.size()));
+    tbb::parallel_for(std::size_t(0), b.refs.size(), [&](std::size_t i) {
+      b.refs[i] = reference_answer(index, b.test[i], b.params, 2 * k + 20);
+    });
+    const auto t_plan = Clock::now();
+    {
+      std::vector<std::vector<ListRead>> reads(b.train.size());
+      tbb::parallel_for(std::size_t(0), b.train.size(), [&](std::size_t i) {
+        reads[i] = simulate_and_reads(shard, b.train[i], k, b.params.scoring);
+      });
+      for (std::size_t i = 0; i < b.train.size(); ++i) {
+        for (TermId t : b.train[i].terms) b.visits[t].query_frequency += 1;
+        for (const ListRead& r : reads[i]) b.visits[r.term].prefixes.push_back({r.blocks, 1.0});
+      }
+    }
+    report["reference_seconds"] = seconds_since(t_ref) - seconds_since(t_plan);
+    report["training_replay_seconds"] = seconds_since(t_plan);
+
+    // Baselines: the CPU engine on every host core, the GPU engine holding the whole shard.
+    {
+      cpu::CpuEngine cpu(shard, 0);
+      std::vector<Query> qs(b.test.begin(),
+                            b.test.begin() + std::ptrdiff_t(std::min(cpu_limit, b.test.size())));
+      report["cpu"] = timed_run(b, cpu, qs, b.refs);
+      gpu::GpuEngine whole(shard, 0, gpu::GpuEngineOptions{});
+      report["gpu_all_resident"] = timed_run(b, whole, b.test, b.refs);
+      fmt::print("baselines: CPU engine {:.0f} q/s ({} threads), GPU all resident {:.0f} q/s\n",
+                 report["cpu"]["queries_per_second"].get<double>(),
+                 std::thread::hardware_concurrency(),
+                 report["gpu_all_resident"]["queries_per_second"].get<double>());
+    }
+    std::vector<PolicyCase> cases;
+    for (std::string p : split(policies)) {
+      const bool tails = p.size() > 6 && p.substr(p.size() - 6) == "+tails";
+      if (tails) p.resize(p.size() - 6);
+      if (p.rfind("vfb:", 0) == 0)
+        cases.push_back({CachePolicy::kVfb, std::stod(p.substr(4)), tails});
+      else
+        cases.push_back({parse_cache_policy(p), 1.0, tails});
+    }
+    std::vector<double> share_list, ratio_list;
+    for (const auto& s : split(shares)) share_list.push_back(std::stod(s));
+    for (const auto& r : split(ratios)) ratio_list.push_back(std::stod(r));
+    std::vector<unsigned> cap_list;
+    for (const auto& c : split(caps)) cap_list.push_back(unsigned(std::stoul(c)));
+    if (!cap_list.empty()) b.batch_size = cap_list.front();
+
+    // The sweep, and per ratio and policy the best share.
+    nlohmann::json sweep = nlohmann::json::array(), best = nlohmann::json::object();
+    if (!skip_sweep) {
+      for (double ratio : ratio_list) {
+        const double memory = postings / ratio;
+        for (const PolicyCase& pc : cases) {
+          nlohmann::json top;
+          for (double share : share_list) {
+            nlohmann::json row = sweep_row(b, ratio, memory, pc, share, b.batch_size);
+            if (top.is_null() || row["queries_per_second"] > top["queries_per_second"]) top = row;
+            sweep.push_back(std::move(row));
+          }
+          best[fmt::format("{}x {}", ratio, pc.name())] = top;
+        }
+      }
+    }
+    report["sweep"] = sweep;
+    report["best"] = best;
+    // Targets: VFB (its best lambda and share) against the whole-shard GPU engine and the CPU
+    // engine, and the policies' order.
+    {
+      nlohmann::json targets = nlohmann::json::object();
+      const double all = report["gpu_all_resident"]["queries_per_second"].get<double>();
+      const double cpu_qps = report["cpu"]["queries_per_second"].get<double>();
+      for (double ratio : ratio_list) {
+        double vfb = 0, qtf = 0, qtfdf = 0;
+        for (const PolicyCase& pc : cases) {
+          const auto key = fmt::format("{}x {}", ratio, pc.name());
+          if (!best.contains(key)) continue;
+          const double q = best[key]["queries_per_second"].get<double>();
+          if (pc.policy == CachePolicy::kVfb) vfb = std::max(vfb, q);
+          if (pc.policy == CachePolicy::kQtf) qtf = q;
+          if (pc.policy == CachePolicy::kQtfDf) qtfdf = q;
+        }
+        targets[fmt::format("{}x", ratio)] = {{"vfb_qps", vfb},
+                                              {"vfb_over_all_resident", all > 0 ? vfb / all : 0},
+                                              {"vfb_over_cpu", cpu_qps > 0 ? vfb / cpu_qps : 0},
+                                              {"vfb_over_qtf", qtf > 0 ? vfb / qtf : 0},
+                                              {"vfb_over_qtfdf", qtfdf > 0 ? vfb / qtfdf : 0}};
+        fmt::print(
+            "{}x: VFB {:.0f} q/s = {:.2f} x all-resident, {:.2f} x CPU; over Qtf {:.2f}, "
+            "over QtfDf {:.2f}\n",
+            ratio, vfb, all > 0 ? vfb / all : 0, cpu_qps > 0 ? vfb / cpu_qps : 0,
+            qtf > 0 ? vfb / qtf : 0, qtfdf > 0 ? vfb / qtfdf : 0);
+      }
+      report["targets"] = targets;
+    }
+    if (!skip_sweep && !skip_model && !ratio_list.empty()) {
+      // The model on the first ratio's best VFB case: the sweep's rows plus rows at smaller
+      // batch caps (so that c(n) sees several n), fitted; its choice against the measured best.
+      const double ratio = ratio_list.front(), memory = postings / ratio;
+      PolicyCase pc = cases.front();
+      double top = -1;
+      for (const PolicyCase& c : cases) {
+        const auto key = fmt::format("{}x {}", ratio, c.name());
+        if (c.policy == CachePolicy::kVfb && best.contains(key) &&
+            best[key]["queries_per_second"].get<double>() > top) {
+          top = best[key]["queries_per_second"].get<double>();
+          pc = c;
+        }
+      }
+      std::vector<nlohmann::json> rows;
+      for (const auto& row : sweep)
+        if (row["ratio"] == ratio && row["policy"] == pc.name()) rows.push_back(row);
+      for (std::size_t c = 1; c < cap_list.size(); ++c)
+        for (double share : share_list)
+          rows.push_back(sweep_row(b, ratio, memory, pc, share, cap_list[c]));
+      std::vector<CacheRunSample> samples;
+      for (const auto& row : rows) samples.push_back(sample_of(row));
+      ThroughputModel model = ThroughputModel::fit(samples);
+      model.note = fmt::format("{} at {}x of {}", pc.name(), ratio, index_dir.string());
+      if (!model_out.empty()) model.write(model_out);
+      nlohmann::json cmp = nlohmann::json::array();
+      double theta = theta_ms;
+      if (theta <= 0)
+        theta = best[fmt::format("{}x {}", ratio, pc.name())].value("batch_ms_p50", 10.0);
+      for (double bound : {0.0, theta}) {
+        const CacheSplit predicted = model.choose(memory, memory * 0.01, cap_list.front(), bound);
+        // The measured best: among the rows whose p95 batch time meets the bound.
+        nlohmann::json measured;
+        for (const auto& row : rows) {
+          if (bound > 0 && row["batch_ms_p95"].get<double>() > bound) continue;
+          if (measured.is_null() || row["queries_per_second"] > measured["queries_per_second"])
+            measured = row;
+        }
+        cmp.push_back({{"max_response_ms", bound},
+                       {"predicted_cache_share", predicted.cache_bytes / memory},
+                       {"predicted_batch_queries", predicted.batch_queries},
+                       {"predicted_queries_per_second", predicted.throughput},
+                       {"feasible", predicted.feasible},
+                       {"measured_cache_share",
+                        measured.is_null() ? -1.0 : measured["cache_share"].get<double>()},
+                       {"measured_batch_cap",
+                        measured.is_null() ? 0u : measured["batch_cap"].get<unsigned>()},
+                       {"measured_queries_per_second",
+                        measured.is_null() ? 0.0 : measured["queries_per_second"].get<double>()}});
+        fmt::print(
+            "model ({} ms bound): predicted S_c/M {:.2f} (n {:.0f}, {:.0f} q/s); measured "
+            "best {:.2f} ({:.0f} q/s)\n",
+            bound, predicted.cache_bytes / memory, predicted.batch_queries, predicted.throughput,
+            measured.is_null() ? -1.0 : measured["cache_share"].get<double>(),
+            measured.is_null() ? 0.0 : measured["queries_per_second"].get<double>());
+      }
+      report["model"] = {{"fit", model.to_json()}, {"rows", rows}, {"comparison", cmp}};
+    }
+    if (!drift_spec.empty() && !ratio_list.empty()) {
+      // Online against offline on the drifting log, at the first ratio's memory, VFB.
+      SyntheticParams sp = SyntheticParams::parse(drift_spec);
+      sp.query_drift = 1.0;
+      sp.test_queries = drift_limit;
+      std::vector<Query> drifting;
+      for (const auto& [id, text] : SyntheticCollection(sp).queries(false)) {
+        Query q;
+        QueryProblem p;
+        if (resolve_query(shard, QueryText{id, text, 0}, {}, q, p, "drift") && !q.terms.empty())
+          drifting.push_back(std::move(q));
+      }
+      std::vector<ReferenceAnswer> drift_refs;
+      drift_refs.resize(std::min(check, drifting.size()));
+      tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t i) {
+        drift_refs[i] = reference_answer(index, drifting[i], b.params, 2 * k + 20);
+      });
+      const double memory = postings / ratio_list.front();
+      const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
+      const double share = 0.8;
+      VisitLog visits = b.visits;
+      const auto lists =
+          admit_lists(shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
+      nlohmann::json online_json = nlohmann::json::object();
+      const std::size_t saved_call = b.call_size;
+      b.call_size = 1024;  // an ISN's batches: the online plans go in between them
+      for (bool online : {false, true}) {
+        auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
+        std::shared_ptr<OnlineCachePolicy> policy;
+        if (online) {
+          OnlinePolicyOptions oo;
+          oo.lambda = pc.lambda;
+          oo.budget_bytes = std::uint64_t(share * memory);
+          oo.k = k;
+          oo.scoring = b.params.scoring;
+          oo.half_life_queries = 1000;
+          oo.replan_queries = 250;
+          oo.sample_every = 2;
+          policy = std::make_shared<OnlineCachePolicy>(shard, oo);
+          policy->observe(b.train);  // seeded with what the offline plan saw
+          policy->drain();
+          policy->take_plan();
+          e->set_online_policy(policy, std::uint64_t(share * memory / 8));
+        }
+        nlohmann::json run = timed_run(b, *e, drifting, drift_refs);
+        if (policy) run["online_policy"] = policy->stats();
+        fmt::print("drifting log, {}: {:.0f} q/s, hit {:.3f} (bytes), post {:.3f}, wrong {}\n",
+                   online ? "online" : "offline", run["queries_per_second"].get<double>(),
+                   run["list_cache"]["hit_rate_bytes"].get<double>(),
+                   run["list_cache"]["post_processed_fraction"].get<double>(),
+                   run["wrong"].get<std::size_t>());
+        online_json[online ? "online" : "offline"] = run;
+      }
+      b.call_size = saved_call;
+      online_json["online_over_offline"] =
+          online_json["online"]["queries_per_second"].get<double>() /
+          online_json["offline"]["queries_per_second"].get<double>();
+      report["online"] = online_json;
+    }
+    std::ofstream out(out_file);
+    out << report.dump(2) << '\n';
+    if (!out) throw Error("cannot write " + out_file.string());
+    std::size_t wrong = 0;
+    auto count_wrong = [&](const nlohmann::json& j, auto&& self) -> void {
+      if (j.is_object()) {
+        if (j.contains("wrong") && j["wrong"].is_number()) wrong += j["wrong"].get<std::size_t>();
+        for (const auto& [key, v] : j.items())
+          if (key != "wrong" && key != "best") self(v, self);  // "best" repeats sweep rows
+      } else if (j.is_array()) {
+        for (const auto& v : j) self(v, self);
+      }
+    };
+    count_wrong(report, count_wrong);
+    fmt::print("wrong answers in all rows: {}\nJSON: {}\n", wrong, out_file.string());
+    return wrong == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_list_cache: " << e.what() << '\n';
+    return 2;
+  }
+}

@@ -1,0 +1,337 @@
+// The GPU engine through a list cache (paper 000; gpu/device_list_cache) against the reference:
+// every policy, lambda in {0.1, 0.5, 1}, budgets down to one block and zero, shipping regions
+// from none to room for everything (lists cached in part kept as prefixes or shipped whole), every
+// mode, scoring and GPU algorithm, post-processing exercised and counted; a weakened finality bound
+// gives wrong answers; the online policy changes the cache between calls and stays exact;
+// `gpusearch search`'s engine with --gpu-mem below the shard's size, a plan file, and a stale plan
+// refused. Skipped, loudly, without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+
+#include <tbb/global_control.h>
+
+#include "common/cache_admission.hpp"
+#include "common/online_cache_policy.hpp"
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "gpu/device_list_cache.hpp"
+#include "gpu/gpu_engine.hpp"
+#include "gpu/post_processing.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/engine_factory.hpp"
+#include "partition/cache_planner.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+
+namespace {
+
+class GpuListCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!gpu::gpu_available()) return;
+    dir_ = new TempDir();
+    BuildOptions o;
+    o.out_dir = *dir_ / "idx";
+    o.progress = false;
+    build_index_synthetic(SyntheticParams::parse("docs=40000,seed=13,train_queries=600,"
+                                                 "test_queries=300,mean_length=300"),
+                          o);
+    index_ = new Index(Index::open(*dir_ / "idx"));
+    queries_ = new std::vector<Query>();
+    for (const QueryText& qt : read_query_file(*dir_ / "idx" / "queries.test.tsv").queries) {
+      Query q;
+      QueryProblem p;
+      if (resolve_query(index_->shard(0), qt, QueryLimits{}, q, p, "test") && !q.terms.empty())
+        queries_->push_back(std::move(q));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete queries_;
+    delete index_;
+    delete dir_;
+  }
+  void SetUp() override {
+    if (!gpu::gpu_available())
+      GTEST_SKIP() << "NO CUDA DEVICE: GPU list-cache test skipped (run launch/gpu-host.sh cache "
+                      "on a GPU host)";
+  }
+  static const ShardIndex& shard() { return index_->shard(0); }
+  static std::uint64_t index_bytes() { return shard().postings().size_bytes(); }
+  static std::vector<CachedList> plan(CachePolicy policy, std::uint64_t budget, double lambda) {
+    CachePlanOptions o;
+    o.policy = policy;
+    o.budget_bytes = std::max<std::uint64_t>(budget, 1);
+    o.lambda = lambda;
+    o.progress = false;
+    return make_cache_plan(*index_, *dir_ / "idx" / "queries.train.tsv", o).shards[0].lists;
+  }
+  static std::unique_ptr<gpu::GpuEngine> engine(std::uint64_t cache_bytes,
+                                                std::uint64_t batch_bytes,
+                                                gpu::GpuEngineOptions o = {}) {
+    o.list_cache = true;
+    o.cache_bytes = cache_bytes;
+    o.batch_bytes = batch_bytes;
+    o.postprocess_threads = 2;
+    auto e = std::make_unique<gpu::GpuEngine>(shard(), 0, o);
+    auto cpu = std::make_shared<const cpu::CpuEngine>(shard(), 0);
+    e->set_post_processor(
+        [cpu](const Query& q, const SearchParams& p, DocId from, const ShardResult& running) {
+          return cpu->resume(q, p, from, running);
+        });
+    return e;
+  }
+  static TempDir* dir_;
+  static Index* index_;
+  static std::vector<Query>* queries_;
+};
+TempDir* GpuListCacheTest::dir_ = nullptr;
+Index* GpuListCacheTest::index_ = nullptr;
+std::vector<Query>* GpuListCacheTest::queries_ = nullptr;
+
+struct References {
+  std::map<std::pair<int, int>, std::vector<ReferenceAnswer>> by_setting;  // (mode, scoring)
+};
+
+const std::vector<ReferenceAnswer>& references(const Index& index, const std::vector<Query>& qs,
+                                               const SearchParams& p, References& cache) {
+  auto& refs = cache.by_setting[{int(p.mode), int(p.scoring) * 100000 + int(p.k)}];
+  if (refs.empty())
+    for (const Query& q : qs) refs.push_back(reference_answer(index, q, p, 2 * p.k + 20));
+  return refs;
+}
+
+// Runs the queries through `e` (in calls of `call_size`) and counts wrong answers; with
+// `expect`, each is a test failure.
+std::size_t wrong_answers(gpu::GpuEngine& e, const Index& index, const std::vector<Query>& qs,
+                          const SearchParams& p, References& refs_cache, const std::string& what,
+                          bool expect = true, std::size_t call_size = 1u << 30) {
+  const auto& refs = references(index, qs, p, refs_cache);
+  std::vector<ShardResult> out(qs.size());
+  for (std::size_t b = 0; b < qs.size(); b += call_size) {
+    const std::size_t n = std::min(call_size, qs.size() - b);
+    e.search(std::span<const Query>(qs.data() + b, n), p,
+             std::span<ShardResult>(out.data() + b, n));
+  }
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < qs.size(); ++i) {
+    const ShardResult* r = &out[i];
+    const QueryResult merged = merge_shard_results(p, std::span<const ShardResult* const>(&r, 1));
+    const auto diff = compare_top_k(refs[i].hits, refs[i].total_matches, p.k, merged.hits);
+    if (diff) ++wrong;
+    if (expect) {
+      EXPECT_FALSE(diff.has_value())
+          << what << " " << to_string(p.mode) << " " << to_string(p.scoring) << " k " << p.k
+          << " query " << qs[i].id << ": " << diff.value_or("");
+    }
+  }
+  return wrong;
+}
+
+TEST_F(GpuListCacheTest, ExactForEveryPolicyLambdaBudgetModeAndScoring) {
+  std::uint64_t one_block = ~0ull;
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks > 0)
+      one_block = std::min(one_block, blocks_bytes(shard(), shard().term(t).first_block, 1));
+  struct PlanCase {
+    CachePolicy policy;
+    double lambda;
+  };
+  const std::vector<PlanCase> plans = {{CachePolicy::kVfb, 0.1},
+                                       {CachePolicy::kVfb, 0.5},
+                                       {CachePolicy::kVfb, 1.0},
+                                       {CachePolicy::kQtf, 1.0},
+                                       {CachePolicy::kQtfDf, 1.0}};
+  // Budgets: none, one block, a tenth of the postings (the shard at 10x the cache), two fifths
+  // (2.5x). Shipping: none, a small region (long lists cut), room for everything.
+  const std::vector<std::uint64_t> budgets = {0, one_block, index_bytes() / 10,
+                                              index_bytes() * 2 / 5};
+  const std::vector<std::uint64_t> ships = {0, index_bytes() / 50, 2 * index_bytes() + (1 << 20)};
+  std::vector<Query> qs(queries_->begin(),
+                        queries_->begin() + std::min<std::size_t>(150, queries_->size()));
+  References refs;
+  std::map<std::string, std::uint64_t> post_processed;
+  for (const PlanCase& pc : plans) {
+    for (std::uint64_t budget : budgets) {
+      const auto lists =
+          budget > 0 ? plan(pc.policy, budget, pc.lambda) : std::vector<CachedList>{};
+      for (std::uint64_t ship : ships)
+        for (bool tails : {false, true}) {
+          if (tails && ship == 0) continue;
+          gpu::GpuEngineOptions o;
+          o.ship_tails = tails;
+          auto e = engine(budget, ship, o);
+          e->apply_cache_plan(lists);
+          const std::string what = std::string(to_string(pc.policy)) + " lambda " +
+                                   std::to_string(pc.lambda) + " cache " + std::to_string(budget) +
+                                   " ship " + std::to_string(ship) + (tails ? " tails" : "");
+          for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+            for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+              e->clear_stats();
+              wrong_answers(*e, *index_, qs, {mode, scoring, 0.3, 10}, refs, what);
+              post_processed[std::string(to_string(mode)) + " " +
+                             std::string(to_string(scoring))] +=
+                  e->list_cache_counters().post_processed;
+            }
+          }
+        }
+    }
+  }
+  for (const auto& [setting, count] : post_processed)
+    EXPECT_GT(count, 100u) << setting << ": post-processing was not exercised";
+}
+
+TEST_F(GpuListCacheTest, ExactForEveryAlgorithmDecompositionAndK) {
+  const auto lists = plan(CachePolicy::kVfb, index_bytes() / 10, 0.5);
+  References refs;
+  for (const std::string algorithm : {"bmw", "window", "exhaustive"}) {
+    for (unsigned max_segments : {1u, 64u}) {
+      gpu::GpuEngineOptions o;
+      o.algorithm = algorithm;
+      o.max_segments_per_query = max_segments;
+      o.min_segment_postings = max_segments > 1 ? 64 : 8192;
+      o.batch_size = 64;
+      auto e = engine(index_bytes() / 10, index_bytes() / 20, o);
+      e->apply_cache_plan(lists);
+      for (unsigned k : {1u, 100u})
+        for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr})
+          wrong_answers(*e, *index_, *queries_, {mode, Scoring::kBm25, 0.3, k}, refs,
+                        algorithm + " segments " + std::to_string(max_segments));
+      EXPECT_GT(e->list_cache_counters().post_processed, 0u);
+      EXPECT_GT(e->list_cache_counters().batches, 3u) << "batches cut by the shipping region";
+    }
+  }
+  // Without a post-processor the reference completes the truncated queries.
+  gpu::GpuEngineOptions o;
+  o.list_cache = true;
+  o.cache_bytes = index_bytes() / 10;
+  o.batch_bytes = index_bytes() / 20;
+  gpu::GpuEngine bare(shard(), 0, o);
+  bare.apply_cache_plan(lists);
+  wrong_answers(bare, *index_, *queries_, {Mode::kAnd, Scoring::kBm25, 0.3, 10}, refs,
+                "no post-processor");
+}
+
+TEST_F(GpuListCacheTest, WeakenedFinalityBoundGivesWrongAnswers) {
+  gpu::GpuEngineOptions o;
+  o.finality_bound_scale = 0.5;
+  auto e = engine(index_bytes() / 10, index_bytes() / 50, o);
+  e->apply_cache_plan(plan(CachePolicy::kVfb, index_bytes() / 10, 0.5));
+  References refs;
+  std::size_t wrong = 0;
+  for (Mode mode : {Mode::kAnd, Mode::kOr})
+    wrong +=
+        wrong_answers(*e, *index_, *queries_, {mode, Scoring::kBm25, 0.3, 10}, refs, "weak", false);
+  EXPECT_GT(wrong, 0u) << "halving the bound past the horizon should lose documents";
+}
+
+TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
+  auto params = SyntheticParams::parse(
+      "docs=40000,seed=13,train_queries=600,test_queries=600,"
+      "mean_length=300,query_drift=1");
+  std::vector<Query> drifting;
+  for (const auto& [id, text] : SyntheticCollection(params).queries(false)) {
+    Query q;
+    QueryProblem p;
+    if (resolve_query(shard(), QueryText{id, text, 0}, QueryLimits{}, q, p, "drift") &&
+        !q.terms.empty())
+      drifting.push_back(std::move(q));
+  }
+  const std::uint64_t budget = index_bytes() / 10;
+  auto e = engine(budget, index_bytes() / 20);
+  e->apply_cache_plan(plan(CachePolicy::kVfb, budget, 0.5));
+  OnlinePolicyOptions oo;
+  oo.lambda = 0.5;
+  oo.budget_bytes = budget;
+  oo.half_life_queries = 100;
+  oo.replan_queries = 50;
+  auto online = std::make_shared<OnlineCachePolicy>(shard(), oo);
+  e->set_online_policy(online, budget / 4);
+  References refs;
+  for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+    e->clear_stats();
+    // Calls of 64 queries, as an ISN's batches; the policy's plans go in between them.
+    const std::size_t n = std::min<std::size_t>(drifting.size(), 400);
+    std::vector<Query> qs(drifting.begin(), drifting.begin() + std::ptrdiff_t(n));
+    for (std::size_t b = 0; b < qs.size(); b += 64) {
+      const std::size_t m = std::min<std::size_t>(64, qs.size() - b);
+      std::vector<Query> call(qs.begin() + std::ptrdiff_t(b), qs.begin() + std::ptrdiff_t(b + m));
+      wrong_answers(*e, *index_, call, {mode, Scoring::kBm25, 0.3, 10}, refs, "online");
+      refs.by_setting.clear();
+      online->drain();  // the next call takes this call's plan
+    }
+  }
+  const nlohmann::json stats = e->stats();
+  ASSERT_TRUE(stats.contains("list_cache"));
+  EXPECT_GT(stats["list_cache"]["online_changes"].size(), 5u);
+  EXPECT_GT(stats["list_cache"]["online_policy"]["plans"].get<std::uint64_t>(), 5u);
+}
+
+TEST_F(GpuListCacheTest, FactoryServesAShardLargerThanTheBudgetAndRefusesAStalePlan) {
+  // A plan file, and the engine built from flags as `gpusearch search` and the ISN build it.
+  CachePlanOptions po;
+  po.budget_bytes = index_bytes() / 10;
+  po.lambda = 0.5;
+  po.progress = false;
+  const auto plan_file = *dir_ / "plan.json";
+  make_cache_plan(*index_, *dir_ / "idx" / "queries.train.tsv", po).write(plan_file);
+  EngineOptions eo;
+  eo.engine = "gpu";
+  eo.list_cache.cache_bytes = std::to_string(index_bytes() / 10);
+  eo.list_cache.batch_bytes = std::to_string(index_bytes() / 10);
+  eo.list_cache.plan = plan_file;
+  eo.list_cache.index_dir = *dir_ / "idx";
+  auto e = make_engine(eo, shard(), 0);
+  auto* g = dynamic_cast<gpu::GpuEngine*>(e.get());
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(g->has_list_cache());
+  const nlohmann::json stats = g->stats();
+  // The device holds a fifth of the posting words at a time (cache + shipping regions); the
+  // resident block metadata comes beside it.
+  const auto& setup = stats["list_cache_setup"];
+  EXPECT_LT(setup["cache_bytes"].get<std::uint64_t>() + setup["batch_bytes"].get<std::uint64_t>(),
+            index_bytes() / 4);
+  References refs;
+  wrong_answers(*g, *index_, *queries_, {Mode::kAndOr, Scoring::kBm25Pr, 0.3, 10}, refs, "factory");
+  // --cache-train plans here; a plan bigger than the cache, or for another index, is refused.
+  eo.list_cache.plan.clear();
+  eo.list_cache.train = *dir_ / "idx" / "queries.train.tsv";
+  EXPECT_NO_THROW(make_engine(eo, shard(), 0));
+  eo.list_cache.train.clear();
+  eo.list_cache.plan = plan_file;
+  eo.list_cache.cache_bytes = std::to_string(index_bytes() / 100);
+  EXPECT_THROW(make_engine(eo, shard(), 0), InputError);
+  eo.list_cache.cache_bytes = std::to_string(index_bytes() / 10);
+  TempDir other;
+  BuildOptions bo;
+  bo.out_dir = other / "idx";
+  bo.progress = false;
+  build_index_synthetic(SyntheticParams::parse("docs=2000,seed=1,test_queries=5"), bo);
+  eo.list_cache.index_dir = other / "idx";
+  EXPECT_THROW(make_engine(eo, shard(), 0), InputError);
+}
+
+// Host code (runs without a device): the post-processing threads run every task, also where
+// the process allows no worker thread (an ISN with --threads 1), and pass a task's exception on.
+TEST(PostProcessingThreads, RunEveryTaskWithoutWorkersAndRethrow) {
+  for (std::size_t parallelism : {std::size_t(1), std::size_t(4)}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, parallelism);
+    gpu::PostProcessingThreads post(3);
+    std::atomic<int> done{0};
+    for (int i = 0; i < 100; ++i) post.submit([&done] { ++done; });
+    post.wait();
+    EXPECT_EQ(done.load(), 100) << "parallelism " << parallelism;
+    EXPECT_EQ(post.tasks(), 100u);
+    post.submit([] { throw InputError("task", 0, "failed"); });
+    post.submit([&done] { ++done; });
+    EXPECT_THROW(post.wait(), InputError);
+    EXPECT_NO_THROW(post.wait());
+  }
+}
+
+}  // namespace

@@ -1,0 +1,482 @@
+// The host side of the GPU list cache (common/list_cache) and its CPU twin
+// (isn/cached_cpu_engine): the device block numbering, the directory's placement and its moves
+// toward new plans, the batches' shipping and re-pointed block offsets (checked by decoding
+// every available block through a host copy of the pool and the lane tables, as the kernels
+// address them), horizons, and exact answers for every policy, lambda, budget, mode and
+// scoring, with post-processing exercised and counted.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "common/cache_admission.hpp"
+#include "common/list_cache.hpp"
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "common/scoring.hpp"
+#include "common/shard_index.hpp"
+#include "isn/cached_cpu_engine.hpp"
+#include "partition/cache_planner.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+
+namespace {
+
+class ListCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    BuildOptions o;
+    o.out_dir = *dir_ / "idx";
+    o.progress = false;
+    o.num_shards = 1;
+    build_index_synthetic(SyntheticParams::parse("docs=20000,seed=5,train_queries=400,"
+                                                 "test_queries=300,mean_length=250"),
+                          o);
+    index_ = new Index(Index::open(*dir_ / "idx"));
+    const QueryFile qf = read_query_file(*dir_ / "idx" / "queries.test.tsv");
+    queries_ = new std::vector<Query>();
+    for (const QueryText& qt : qf.queries) {
+      Query q;
+      QueryProblem p;
+      if (resolve_query(index_->shard(0), qt, QueryLimits{}, q, p, "test") && !q.terms.empty())
+        queries_->push_back(std::move(q));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete queries_;
+    delete index_;
+    delete dir_;
+  }
+  static const ShardIndex& shard() { return index_->shard(0); }
+  static std::uint64_t index_bytes() { return shard().postings().size_bytes(); }
+  static CachePlan plan(CachePolicy policy, std::uint64_t budget, double lambda) {
+    CachePlanOptions o;
+    o.policy = policy;
+    o.budget_bytes = std::max<std::uint64_t>(budget, 1);
+    o.lambda = lambda;
+    o.progress = false;
+    return make_cache_plan(*index_, *dir_ / "idx" / "queries.train.tsv", o);
+  }
+  static TempDir* dir_;
+  static Index* index_;
+  static std::vector<Query>* queries_;
+};
+TempDir* ListCacheTest::dir_ = nullptr;
+Index* ListCacheTest::index_ = nullptr;
+std::vector<Query>* ListCacheTest::queries_ = nullptr;
+
+// A host copy of a device pool and one block-offset table, as the kernels address them.
+struct HostPool {
+  std::vector<std::uint32_t> words;
+  std::vector<std::uint64_t> table;
+  HostPool(std::uint64_t pool_words, std::uint64_t slots)
+      : words(pool_words, 0xdeadbeefu), table(slots, ~std::uint64_t(0)) {}
+  void copy(const ShardIndex& shard, const WordCopy& c, std::uint64_t base) {
+    ASSERT_LE(base + c.pool_word_offset + c.words, words.size());
+    std::copy_n(shard.postings().begin() + std::ptrdiff_t(c.host_word_begin), c.words,
+                words.begin() + std::ptrdiff_t(base + c.pool_word_offset));
+  }
+  void patch(const std::vector<OffsetPatch>& patches, std::uint64_t base) {
+    for (const OffsetPatch& p : patches) table.at(p.slot) = base + p.word_offset;
+  }
+  // Whether the first `blocks` blocks of t read back as the shard's words.
+  ::testing::AssertionResult addresses(const ShardIndex& shard, const DeviceBlockNumbering& n,
+                                       TermId t, std::uint32_t blocks) const {
+    const TermInfo& ti = shard.term(t);
+    const auto offsets = shard.block_offsets();
+    for (std::uint32_t j = 0; j < blocks; ++j) {
+      const std::uint64_t s = n.first_slot(t) + j;
+      const std::uint64_t begin = table[s], end = table[s + 1];
+      const std::uint64_t b = ti.first_block + j;
+      if (end < begin || end - begin != offsets[b + 1] - offsets[b] || end > words.size())
+        return ::testing::AssertionFailure()
+               << "term " << t << " block " << j << ": table [" << begin << ", " << end << ")";
+      for (std::uint64_t w = 0; w < end - begin; ++w)
+        if (words[begin + w] != shard.postings()[offsets[b] + w])
+          return ::testing::AssertionFailure() << "term " << t << " block " << j << " word " << w;
+    }
+    return ::testing::AssertionSuccess();
+  }
+};
+
+// The planner's replay (lists decoded block by block as the read reaches them) against the
+// same replay over fully decoded lists.
+std::vector<ListRead> eager_and_reads(const ShardIndex& shard, const Query& q, unsigned k,
+                                      Scoring scoring) {
+  std::vector<ListRead> reads;
+  const std::size_t u = q.terms.size();
+  if (u == 0) return reads;
+  for (TermId t : q.terms)
+    if (shard.term(t).num_blocks == 0) return reads;
+  const IndexParams& ip = shard.params();
+  std::vector<std::uint32_t> dfs;
+  for (TermId t : q.terms) dfs.push_back(shard.term(t).df_global);
+  const QueryWeights w =
+      make_query_weights(scoring, ip.gs_alpha, ip.bm25, ip.collection.num_docs, dfs);
+  const auto factor = gs_bound_factor(w, ip.gs_alpha);
+  std::vector<std::size_t> order(u);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return shard.term(q.terms[a]).df_shard < shard.term(q.terms[b]).df_shard;
+  });
+  std::vector<std::vector<DocId>> docs(u);
+  std::vector<std::vector<std::uint32_t>> freqs(u);
+  for (std::size_t i = 0; i < u; ++i) shard.decode_list(q.terms[order[i]], docs[i], freqs[i]);
+  std::vector<std::size_t> pos(u, 0);
+  std::vector<DocId> read_to(u, kNoDoc);
+  std::vector<double> top;  // min-heap of the k best scores
+  for (std::size_t c = 0; c < docs[0].size(); ++c) {
+    const DocId d = docs[0][c];
+    if (factor && top.size() == k &&
+        *factor * double(shard.global_scores()[d]) * (1.0 + kBoundSlack) < top.front())
+      break;
+    read_to[0] = d;
+    double score = w.static_weight * double(shard.pagerank()[d]);
+    const double norm = length_norm(ip.bm25, shard.doc_lengths()[d], ip.collection.avg_doc_length);
+    score += w.term_weight[order[0]] * impact(freqs[0][c], norm);
+    bool in_all = true;
+    for (std::size_t i = 1; i < u && in_all; ++i) {
+      read_to[i] = d;
+      const auto& l = docs[i];
+      pos[i] = std::size_t(std::lower_bound(l.begin() + pos[i], l.end(), d) - l.begin());
+      in_all = pos[i] < l.size() && l[pos[i]] == d;
+      if (in_all) score += w.term_weight[order[i]] * impact(freqs[i][pos[i]], norm);
+    }
+    if (!in_all || k == 0) continue;
+    if (top.size() < k) {
+      top.push_back(score);
+      std::push_heap(top.begin(), top.end(), std::greater<>());
+    } else if (score > top.front()) {
+      std::pop_heap(top.begin(), top.end(), std::greater<>());
+      top.back() = score;
+      std::push_heap(top.begin(), top.end(), std::greater<>());
+    }
+  }
+  const auto last = shard.block_last_docid();
+  for (std::size_t i = 0; i < u; ++i) {
+    if (read_to[i] == kNoDoc) continue;
+    const TermInfo& ti = shard.term(q.terms[order[i]]);
+    const auto* b = last.data() + ti.first_block;
+    const auto it = std::lower_bound(b, b + ti.num_blocks, read_to[i]);
+    reads.push_back(
+        {q.terms[order[i]], std::uint32_t(std::min<std::ptrdiff_t>(it - b + 1, ti.num_blocks))});
+  }
+  return reads;
+}
+
+TEST_F(ListCacheTest, ReplayDecodingOnDemandReadsWhatAFullDecodeReads) {
+  std::size_t short_reads = 0;
+  for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+    for (unsigned k : {1u, 10u, 1000u}) {
+      for (const Query& q : *queries_) {
+        const auto lazy = simulate_and_reads(shard(), q, k, scoring);
+        const auto eager = eager_and_reads(shard(), q, k, scoring);
+        ASSERT_EQ(lazy.size(), eager.size()) << q.id;
+        for (std::size_t i = 0; i < lazy.size(); ++i) {
+          ASSERT_EQ(lazy[i].term, eager[i].term) << q.id;
+          ASSERT_EQ(lazy[i].blocks, eager[i].blocks) << q.id << " term " << lazy[i].term;
+          short_reads += lazy[i].blocks < shard().term(lazy[i].term).num_blocks;
+        }
+      }
+    }
+  }
+  EXPECT_GT(short_reads, 100u) << "early termination should stop some reads before the end";
+}
+
+TEST_F(ListCacheTest, DeviceNumberingGivesEveryListItsBlocksAndASpareSlot) {
+  const DeviceBlockNumbering n(shard());
+  EXPECT_EQ(n.num_slots(), shard().block_last_docid().size() + shard().num_terms());
+  const auto last = n.slot_last_docid(shard());
+  const auto max = n.slot_block_max(shard());
+  std::vector<bool> used(n.num_slots(), false);
+  for (TermId t = 0; t < shard().num_terms(); ++t) {
+    const TermInfo& ti = shard().term(t);
+    for (std::uint32_t j = 0; j <= ti.num_blocks; ++j) {
+      ASSERT_FALSE(used[n.first_slot(t) + j]) << "term " << t << " overlaps another list";
+      used[n.first_slot(t) + j] = true;
+    }
+    for (std::uint32_t j = 0; j < ti.num_blocks; ++j) {
+      ASSERT_EQ(last[n.first_slot(t) + j], shard().block_last_docid()[ti.first_block + j]);
+      ASSERT_EQ(max[n.first_slot(t) + j], shard().block_max_impact()[ti.first_block + j]);
+    }
+  }
+}
+
+TEST_F(ListCacheTest, DirectoryHoldsAPlanWithinItsCapacityAndAddressesEveryCachedBlock) {
+  const DeviceBlockNumbering n(shard());
+  const std::uint64_t capacity = index_bytes() / 4;
+  const CachePlan p = plan(CachePolicy::kVfb, capacity, 0.5);
+  ListCacheDirectory cache(shard(), n, capacity);
+  const CacheChange change = cache.apply(p.shards[0].lists);
+  EXPECT_EQ(change.lists_added, p.shards[0].lists.size());
+  EXPECT_EQ(cache.used_words() * 4, p.shards[0].bytes);
+  EXPECT_LE(cache.used_words(), cache.capacity_words());
+  EXPECT_GT(cache.used_words(), 0u);
+  HostPool pool(cache.capacity_words(), n.num_slots());
+  for (const WordCopy& c : change.copies) pool.copy(shard(), c, 0);
+  pool.patch(change.patches, 0);
+  for (const CachedList& l : p.shards[0].lists) {
+    EXPECT_EQ(cache.cached_blocks(l.term), l.blocks);
+    EXPECT_TRUE(pool.addresses(shard(), n, l.term, l.blocks));
+  }
+  // A fresh lane table from table_entries() says the same.
+  HostPool fresh = pool;
+  fresh.table.assign(n.num_slots(), ~std::uint64_t(0));
+  fresh.patch(cache.table_entries(), 0);
+  for (const CachedList& l : p.shards[0].lists)
+    EXPECT_TRUE(fresh.addresses(shard(), n, l.term, l.blocks));
+}
+
+TEST_F(ListCacheTest, DirectoryMovesTowardNewPlansAndStaysConsistent) {
+  const DeviceBlockNumbering n(shard());
+  ListCacheDirectory cache(shard(), n, index_bytes() / 5);
+  HostPool pool(cache.capacity_words(), n.num_slots());
+  std::mt19937_64 rng(11);
+  std::vector<TermId> candidates;
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks >= 2) candidates.push_back(t);
+  ASSERT_GT(candidates.size(), 200u);
+  bool shrunk = false, removed = false, rebuilt_or_skipped = false;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<CachedList> target;
+    std::map<TermId, bool> seen;
+    for (int i = 0; i < 150; ++i) {
+      const TermId t = candidates[rng() % candidates.size()];
+      if (seen[t]) continue;
+      seen[t] = true;
+      const std::uint32_t nb = shard().term(t).num_blocks;
+      target.push_back({t, 1 + std::uint32_t(rng() % nb), 0});
+    }
+    const std::uint64_t cap = round % 3 == 0 ? ~0ull : index_bytes() / 50;
+    const CacheChange c = cache.apply(target, cap);
+    shrunk |= c.lists_shrunk > 0;
+    removed |= c.lists_removed > 0;
+    rebuilt_or_skipped |= c.rebuilt || c.lists_skipped > 0;
+    if (cap != ~0ull && !c.rebuilt) {
+      EXPECT_LE(c.words_copied * 4, cap);
+    }
+    for (const WordCopy& w : c.copies) pool.copy(shard(), w, 0);
+    pool.patch(c.patches, 0);
+    // Every cached list reads back right; no two lists share words; the count adds up.
+    std::uint64_t used = 0, blocks = 0;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    for (const auto& [t, e] : cache.entries()) {
+      ASSERT_TRUE(pool.addresses(shard(), n, t, e.blocks)) << "round " << round;
+      ASSERT_TRUE(seen[t]) << "term " << t << " is cached but not in the target";
+      used += e.words;
+      blocks += e.blocks;
+      ranges.push_back({e.word_offset, e.words});
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+      ASSERT_LE(ranges[i - 1].first + ranges[i - 1].second, ranges[i].first);
+    EXPECT_EQ(used, cache.used_words());
+    EXPECT_EQ(blocks, cache.cached_blocks_total());
+    EXPECT_LE(used, cache.capacity_words());
+  }
+  EXPECT_TRUE(shrunk);
+  EXPECT_TRUE(removed);
+  EXPECT_TRUE(rebuilt_or_skipped);
+}
+
+// Every batch fits the shipping region; through two lanes' tables (stale entries from earlier
+// batches left in place), every block a query's batch makes available reads back right, and
+// every list is complete below the query's horizon.
+void check_batches(const ShardIndex& shard, const ListCacheDirectory& cache,
+                   const std::vector<Query>& queries, const ListBatchOptions& o,
+                   std::uint64_t* truncated_out = nullptr) {
+  const DeviceBlockNumbering& n = cache.numbering();
+  std::vector<std::size_t> order(queries.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  const auto batches = plan_list_batches(cache, queries, order, o);
+  const std::uint64_t ship_words = o.ship_capacity_bytes / 4;
+  // The cache region as the device holds it, then one table per lane.
+  HostPool pool(cache.capacity_words() + 2 * ship_words + 1, n.num_slots());
+  for (const auto& [t, e] : cache.entries())
+    pool.copy(shard, {shard.block_offsets()[shard.term(t).first_block], e.words, e.word_offset}, 0);
+  pool.patch(cache.table_entries(), 0);
+  std::vector<HostPool> lanes(2, pool);
+  std::size_t next = 0;
+  std::uint64_t truncated = 0;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const ListBatch& b = batches[i];
+    ASSERT_EQ(b.begin, next);
+    ASSERT_GT(b.end, b.begin);
+    ASSERT_LE(b.end - b.begin, o.max_queries);
+    next = b.end;
+    ASSERT_LE(b.region_bytes(), o.ship_capacity_bytes);
+    const std::uint64_t base = cache.capacity_words() + (i % 2) * ship_words;
+    HostPool& lane = lanes[i % 2];
+    for (const ShippedList& s : b.shipped) lane.copy(shard, s.copy, base);
+    lane.patch(b.patches, base);
+    for (std::size_t pos = b.begin; pos < b.end; ++pos) {
+      const Query& q = queries[order[pos]];
+      DocId horizon = shard.num_docs();
+      for (TermId t : q.terms) {
+        const std::uint32_t a = b.available_blocks(cache, t);
+        ASSERT_TRUE(lane.addresses(shard, n, t, a)) << "batch " << i;
+        horizon = std::min(horizon, list_prefix_end(shard, t, a));
+      }
+      ASSERT_EQ(b.horizon[pos - b.begin], horizon);
+      if (horizon < shard.num_docs()) ++truncated;
+      for (TermId t : q.terms) {  // below the horizon, the available blocks hold the list
+        const TermInfo& ti = shard.term(t);
+        const std::uint32_t a = b.available_blocks(cache, t);
+        if (a < ti.num_blocks && horizon > 0) {
+          ASSERT_GE(list_prefix_end(shard, t, a), horizon);
+        }
+      }
+    }
+    // After the batch's kernels the lane's table holds the cache again (ship_tails restores).
+    lane.patch(b.restores, 0);
+    for (const ShippedList& s : b.shipped) {
+      if (const CacheEntry* e = cache.find(s.term)) {
+        ASSERT_TRUE(lane.addresses(shard, n, s.term, e->blocks)) << "restore of " << s.term;
+      }
+    }
+  }
+  ASSERT_EQ(next, queries.size());
+  if (truncated_out) *truncated_out = truncated;
+}
+
+TEST_F(ListCacheTest, BatchesFitTheShippingRegionAndAddressEveryAvailableBlock) {
+  const DeviceBlockNumbering n(shard());
+  const CachePlan p = plan(CachePolicy::kVfb, index_bytes() / 10, 0.5);
+  ListCacheDirectory cache(shard(), n, index_bytes() / 10);
+  cache.apply(p.shards[0].lists);
+  std::uint64_t truncated = 0;
+  check_batches(shard(), cache, *queries_, {64, index_bytes() / 100}, &truncated);
+  EXPECT_GT(truncated, 0u) << "cached prefixes truncate lists";
+  check_batches(shard(), cache, *queries_, {4096, index_bytes()}, &truncated);
+  EXPECT_GT(truncated, 0u) << "cached prefixes truncate lists";
+  // With ship_tails and room for everything, lists cached in part ship whole: nothing is cut;
+  // with a small region some are cut again.
+  check_batches(shard(), cache, *queries_, {4096, 2 * index_bytes(), true}, &truncated);
+  EXPECT_EQ(truncated, 0u);
+  check_batches(shard(), cache, *queries_, {64, index_bytes() / 400, true}, &truncated);
+  EXPECT_GT(truncated, 0u);
+  // No cache: with room for every list nothing is truncated; a small region cuts lists.
+  ListCacheDirectory empty(shard(), n, 0);
+  check_batches(shard(), empty, *queries_, {64, index_bytes()}, &truncated);
+  EXPECT_EQ(truncated, 0u);
+  check_batches(shard(), empty, *queries_, {64, index_bytes() / 400}, &truncated);
+  EXPECT_GT(truncated, 0u) << "a small shipping region cuts long lists";
+  // A zero cache and a zero shipping region: every query's horizon is 0 (CPU only).
+  std::vector<std::size_t> order(queries_->size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  for (const ListBatch& b : plan_list_batches(empty, *queries_, order, {16, 0}))
+    for (DocId h : b.horizon) ASSERT_EQ(h, 0u);
+  check_batches(shard(), empty, *queries_, {16, 4096});
+}
+
+// The CPU twin against the reference on the test log; returns (checks, post-processed).
+std::pair<std::size_t, std::uint64_t> check_twin(const Index& index, const std::vector<Query>& qs,
+                                                 const ListCacheDirectory& cache,
+                                                 const ListBatchOptions& batching,
+                                                 const SearchParams& params,
+                                                 const std::vector<ReferenceAnswer>& refs,
+                                                 const std::string& what, double scale = 1.0,
+                                                 std::size_t* failures = nullptr) {
+  CachedCpuEngine twin(index.shard(0), index.shard_id(0), cache, batching);
+  twin.set_bound_scale(scale);
+  std::vector<ShardResult> out(qs.size());
+  twin.search(qs, params, out);
+  std::size_t checks = 0;
+  for (std::size_t i = 0; i < qs.size(); ++i) {
+    const ShardResult* r = &out[i];
+    const QueryResult merged =
+        merge_shard_results(params, std::span<const ShardResult* const>(&r, 1));
+    const auto diff = compare_top_k(refs[i].hits, refs[i].total_matches, params.k, merged.hits);
+    if (failures) {
+      if (diff) ++*failures;
+    } else {
+      EXPECT_FALSE(diff.has_value()) << what << " query " << qs[i].id << ": " << diff.value_or("");
+    }
+    ++checks;
+  }
+  return {checks, twin.counters().post_processed};
+}
+
+TEST_F(ListCacheTest, CpuTwinIsExactForEveryPolicyLambdaBudgetModeAndScoring) {
+  const DeviceBlockNumbering n(shard());
+  std::vector<Query> qs(queries_->begin(),
+                        queries_->begin() + std::min<std::size_t>(120, queries_->size()));
+  // The smallest block of the shard: a cache of one block.
+  std::uint64_t one_block = ~0ull;
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks > 0)
+      one_block = std::min(one_block, blocks_bytes(shard(), shard().term(t).first_block, 1));
+  struct PlanCase {
+    CachePolicy policy;
+    double lambda;
+  };
+  const std::vector<PlanCase> plans = {{CachePolicy::kVfb, 0.1},
+                                       {CachePolicy::kVfb, 0.5},
+                                       {CachePolicy::kVfb, 1.0},
+                                       {CachePolicy::kQtf, 1.0},
+                                       {CachePolicy::kQtfDf, 1.0}};
+  const std::vector<std::uint64_t> budgets = {0, one_block, index_bytes() / 10,
+                                              index_bytes() * 2 / 5};
+  std::map<std::string, std::uint64_t> post_processed;  // per mode and scoring
+  std::size_t checks = 0;
+  for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+    for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+      const SearchParams params{mode, scoring, 0.3, 10};
+      std::vector<ReferenceAnswer> refs;
+      for (const Query& q : qs) refs.push_back(reference_answer(*index_, q, params, 40));
+      const std::string setting =
+          std::string(to_string(mode)) + " " + std::string(to_string(scoring));
+      for (const PlanCase& pc : plans) {
+        for (std::uint64_t budget : budgets) {
+          ListCacheDirectory cache(shard(), n, budget);
+          if (budget > 0) cache.apply(plan(pc.policy, budget, pc.lambda).shards[0].lists);
+          if (budget == one_block) {
+            EXPECT_LE(cache.cached_blocks_total(), 1u);
+          }
+          // Shipping regions: none, a small one (lists cut), room for everything; lists cached
+          // in part kept as prefixes or shipped whole where they fit.
+          const std::uint64_t small = index_bytes() / 200, all = 2 * index_bytes();
+          for (const ListBatchOptions& o :
+               {ListBatchOptions{32, 0}, ListBatchOptions{32, small},
+                ListBatchOptions{32, small, true}, ListBatchOptions{32, all},
+                ListBatchOptions{32, all, true}}) {
+            const std::string what =
+                setting + " " + std::string(to_string(pc.policy)) + " lambda " +
+                std::to_string(pc.lambda) + " budget " + std::to_string(budget) + " ship " +
+                std::to_string(o.ship_capacity_bytes) + (o.ship_tails ? " tails" : "");
+            const auto [c, pp] = check_twin(*index_, qs, cache, o, params, refs, what);
+            checks += c;
+            post_processed[setting] += pp;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checks, 10000u);
+  for (const auto& [setting, count] : post_processed)
+    EXPECT_GT(count, 100u) << setting << ": post-processing was not exercised";
+}
+
+TEST_F(ListCacheTest, AWeakenedFinalityBoundGivesWrongAnswers) {
+  const DeviceBlockNumbering n(shard());
+  const CachePlan p = plan(CachePolicy::kVfb, index_bytes() / 10, 0.5);
+  ListCacheDirectory cache(shard(), n, index_bytes() / 10);
+  cache.apply(p.shards[0].lists);
+  std::size_t wrong = 0;
+  for (Mode mode : {Mode::kAnd, Mode::kOr}) {
+    const SearchParams params{mode, Scoring::kBm25, 0.3, 10};
+    std::vector<ReferenceAnswer> refs;
+    for (const Query& q : *queries_) refs.push_back(reference_answer(*index_, q, params, 40));
+    check_twin(*index_, *queries_, cache, {32, index_bytes() / 200}, params, refs, "weakened", 0.5,
+               &wrong);
+  }
+  EXPECT_GT(wrong, 0u) << "halving the bound past the horizon should lose documents";
+}
+
+}  // namespace
