@@ -37,8 +37,9 @@ void BatchPipeline::start(std::unique_ptr<PipelinedBatch>& batch) {
   b->started = Clock::now();
   {
     std::lock_guard lock(mutex_);
-    if (running_++ == 0) busy_since_ = b->started;
-    peak_running_ = std::max(peak_running_, running_);
+    if (incomplete_++ == 0) busy_since_ = b->started;
+    peak_incomplete_ = std::max(peak_incomplete_, incomplete_);
+    ++running_;
     in_flight_.push_back(Slot{std::move(batch), false});
   }
   auto done = [this, b](const std::string& error) {
@@ -48,14 +49,13 @@ void BatchPipeline::start(std::unique_ptr<PipelinedBatch>& batch) {
       b->error = error;
       for (Slot& s : in_flight_)
         if (s.batch.get() == b) s.complete = true;
+      if (--incomplete_ == 0)
+        busy_seconds_ += std::chrono::duration<double>(b->finished - busy_since_).count();
     }
     if (on_complete_) on_complete_();
     // Counted out only after the call above: once running_ is 0, no callback touches the ISN.
     std::lock_guard lock(mutex_);
-    if (--running_ == 0) {
-      busy_seconds_ += std::chrono::duration<double>(Clock::now() - busy_since_).count();
-      drained_.notify_all();
-    }
+    if (--running_ == 0) drained_.notify_all();
   };
   try {
     scheduler_.submit_batch(b->queries, b->params, b->results, done);
@@ -66,6 +66,7 @@ void BatchPipeline::start(std::unique_ptr<PipelinedBatch>& batch) {
                                    [&](const Slot& s) { return s.batch.get() == b; });
     batch = std::move(slot->batch);
     in_flight_.erase(slot);
+    --incomplete_;
     --running_;
     throw;
   }
@@ -81,7 +82,7 @@ std::unique_ptr<PipelinedBatch> BatchPipeline::take_completed() {
 
 unsigned BatchPipeline::peak_in_flight() const {
   std::lock_guard lock(mutex_);
-  return peak_running_;
+  return peak_incomplete_;
 }
 
 double BatchPipeline::busy_seconds() const {

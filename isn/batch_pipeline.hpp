@@ -72,8 +72,9 @@ class BatchPipeline {
   mutable std::mutex mutex_;
   std::condition_variable drained_;
   std::deque<Slot> in_flight_;
-  unsigned running_ = 0;  // batches started whose jobs are not all done
-  unsigned peak_running_ = 0;
+  unsigned incomplete_ = 0;  // batches started whose jobs are not all done
+  unsigned peak_incomplete_ = 0;
+  unsigned running_ = 0;  // batches whose completion callback has not returned yet
   Clock::time_point busy_since_{};
   double busy_seconds_ = 0;
 };

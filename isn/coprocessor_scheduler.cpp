@@ -73,10 +73,17 @@ double seconds_between(CoProcessorScheduler::Clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 }  // namespace
 
 struct CoProcessorScheduler::Job {
   const Query* query = nullptr;
+  QueryFeatures features;  // with an observer only
   SearchParams params;
   ShardResult* out = nullptr;
   Clock::time_point arrival, urgent_at, deadline;
@@ -172,6 +179,7 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
   job->urgent_at = arrival + std::chrono::duration_cast<Clock::duration>(options_.deadline *
                                                                          options_.urgent_fraction);
   std::tie(job->queue, job->preferred) = classify(query);
+  if (options_.observe) job->features = query_features(shard_, query);
   job->done = std::move(done);
   {
     std::lock_guard lock(mutex_);
@@ -277,6 +285,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
     results.assign(batch.size(), ShardResult{});
     for (const Taken& t : batch) queries.push_back(*t.job->query);
     std::string error;
+    const bool observe = options_.observe && batch.size() == 1;
+    const bool thread_clock = options_.observe_clock[std::size_t(p)] == CostClock::kThreadCpu;
+    const double cpu0 = observe && thread_clock ? thread_cpu_seconds() : 0;
     const auto t0 = Clock::now();
     try {
       slot.engine->search(queries, batch.front().job->params, results);
@@ -284,6 +295,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
       error = e.what();
     }
     const auto t1 = Clock::now();
+    if (observe && error.empty())
+      options_.observe(p, batch.front().job->features,
+                       thread_clock ? thread_cpu_seconds() - cpu0 : seconds_between(t0, t1));
     outcomes.assign(batch.size(), JobOutcome{});
     std::uint64_t missed = 0, stolen = 0, promoted = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -465,7 +479,10 @@ SchedulerEngine::SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryE
 
 void SchedulerEngine::prepare(const SearchParams& params) {
   if (scheduler_) return;
-  options_.estimate = train_(params, *cpu_, *gpu_, training_report_);
+  TrainedCosts trained = train_(params, *cpu_, *gpu_, training_report_);
+  options_.estimate = std::move(trained.estimate);
+  if (trained.observe) options_.observe = std::move(trained.observe);
+  online_stats_ = std::move(trained.stats);
   scheduler_ = std::make_unique<CoProcessorScheduler>(shard_, cpu_slot_, gpu_slot_, options_);
 }
 
@@ -485,6 +502,7 @@ void SchedulerEngine::submit_batch(std::span<const Query> queries, const SearchP
 nlohmann::json SchedulerEngine::stats() const {
   nlohmann::json j = scheduler_ ? scheduler_->stats() : nlohmann::json::object();
   if (!training_report_.is_null()) j["predictor"] = training_report_;
+  if (online_stats_) j["predictor"]["online"] = online_stats_();
   return j;
 }
 
@@ -494,9 +512,7 @@ double clock_seconds(CostClock clock) {
   if (clock == CostClock::kWall)
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  return thread_cpu_seconds();
 }
 
 }  // namespace

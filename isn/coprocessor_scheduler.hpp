@@ -53,6 +53,13 @@ enum class JobQueue : std::uint8_t { kCpuPreferred = 0, kGpuPreferred = 1, kEith
 std::string_view to_string(JobQueue q);
 
 using CostEstimator = std::function<CostEstimate(const QueryFeatures&)>;
+// A job's cost as its processor's worker measured it: called after every call of one job (the
+// CPU worker's always are), from the worker thread (isn/online_cost_predictor.hpp refits on them).
+using CostObserver = std::function<void(Processor, const QueryFeatures&, double seconds)>;
+// How a cost is timed: the wall clock, or the calling thread's CPU time (the work of an engine
+// that answers a lone query on the calling thread, as the CPU engine does, without the time
+// other processes take).
+enum class CostClock : std::uint8_t { kWall, kThreadCpu };
 
 struct ProcessorSlot {
   QueryEngine* engine = nullptr;  // not owned
@@ -68,6 +75,8 @@ struct SchedulerOptions {
   std::chrono::microseconds deadline{500000};  // after arrival
   double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
   CostEstimator estimate;                      // queues and best-serial need one
+  CostObserver observe;                        // optional
+  std::array<CostClock, kProcessors> observe_clock{CostClock::kThreadCpu, CostClock::kWall};
 };
 
 struct JobOutcome {
@@ -166,8 +175,18 @@ class SchedulerEngine final : public QueryEngine {
   // `train` (optional) builds the cost estimator at the first batch, with that batch's
   // parameters (the mode and k arrive with the batches, not at start-up); policies that need no
   // estimator never call it.
-  using Trainer = std::function<CostEstimator(const SearchParams&, QueryEngine& cpu,
-                                              QueryEngine& gpu, nlohmann::json& report)>;
+  // What training gives: the estimator, and optionally an observer of the jobs' costs and its
+  // stats (an online refit). A bare CostEstimator converts to it.
+  struct TrainedCosts {
+    TrainedCosts(CostEstimator e = {}, CostObserver o = {},
+                 std::function<nlohmann::json()> s = {})
+        : estimate(std::move(e)), observe(std::move(o)), stats(std::move(s)) {}
+    CostEstimator estimate;
+    CostObserver observe;
+    std::function<nlohmann::json()> stats;
+  };
+  using Trainer = std::function<TrainedCosts(const SearchParams&, QueryEngine& cpu,
+                                             QueryEngine& gpu, nlohmann::json& report)>;
   SchedulerEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> cpu,
                   std::unique_ptr<QueryEngine> gpu, ProcessorSlot cpu_slot, ProcessorSlot gpu_slot,
                   SchedulerOptions options, Trainer train = {});
@@ -193,6 +212,7 @@ class SchedulerEngine final : public QueryEngine {
   SchedulerOptions options_;
   Trainer train_;
   nlohmann::json training_report_;
+  std::function<nlohmann::json()> online_stats_;
   std::unique_ptr<CoProcessorScheduler> scheduler_;
   std::string name_;
 };
@@ -205,7 +225,6 @@ class SchedulerEngine final : public QueryEngine {
 // calling thread (the CPU engine, one thread per query) without the time other processes take.
 // Two logs of the same CPU engine on the busy 2-core build host differed per query by 53% on
 // average with the median of 3 wall-clock runs, by 5-10% with the fastest of 7 CPU-time runs.
-enum class CostClock : std::uint8_t { kWall, kThreadCpu };
 struct CostLogOptions {
   unsigned repeats = 7;
   std::array<CostClock, kProcessors> clock{CostClock::kThreadCpu, CostClock::kWall};

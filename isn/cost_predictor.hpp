@@ -109,6 +109,12 @@ class CostPredictor {
                              std::span<const CostSample> gpu_log, nlohmann::json* report);
   CostEstimate predict(const QueryFeatures& f) const;
   const ProcessorCostModel& model(Processor p) const { return models_[std::size_t(p)]; }
+  // This predictor with processor p's model replaced (an online refit).
+  CostPredictor with_model(Processor p, ProcessorCostModel model) const {
+    CostPredictor q = *this;
+    q.models_[std::size_t(p)] = std::move(model);
+    return q;
+  }
 
  private:
   std::array<ProcessorCostModel, kProcessors> models_;

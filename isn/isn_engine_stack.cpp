@@ -7,6 +7,7 @@
 #include <tbb/global_control.h>
 
 #include "common/error.hpp"
+#include "isn/online_cost_predictor.hpp"
 #include "isn/parallel_batch_engine.hpp"
 
 namespace gpusearch {
@@ -114,11 +115,15 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
       // The CPU engine's cost is its thread's CPU time, unless it spreads a query over threads.
       CostLogOptions cost_log;
       if (co.intra_query_threads > 1) cost_log.clock[std::size_t(Processor::kCpu)] = CostClock::kWall;
-      trainer = [queries, &shard, cost_log](const SearchParams& p, QueryEngine& cpu,
-                                            QueryEngine& gpu, nlohmann::json& report) {
-        auto predictor = std::make_shared<CostPredictor>(
-            train_cost_predictor(shard, *queries, p, cpu, gpu, &report, cost_log));
-        return CostEstimator([predictor](const QueryFeatures& f) { return predictor->predict(f); });
+      sched.observe_clock = cost_log.clock;
+      const std::size_t refit_every = so.refit_every;
+      trainer = [queries, &shard, cost_log, refit_every](const SearchParams& p, QueryEngine& cpu,
+                                                         QueryEngine& gpu, nlohmann::json& report) {
+        CostLog log = log_query_costs(shard, *queries, p, cpu, gpu, cost_log);
+        CostPredictor first = CostPredictor::train(log.samples[0], log.samples[1], &report);
+        // Refitted online from the CPU jobs' own costs (isn/online_cost_predictor.hpp).
+        return OnlineCostPredictor::hooks(std::make_shared<OnlineCostPredictor>(
+            std::move(log), std::move(first), refit_every));
       };
     }
     primary = std::make_unique<SchedulerEngine>(

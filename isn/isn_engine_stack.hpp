@@ -36,6 +36,9 @@ struct IsnSchedulerOptions {
   // Batches whose jobs the ISN queues before the oldest is answered (isn/batch_pipeline.hpp);
   // 1: one batch at a time.
   unsigned batches_in_flight = 4;
+  // queues, best-serial: the CPU model is refitted after every refit_every CPU jobs on the
+  // training log and the newest jobs' costs (isn/online_cost_predictor.hpp); 0: never.
+  std::size_t refit_every = 512;
 };
 
 struct IsnEngineStackOptions {

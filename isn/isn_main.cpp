@@ -84,6 +84,10 @@ int main(int argc, char** argv) {
                  "scheduler: batches whose jobs are queued before the oldest is answered (the "
                  "processors stay busy across batch boundaries); 1: one batch at a time")
       ->capture_default_str();
+  app.add_option("--scheduler-refit-every", so.refit_every,
+                 "scheduler queues: refit the CPU cost model after this many CPU jobs, on the "
+                 "training costs and the newest jobs' own (0: never)")
+      ->capture_default_str();
   app.add_option("--gpu-max-batch", so.gpu_max_batch,
                  "scheduler: most queries per call of the GPU-side engine")
       ->capture_default_str();

@@ -252,7 +252,9 @@ print(f"cluster --scheduler queues ({s.get('batches_in_flight', 1)} in flight, p
       f"jobs cpu {p['cpu']['jobs']} gpu {p['gpu']['jobs']}, stolen {p['cpu']['stolen'] + p['gpu']['stolen']}, "
       f"busy s cpu {p['cpu']['busy_seconds']:.2f} gpu {p['gpu']['busy_seconds']:.2f}, "
       f"predictor error cpu {s['predictor']['cpu']['mean_relative_error_held_out']:.3f} "
-      f"gpu {s['predictor']['gpu']['mean_relative_error_held_out']:.3f}")
+      f"gpu {s['predictor']['gpu']['mean_relative_error_held_out']:.3f}; online (CPU jobs): "
+      f"{s['predictor'].get('online', {}).get('cpu_mean_relative_error_online', float('nan')):.3f}, "
+      f"{s['predictor'].get('online', {}).get('refits', 0)} refits")
 EOF
       done
       # 4 ISNs on this host's GPU(s), round-robin, every answer against the reference.

@@ -176,6 +176,8 @@ case "$case_name" in
         samples=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['cpu']['samples']")
         [ "$samples" -ge 40 ] || fail "queues: predictor trained on $samples queries"
         echo "queues: predictor error (held out) $(metric "$m" "[round(m['isn'][0]['stats']['scheduler']['predictor'][p]['mean_relative_error_held_out'], 3) for p in ('cpu', 'gpu')]")"
+        online=$(metric "$m" "m['isn'][0]['stats']['scheduler']['predictor']['online']")
+        echo "queues: online refit of the CPU model: $online"
         # Trained at start-up on the run's mode and k (cluster.sh passes them to the ISNs), not
         # in the first batch, which would be charged for it.
         [ "$(metric "$m" "all(m['isn'][i]['hello']['prepare_seconds'] > 0 for i in range(2))")" = True ] ||

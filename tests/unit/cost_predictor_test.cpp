@@ -11,6 +11,7 @@
 #include "isn/coprocessor_scheduler.hpp"
 #include "isn/cost_predictor.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/online_cost_predictor.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
 #include "test_support.hpp"
@@ -109,4 +110,58 @@ TEST(CostLog, RecordsEveryQueryWithTermsItsCostAndWhetherTheOrPhaseRan) {
   // The log holds both kinds, or the test checks nothing.
   EXPECT_GT(or_ran, 0u);
   EXPECT_LT(or_ran, queries.size() - 1);
+}
+
+namespace {
+
+// A training log whose costs follow 1e-6 * total^0.8 s on both processors.
+CostLog power_law_log(std::size_t n, std::mt19937& rng) {
+  std::lognormal_distribution<double> len(9.0, 1.5);
+  CostLog log;
+  for (std::size_t i = 0; i < n; ++i) {
+    QueryFeatures f;
+    f.terms = 1 + double(i % 3);
+    f.shortest = len(rng);
+    f.second_shortest = f.terms > 1 ? 2 * f.shortest : 0;
+    f.total = f.shortest + f.second_shortest;
+    for (auto& s : log.samples) s.push_back({f, 1e-6 * std::pow(f.total, 0.8), false});
+  }
+  return log;
+}
+
+}  // namespace
+
+TEST(OnlineCostPredictor, FollowsTheCpuCostsTheSchedulerObserves) {
+  std::mt19937 rng(8);
+  CostLog log = power_law_log(120, rng);
+  CostPredictor first = CostPredictor::train(log.samples[0], log.samples[1], nullptr);
+  OnlineCostPredictor online(log, first, /*refit_every=*/200, /*window=*/1000);
+  QueryFeatures q;
+  q.terms = 2, q.shortest = 1e4, q.second_shortest = 2e4, q.total = 3e4;
+  const double trained = 1e-6 * std::pow(3e4, 0.8);
+  EXPECT_NEAR(online.predict(q).on(Processor::kCpu), trained, 0.05 * trained);
+  // The load drifts: every CPU query now costs 3 times what it did in training. GPU costs
+  // (per batch, not per query) are not used.
+  const CostLog drifted = power_law_log(600, rng);
+  for (const CostSample& s : drifted.samples[0]) {
+    online.observe(Processor::kCpu, s.features, 3 * s.seconds);
+    online.observe(Processor::kGpu, s.features, 100 * s.seconds);
+  }
+  const nlohmann::json stats = online.stats();
+  EXPECT_EQ(stats["refits"].get<std::uint64_t>(), 3u) << stats.dump();
+  EXPECT_EQ(stats["cpu_costs_observed"].get<std::uint64_t>(), 600u);
+  // Refitted on 120 training and 600 drifted costs: the drifted ones rule.
+  EXPECT_NEAR(online.predict(q).on(Processor::kCpu), 3 * trained, 0.3 * trained);
+  EXPECT_NEAR(online.predict(q).on(Processor::kGpu), trained, 0.05 * trained);
+  // Before the first refit every prediction was off by 2/3; the window before the last refit
+  // was predicted by a refitted model.
+  EXPECT_LT(stats["cpu_mean_relative_error_online_before_last_refit"].get<double>(), 0.3);
+  EXPECT_GT(stats["cpu_mean_relative_error_online"].get<double>(), 0.3);
+
+  OnlineCostPredictor frozen(log, first, /*refit_every=*/0);
+  for (const CostSample& s : drifted.samples[0])
+    frozen.observe(Processor::kCpu, s.features, 3 * s.seconds);
+  EXPECT_EQ(frozen.stats()["refits"].get<std::uint64_t>(), 0u);
+  EXPECT_NEAR(frozen.predict(q).on(Processor::kCpu), trained, 0.05 * trained);
+  EXPECT_NEAR(frozen.stats()["cpu_mean_relative_error_online"].get<double>(), 2.0 / 3, 0.05);
 }

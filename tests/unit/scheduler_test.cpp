@@ -453,3 +453,38 @@ TEST_F(SchedulerFixture, PredictorTrainedOnEngineCostsDrivesTheQueuesPolicy) {
                                {nullptr, 1, 1}, {nullptr, 1, 1}, o),
                InputError);
 }
+
+TEST_F(SchedulerFixture, ObserverSeesTheCostOfEveryJobRunAlone) {
+  // The online refit's input: each CPU job's cost with its features; the GPU's batched calls
+  // are not single-query costs and are not reported.
+  std::mutex m;
+  std::size_t cpu_costs = 0, gpu_costs = 0, with_features = 0;
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kQueues;
+  o.estimate = fixed_costs(1.0);  // every job in the either queue
+  o.observe = [&](Processor p, const QueryFeatures& f, double seconds) {
+    std::lock_guard lock(m);
+    EXPECT_GT(seconds, 0.0);
+    (p == Processor::kCpu ? cpu_costs : gpu_costs) += 1;
+    with_features += f.terms > 0;
+  };
+  auto cpu = cpu_engine(shard());
+  auto gpu = std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())),
+                                           std::chrono::milliseconds(5));
+  std::vector<JobOutcome> outcomes;
+  {
+    CoProcessorScheduler s(shard(), {cpu.get(), 2, 1}, {gpu.get(), 1, 64}, o);
+    const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+    std::vector<ShardResult> out(test_queries.size());
+    s.search_batch(test_queries, p, out, &outcomes);
+  }
+  std::size_t cpu_jobs = 0, gpu_alone = 0;
+  for (const JobOutcome& oc : outcomes) {
+    cpu_jobs += oc.ran_on == Processor::kCpu;
+    gpu_alone += oc.ran_on == Processor::kGpu && oc.batch_size == 1;
+  }
+  EXPECT_GT(cpu_jobs, 0u);
+  EXPECT_EQ(cpu_costs, cpu_jobs);
+  EXPECT_EQ(gpu_costs, gpu_alone);
+  EXPECT_EQ(with_features, cpu_costs + gpu_costs);
+}
