@@ -13,8 +13,9 @@
 # More flags go to both programs; each ignores the other's (see gpusearch-aggregator --help and
 # gpusearch-isn --help): e.g. --batch-size, --max-wait-us, --cost-buckets, --max-in-flight,
 # --max-depth, --cache-entries, --deadline-ms, --qps (aggregator); --engine, --algorithm,
-# --intra-query, --threads, --inject-engine-fault-at-batch, --inject-delay-ms, --inject-delay-rank
-# (ISN); --progress, --spin-us, --hot-poll-us, --max-sleep-us (both).
+# --intra-query, --threads, --inject-engine-fault-at-batch, --inject-delay-ms, --inject-delay-rank,
+# --gpu-mem and the --cache-* flags of the GPU list cache (ISN); --progress, --spin-us,
+# --hot-poll-us, --max-sleep-us (both).
 # Without --threads, each ISN gets cores / N threads on a single node.
 # Environment: GPUSEARCH_BUILD_DIR (default build), GPUSEARCH_MPIRUN_ARGS (extra mpirun flags).
 set -euo pipefail
