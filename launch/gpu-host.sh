@@ -46,6 +46,11 @@
 #                mean length 900 about twice that, past one call's 10 minutes)
 #     cache25m   the 25M-document index served by one GPU through a memory budget of a tenth of its
 #                postings: exactness on a sample, throughput against the CPU engine
+#     ranker     second-stage ranking (issue 12): the GPU ranker tests against the CPU twin, then
+#                bench_ranker (latency per query against documents per query, 100 to 10,000,
+#                for R-S-BLG, R-M-BGD, R-L-D; GPU vs the CPU twin on all cores; copy share) on a
+#                synthetic index with a forward index (RANKER_DOCS, default 300000, built once per
+#                host), its table and plot (launch/plot-ranker.py)
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
@@ -72,6 +77,11 @@ if [[ ${steps[0]} == fetch ]]; then
   for d in cranfield msmarco-queries-sample; do
     [[ -d ../shared/data/$d ]] && cp -r ../shared/data/$d .gpuhost/data/
   done
+  # XGBoost's own predictions for the GPU parity test (the GPU host has no python3-xgboost).
+  if /usr/bin/python3 -c 'import xgboost' 2>/dev/null; then
+    mkdir -p .gpuhost/data/xgboost-parity
+    /usr/bin/python3 tests/support/xgboost_parity.py train .gpuhost/data/xgboost-parity 7
+  fi
   if [[ -x ../shared/data/make-debian-descriptions.sh ]]; then
     ../shared/data/make-debian-descriptions.sh .gpuhost/debian.jsonl >/dev/null &&
       gzip -c .gpuhost/debian.jsonl > .gpuhost/data/debian-descriptions.jsonl.gz &&
@@ -119,7 +129,7 @@ else
     -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
   targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine
-           bench_scheduler bench_list_cache)
+           bench_scheduler bench_list_cache bench_ranker)
   cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
     || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
   bin=$root/build-gpu/bin
@@ -433,6 +443,22 @@ EOF
       tail -2 "$OUT/mpi_fault.log"
       grep -m1 -E "injected (GPU|engine) fault" "$OUT/mpi_fault.log" 2>/dev/null | cut -c1-200
       echo "mpi done: $(elapsed)"
+      ;;
+    ranker)
+      "$bin/gpu_tests" --gtest_filter='GpuRanker.*' --gtest_output=xml:"$OUT/ranker_tests.xml" \
+        > "$OUT/ranker_tests.log" 2>&1 || status=1
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|skipped" "$OUT/ranker_tests.log" | head -30
+      tail -3 "$OUT/ranker_tests.log"
+      echo "ranker tests done: $(elapsed)"
+      # shellcheck disable=SC2086
+      "$bin/bench_ranker" --work /tmp/gpusearch-bench-ranker --synthetic-docs "${RANKER_DOCS:-300000}" \
+        --out "$OUT/bench_ranker.json" ${RANKER_ARGS:-} > "$OUT/bench_ranker.log" 2>&1 || status=1
+      cat "$OUT/bench_ranker.log"
+      py=python3; /usr/bin/python3 -c "import matplotlib" 2>/dev/null && py=/usr/bin/python3
+      $py launch/plot-ranker.py "$OUT/bench_ranker.json" "$OUT/bench_ranker.png" \
+        > "$OUT/bench_ranker_table.md" 2>&1 || true
+      cat "$OUT/bench_ranker_table.md"
+      echo "ranker done: $(elapsed)"
       ;;
     *) echo "gpu-host.sh: unknown step '$step'" >&2; status=2 ;;
   esac

@@ -107,7 +107,8 @@ GPUSEARCH_HOST_DEVICE inline void extract_document_features(
   for (unsigned i = 0; i < kMaxRankerTerms; ++i) tf[i] = 0, first[i] = kNone;
   for (unsigned i = 0; i < kMaxPairTerms; ++i) last_pair[i] = kNone;
   for (unsigned i = 0; i < kMaxPairTerms * kMaxPairTerms; ++i) pair_min[i] = kNone;
-  std::uint32_t bigrams = 0;
+  std::uint32_t bigrams = 0, head_tf = 0, head_terms = 0;  // head_terms: a bit per slot
+  static_assert(kMaxRankerTerms <= 32);
   {
     const std::uint8_t* s = stream;
     const std::uint8_t* const end = stream + d.stream_bytes;
@@ -120,6 +121,7 @@ GPUSEARCH_HOST_DEVICE inline void extract_document_features(
         ++tf[i];
         if (first[i] == kNone) first[i] = pos;
         if (i > 0 && prev_slot == slot - 1) ++bigrams;
+        if (pos < kHeadTokens) ++head_tf, head_terms |= 1u << i;
         if (i < kMaxPairTerms) {
           // The least distance between occurrences of terms i and j is between an occurrence
           // and the other term's last occurrence before it, seen from one side or the other.
@@ -167,6 +169,10 @@ GPUSEARCH_HOST_DEVICE inline void extract_document_features(
     if (first[i] < first_any) first_any = first[i];
     ++matched;
   }
+  unsigned head_matched = 0;
+  float head_idf = 0;
+  for (unsigned i = 0; i < nt; ++i)
+    if ((head_terms >> i) & 1u) ++head_matched, head_idf += idf[i];
   unsigned pairs = 0;
   std::uint32_t pair_least = kNone;
   float pair_sum = 0;
@@ -237,6 +243,10 @@ GPUSEARCH_HOST_DEVICE inline void extract_document_features(
   out[std::uint32_t(Feature::kPairDistanceMin)] = pairs > 0 ? float(pair_least) : missing;
   out[std::uint32_t(Feature::kPairDistanceMean)] = pairs > 0 ? pair_sum / float(pairs) : missing;
   out[std::uint32_t(Feature::kOrderedBigrams)] = float(bigrams);
+  out[std::uint32_t(Feature::kHeadTfSum)] = float(head_tf);
+  out[std::uint32_t(Feature::kHeadMatchedFraction)] =
+      nt > 0 ? float(head_matched) / float(nt) : 0.0f;
+  out[std::uint32_t(Feature::kHeadIdfFraction)] = q.idf_sum > 0 ? head_idf / q.idf_sum : 0.0f;
   for (std::uint32_t f = kNumFeatures; f < kFeatureStride; ++f) out[f] = 0;
 }
 

@@ -20,6 +20,9 @@ namespace gpusearch::ranker {
 // distances at the first kMaxPairTerms of them. Longer queries rank on that prefix.
 inline constexpr unsigned kMaxRankerTerms = 32;
 inline constexpr unsigned kMaxPairTerms = 8;
+// The document's head: its first kHeadTokens tokens, where a title or a lead sentence sits (a
+// stand-in for paper 004's title stream, as the forward index keeps one stream per document).
+inline constexpr unsigned kHeadTokens = 16;
 
 enum class Feature : std::uint32_t {
   // Static (per document, from the index).
@@ -56,6 +59,10 @@ enum class Feature : std::uint32_t {
                       // first kMaxPairTerms); NaN with fewer than two such terms
   kPairDistanceMean,  // mean over those pairs of their least distance
   kOrderedBigrams,    // positions where query term i is followed by query term i + 1
+  // The head (the first kHeadTokens tokens).
+  kHeadTfSum,            // query-term occurrences in the head
+  kHeadMatchedFraction,  // query terms occurring in the head / query terms
+  kHeadIdfFraction,      // their idf / the query's idf sum
   kCount
 };
 
@@ -94,6 +101,9 @@ inline constexpr std::array<std::string_view, kNumFeatures> kFeatureNames = {
     "pair_distance_min",
     "pair_distance_mean",
     "ordered_bigrams",
+    "head_tf_sum",
+    "head_matched_fraction",
+    "head_idf_fraction",
 };
 
 inline std::string_view feature_name(std::uint32_t f) {

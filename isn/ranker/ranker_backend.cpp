@@ -3,10 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
-#if defined(GPUSEARCH_HAVE_CUDA) && __has_include("isn/ranker/gpu_ranker_backend.hpp")
-#define GPUSEARCH_GPU_RANKER 1
 #include "isn/ranker/gpu_ranker_backend.hpp"
-#endif
 
 namespace gpusearch::ranker {
 
@@ -15,7 +12,7 @@ std::unique_ptr<RankerBackend> make_ranker_backend(std::string_view which, int g
   if (which != "gpu" && which != "auto")
     throw InputError("--ranker-backend", 0,
                      fmt::format("unknown ranker backend '{}' (cpu, gpu, auto)", which));
-#if defined(GPUSEARCH_GPU_RANKER)
+#if defined(GPUSEARCH_HAVE_CUDA)
   if (which == "gpu" || gpu_ranker_device_present()) return make_gpu_ranker_backend(gpu_device);
 #else
   if (which == "gpu")

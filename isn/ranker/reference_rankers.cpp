@@ -86,6 +86,8 @@ Range feature_range(std::uint32_t f) {
       return {1, 100};
     case Feature::kOrderedBigrams:
       return {0, 5};
+    case Feature::kHeadTfSum:
+      return {0, 5};
     default:
       return {0, 1};  // pagerank, gs, bm25_pr, fractions, density
   }

@@ -129,6 +129,16 @@ std::vector<double> brute_force(const std::vector<std::uint32_t>& tokens,
     for (std::size_t i = 1; i < nt; ++i)
       if (tokens[pos] == terms[i] && tokens[pos - 1] == terms[i - 1]) ++bigrams;
   f[std::size_t(Feature::kOrderedBigrams)] = bigrams;
+  double head_tf = 0, head_matched = 0, head_idf = 0;
+  for (std::size_t i = 0; i < nt; ++i) {
+    bool in_head = false;
+    for (auto p2 : positions[i])
+      if (p2 < kHeadTokens) ++head_tf, in_head = true;
+    if (in_head) ++head_matched, head_idf += idf[i];
+  }
+  f[std::size_t(Feature::kHeadTfSum)] = head_tf;
+  f[std::size_t(Feature::kHeadMatchedFraction)] = nt ? head_matched / double(nt) : 0;
+  f[std::size_t(Feature::kHeadIdfFraction)] = idf_sum > 0 ? head_idf / idf_sum : 0;
   return f;
 }
 

@@ -180,9 +180,10 @@ TEST(TwoStageSearch, EqualsTheIndependentReference) {
         const bool tie =
             (r > 0 && std::fabs(want.hits[r - 1].score - w.score) < 1e-4) ||
             (r + 1 < have.size() && std::fabs(want.hits[r + 1].score - w.score) < 1e-4);
-        if (!tie)
+        if (!tie) {
           EXPECT_EQ(have[r].first, index.shard(w.shard).external_id(w.doc))
               << name << " rank " << r;
+        }
         ++compared;
       }
     }

@@ -1,0 +1,274 @@
+// Second-stage ranking benchmark (issue 12; paper 004, chapter 5): ranking latency per query
+// against documents per query (100 to 10,000) for the three reference rankers of Table 4.2, the
+// GPU (features, transforms, trees, cuBLAS net, with the request's copies) against the CPU twin on
+// all host cores, in the same run, with the copy share of GPU time (Figures 5.2, 5.4, 5.6) and a
+// correctness column (largest relative score difference, top-10 agreement). A program writing
+// JSON, not a test.
+//
+// Each query's candidates are its exact first-stage top D (OR, BM25) on a synthetic index with a
+// forward index (built once into --work unless --index names one); a query with fewer than D
+// matches is not used at that D.
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/forward_index.hpp"
+#include "common/metrics.hpp"
+#include "common/shard_index.hpp"
+#include "gpu/ranker_engine.hpp"
+#include "isn/engine_factory.hpp"
+#include "isn/ranker/cpu_ranker.hpp"
+#include "isn/ranker/ranker_store.hpp"
+#include "isn/ranker/reference_rankers.hpp"
+#include "isn/ranker/second_stage.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+
+using namespace gpusearch;
+using namespace gpusearch::ranker;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+double median(std::vector<double> v) {
+  return v.empty() ? 0.0 : metrics::percentile(std::move(v), 50);
+}
+
+std::vector<std::uint32_t> parse_list(const std::string& s) {
+  std::vector<std::uint32_t> out;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    const std::size_t c = std::min(s.find(',', start), s.size());
+    out.push_back(std::uint32_t(std::stoul(s.substr(start, c - start))));
+    start = c + 1;
+  }
+  return out;
+}
+
+// Queries with at least `docs` first-stage candidates, up to `limit`, each as a one-query request.
+std::vector<FeatureBatch> requests(const ShardIndex& shard, const ForwardIndex& fwd,
+                                   QueryEngine& engine, const std::vector<Query>& queries,
+                                   std::uint32_t docs, std::size_t limit, double alpha) {
+  std::vector<FeatureBatch> out;
+  SearchParams p;
+  p.k = docs;
+  p.alpha = alpha;
+  for (std::size_t start = 0; start < queries.size() && out.size() < limit; start += 256) {
+    const std::size_t n = std::min<std::size_t>(256, queries.size() - start);
+    std::span<const Query> batch(queries.data() + start, n);
+    std::vector<ShardResult> results(n);
+    engine.search(batch, p, results);
+    for (std::size_t q = 0; q < n && out.size() < limit; ++q) {
+      if (results[q].hits.size() < docs) continue;
+      const std::size_t one[] = {q};
+      FeatureBatch b;
+      build_feature_batch(shard, fwd, batch, one, results, alpha, b);
+      out.push_back(std::move(b));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"second-stage ranker latency: GPU vs the CPU twin on all cores (JSON out)"};
+  fs::path index_dir, work = "/tmp/gpusearch-bench-ranker", out_path = "bench_ranker.json";
+  std::uint32_t synthetic_docs = 300000;
+  std::string docs_list = "100,300,1000,3000,10000", rankers_list = "R-S-BLG,R-M-BGD,R-L-D";
+  std::size_t queries_per_point = 20;
+  unsigned repeat = 5, threads = 0;
+  int device = -1;
+  app.add_option("--index", index_dir,
+                 "index with a forward index (default: a synthetic one in --work)");
+  app.add_option("--work", work, "where the synthetic index and the rankers are made")
+      ->capture_default_str();
+  app.add_option("--synthetic-docs", synthetic_docs, "documents of the synthetic index")
+      ->capture_default_str();
+  app.add_option("--docs-per-query", docs_list, "candidates per query (list)")
+      ->capture_default_str();
+  app.add_option("--rankers", rankers_list, "reference rankers (list)")->capture_default_str();
+  app.add_option("--queries", queries_per_point, "queries per point")->capture_default_str();
+  app.add_option("--repeat", repeat, "timed runs per query (median)")->capture_default_str();
+  app.add_option("--threads", threads, "CPU twin threads (default: all cores)");
+  app.add_option("--gpu", device, "device ordinal");
+  app.add_option("--out", out_path, "JSON output")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::unique_ptr<tbb::global_control> limit;
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  threads);
+  const int cpu_threads = threads > 0 ? int(threads) : tbb::info::default_concurrency();
+  try {
+    if (gpu::ranker_device_count() == 0) {
+      std::cerr << "bench_ranker: NO CUDA DEVICE: nothing measured\n";
+      return 2;
+    }
+    fs::create_directories(work);
+    if (index_dir.empty()) {
+      index_dir = work / fmt::format("syn{}", synthetic_docs);
+      if (!fs::exists(index_dir / kRootManifestName)) {
+        std::cerr << "building a synthetic index of " << synthetic_docs
+                  << " documents (forward index) in " << index_dir << "\n";
+        BuildOptions bo;
+        bo.out_dir = index_dir;
+        bo.forward_index = true;
+        bo.force = true;
+        bo.progress = false;
+        build_index_synthetic(SyntheticParams::parse(fmt::format("docs={},seed=7", synthetic_docs)),
+                              bo);
+      }
+    }
+    const fs::path store_dir = work / "reference-rankers";
+    if (!fs::exists(store_dir / kStoreIndexName)) write_reference_rankers(store_dir, 4);
+    const RankerStore store = RankerStore::open(store_dir);
+    const Index index = Index::open(index_dir);
+    const ShardIndex& shard = index.shard(0);
+    const ForwardIndex fwd = ForwardIndex::open(shard);
+    const double alpha = index.params().gs_alpha;
+    std::vector<Query> queries;
+    for (const QueryText& qt : read_query_file(index_dir / "queries.test.tsv").queries) {
+      Query q;
+      QueryProblem p;
+      if (resolve_query(shard, qt, {}, q, p, "queries") && q.terms.size() >= 2)
+        queries.push_back(q);
+    }
+    EngineOptions eo;
+    eo.engine = "cpu";
+    const auto engine = make_engine(eo, shard, index.shard_id(0));
+    gpu::GpuRankerEngine gpu_engine(device);
+    const nlohmann::json device_info = gpu_engine.stats();
+
+    nlohmann::json points = nlohmann::json::array();
+    fmt::print("{:<8} {:>6} {:>4} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6}\n",
+               "ranker", "docs", "q", "cpu ms", "gpu ms", "speedup", "copy%", "fe ms", "mit ms",
+               "net ms", "max rel", "top10");
+    for (const std::uint32_t docs : parse_list(docs_list)) {
+      const auto reqs = requests(shard, fwd, *engine, queries, docs, queries_per_point, alpha);
+      if (reqs.empty()) {
+        fmt::print("no query has {} candidates: skipped\n", docs);
+        continue;
+      }
+      for (const std::string& name : [&] {
+             std::vector<std::string> v;
+             std::size_t s = 0;
+             while (s < rankers_list.size()) {
+               const std::size_t c = std::min(rankers_list.find(',', s), rankers_list.size());
+               v.push_back(rankers_list.substr(s, c - s));
+               s = c + 1;
+             }
+             return v;
+           }()) {
+        const auto compiled = store.load(name);
+        const CpuRanker cpu(compiled);
+        const auto device_ranker = gpu_engine.upload(compiled);
+        std::vector<double> cpu_ms, gpu_ms, gpu_kernel_ms, copy_ms, fe_ms, mit_ms, net_ms, pack_ms;
+        double worst = 0;
+        std::size_t top10_same = 0;
+        for (const FeatureBatch& b : reqs) {
+          std::vector<float> cs(b.num_docs()), gs(b.num_docs());
+          cpu.rank(b, cs);  // warm-up (and the reference scores)
+          gpu_engine.rank(*device_ranker, b, gs);
+          std::vector<double> c_runs, g_runs;
+          gpu::RankerTimings best{};
+          for (unsigned r = 0; r < repeat; ++r) {
+            const auto t0 = Clock::now();
+            cpu.rank(b, cs);
+            c_runs.push_back(ms_since(t0));
+            const gpu::RankerTimings t = gpu_engine.rank(*device_ranker, b, gs);
+            g_runs.push_back(t.wall_ms);
+            if (r == 0 || t.wall_ms < best.wall_ms) best = t;
+          }
+          cpu_ms.push_back(median(c_runs));
+          gpu_ms.push_back(median(g_runs));
+          gpu_kernel_ms.push_back(best.gpu_ms());
+          copy_ms.push_back(best.copy_ms());
+          fe_ms.push_back(best.features_ms);
+          mit_ms.push_back(best.transforms_ms);
+          net_ms.push_back(best.net_ms);
+          pack_ms.push_back(best.pack_ms);
+          for (std::size_t i = 0; i < cs.size(); ++i)
+            worst = std::max(
+                worst, double(std::fabs(cs[i] - gs[i])) / std::max(1.0, double(std::fabs(cs[i]))));
+          // Do the two put the same ten documents on top?
+          std::vector<std::size_t> oc(cs.size()), og(cs.size());
+          std::iota(oc.begin(), oc.end(), 0);
+          std::iota(og.begin(), og.end(), 0);
+          const std::size_t k = std::min<std::size_t>(10, cs.size());
+          std::partial_sort(oc.begin(), oc.begin() + std::ptrdiff_t(k), oc.end(),
+                            [&](auto a, auto b) { return cs[a] > cs[b]; });
+          std::partial_sort(og.begin(), og.begin() + std::ptrdiff_t(k), og.end(),
+                            [&](auto a, auto b) { return gs[a] > gs[b]; });
+          std::sort(oc.begin(), oc.begin() + std::ptrdiff_t(k));
+          std::sort(og.begin(), og.begin() + std::ptrdiff_t(k));
+          top10_same += std::equal(oc.begin(), oc.begin() + std::ptrdiff_t(k), og.begin());
+        }
+        const double c = median(cpu_ms), g = median(gpu_ms), kernel = median(gpu_kernel_ms),
+                     copy = median(copy_ms);
+        nlohmann::json p = {
+            {"ranker", name},
+            {"docs_per_query", docs},
+            {"queries", reqs.size()},
+            {"cpu_ms_median", c},
+            {"gpu_ms_median", g},
+            {"speedup", g > 0 ? c / g : 0.0},
+            {"gpu_device_ms_median", kernel},
+            {"copy_ms_median", copy},
+            {"copy_share_of_gpu_time", kernel > 0 ? copy / kernel : 0.0},
+            {"features_ms_median", median(fe_ms)},
+            {"transforms_ms_median", median(mit_ms)},
+            {"net_ms_median", median(net_ms)},
+            {"pack_ms_median", median(pack_ms)},
+            {"request_bytes_mean", std::accumulate(reqs.begin(), reqs.end(), 0.0,
+                                                   [](double s, const FeatureBatch& b) {
+                                                     return s + double(b.bytes());
+                                                   }) /
+                                       double(reqs.size())},
+            {"max_relative_difference", worst},
+            {"top10_equal_queries", top10_same},
+            {"cpu_ms", cpu_ms},
+            {"gpu_ms", gpu_ms}};
+        fmt::print(
+            "{:<8} {:>6} {:>4} {:>10.3f} {:>10.3f} {:>8.2f} {:>7.1f}% {:>8.3f} {:>8.3f} {:>8.3f} "
+            "{:>9.2e} {:>3}/{}\n",
+            name, docs, reqs.size(), c, g, g > 0 ? c / g : 0.0,
+            kernel > 0 ? 100 * copy / kernel : 0.0, median(fe_ms), median(mit_ms), median(net_ms),
+            worst, top10_same, reqs.size());
+        points.push_back(std::move(p));
+      }
+    }
+    const nlohmann::json out = {{"benchmark", "bench_ranker"},
+                                {"index", index_dir.string()},
+                                {"documents", shard.num_docs()},
+                                {"avg_doc_length", index.params().collection.avg_doc_length},
+                                {"cpu_threads", cpu_threads},
+                                {"repeat", repeat},
+                                {"device", device_info},
+                                {"note",
+                                 "cpu: the CPU twin, documents in parallel on all cores (oneTBB); "
+                                 "gpu: one request per query, wall time including packing, both "
+                                 "copies and the kernels; copy share = copies / device time"},
+                                {"points", points}};
+    std::ofstream f(out_path);
+    f << out.dump(1) << '\n';
+    if (!f) throw Error("cannot write " + out_path.string());
+    fmt::print("wrote {}\n", out_path.string());
+  } catch (const std::exception& e) {
+    std::cerr << "bench_ranker: error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}
