@@ -70,7 +70,10 @@ void upload_vector(DeviceBuffer<T>& d, const std::vector<T>& h) {
 struct DeviceRanker::Buffers {
   DeviceBuffer<ranker::ModelInputTransform> transforms;
   DeviceBuffer<ranker::TreeNode> nodes;
-  std::vector<DeviceBuffer<float>> weights, bias;  // per layer, weights [outputs][inputs]
+  // Per layer: weights [outputs][inputs] in double (the products sum in double: see model()),
+  // bias in float.
+  std::vector<DeviceBuffer<double>> weights;
+  std::vector<DeviceBuffer<float>> bias;
 };
 
 DeviceRanker::DeviceRanker() : buffers_(std::make_unique<Buffers>()) {}
@@ -91,7 +94,8 @@ struct GpuRankerEngine::Impl {
   CudaEvent start, copied_in, features_done, transforms_done, net_done, copied_out;
   PinnedBuffer<std::uint8_t> request;
   DeviceBuffer<std::uint8_t> d_request;
-  DeviceBuffer<float> rows, inputs, h[2];
+  DeviceBuffer<float> rows, inputs, scores;
+  DeviceBuffer<double> inputs_d, h[2];
   PinnedBuffer<float> host_out;
   // Totals for stats().
   std::uint64_t calls = 0, docs = 0, uploads = 0, upload_bytes = 0;
@@ -143,6 +147,9 @@ struct GpuRankerEngine::Impl {
   // then bias and activation. Row-major X (n x in) is column-major in x n with ld in, and W
   // (out x in, row-major) column-major in x out: H^T = W X^T is gemm(T, N) with m = out, n = n
   // and k = in, written column-major out x n, which is row-major H (n x out) again.
+  // The products are double (cublasDgemm; Hopper's FP64 tensor cores), each sum rounded to float
+  // before its activation, as the CPU twin does: float sums in two different orders differ by
+  // float rounding of the summands, which is far beyond 1e-5 of a score where they cancel.
   const float* model(const DeviceRanker& r, const float* d_rows, std::size_t stride,
                      std::uint32_t n) {
     const ranker::CompiledRanker& c = r.compiled();
@@ -152,26 +159,28 @@ struct GpuRankerEngine::Impl {
       net_done.record(stream.get());
       return nullptr;
     }
-    inputs.reserve(std::size_t(n) * padded);
+    inputs_d.reserve(std::size_t(n) * padded);
     launch_transforms(r.buffers().transforms.data(), padded, r.buffers().nodes.data(), d_rows,
-                      stride, n, inputs.data(), stream.get());
+                      stride, n, inputs_d.data(), stream.get());
     transforms_done.record(stream.get());
-    const float* x = inputs.data();
+    const double* x = inputs_d.data();
+    scores.reserve(n);
     for (std::size_t l = 0; l < c.layers.size(); ++l) {
       const ranker::NetLayer& layer = c.layers[l];
-      DeviceBuffer<float>& out = h[l % 2];
+      DeviceBuffer<double>& out = h[l % 2];
       out.reserve(std::size_t(n) * layer.outputs);
-      const float one = 1.0f, zero = 0.0f;
-      GPUSEARCH_CUBLAS_CHECK(cublasSgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(layer.outputs),
+      const double one = 1.0, zero = 0.0;
+      GPUSEARCH_CUBLAS_CHECK(cublasDgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(layer.outputs),
                                          int(n), int(layer.inputs), &one,
                                          r.buffers().weights[l].data(), int(layer.inputs), x,
                                          int(layer.inputs), &zero, out.data(), int(layer.outputs)));
+      const bool last = l + 1 == c.layers.size();
       launch_bias_activation(out.data(), r.buffers().bias[l].data(), layer.outputs, n,
-                             layer.activation, stream.get());
+                             layer.activation, last ? scores.data() : nullptr, stream.get());
       x = out.data();
     }
     net_done.record(stream.get());
-    return x;
+    return scores.data();
   }
 
   void fill_gpu_times(RankerTimings& t, bool features, bool with_model) const {
@@ -214,7 +223,7 @@ GpuRankerEngine::GpuRankerEngine(int device) {
   GPUSEARCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, impl_->device));
   impl_->device_name = prop.name;
   GPUSEARCH_CUBLAS_CHECK(cublasSetStream(impl_->blas.get(), impl_->stream.get()));
-  // Plain FP32 products (no TF32), so that scores stay within float rounding of the CPU twin.
+  // No TF32 or other reduced-precision modes.
   GPUSEARCH_CUBLAS_CHECK(cublasSetMathMode(impl_->blas.get(), CUBLAS_DEFAULT_MATH));
 }
 
@@ -233,7 +242,7 @@ std::unique_ptr<DeviceRanker> GpuRankerEngine::upload(
   for (const ranker::NetLayer& l : ranker->layers) {
     r->buffers_->weights.emplace_back();
     r->buffers_->bias.emplace_back();
-    upload_vector(r->buffers_->weights.back(), l.weights);
+    upload_vector(r->buffers_->weights.back(), std::vector<double>(l.weights.begin(), l.weights.end()));
     upload_vector(r->buffers_->bias.back(), l.bias);
   }
   r->compiled_ = std::move(ranker);

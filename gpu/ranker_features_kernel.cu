@@ -1,6 +1,7 @@
 // Feature extraction on the GPU (paper 004, 3.3): the FSM over each candidate's token stream, one
-// thread per document and every candidate of a request in one launch. The per-document FSM is
-// common/ranker/document_features.hpp, the function the CPU twin runs.
+// warp per document (the stream decoded 32 bytes at a time) and every candidate of a request in
+// one launch. The FSM's state and its features are common/ranker/document_features.hpp's, the
+// code the CPU twin runs.
 #include "gpu/cuda_util.hpp"
 #include "gpu/ranker_kernels.hpp"
 
@@ -8,16 +9,155 @@ namespace gpusearch::gpu {
 
 namespace {
 
-__global__ void extract_features_kernel(
-    ranker::FeatureParams params, const ranker::FeatureQuery* __restrict__ queries,
-    const std::uint32_t* __restrict__ terms, const float* __restrict__ idf,
-    const ranker::FeatureDoc* __restrict__ docs, std::uint32_t num_docs,
-    const std::uint8_t* __restrict__ streams, float* __restrict__ rows) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= num_docs) return;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr unsigned kWarpsPerBlock = 4;
+
+// The query-term occurrences of one document's vbyte stream, decoded by a whole warp and handed
+// to `sink(pos, slot)` on every lane (the same arguments on all: the walks' state is spread over
+// the lanes) in document order, as the CPU twin's walk_occurrences does one token at a time. The
+// lanes read 32 consecutive bytes at a time (coalesced); a byte without the continuation bit ends
+// a token, which that lane decodes from up to four bytes before it (in L1: just read); a token's
+// position is the tokens before its chunk plus the ends before its lane. Stops after the first
+// chunk where `stop()` (warp-uniform) says so: the walk would ignore the rest.
+template <typename Sink, typename Stop>
+__device__ void warp_walk_occurrences(const std::uint8_t* __restrict__ stream, std::uint32_t bytes,
+                                      const ranker::ConsideredTerms& q, unsigned lane, Sink&& sink,
+                                      Stop&& stop) {
+  const unsigned below = (1u << lane) - 1;
+  std::uint32_t tokens_before = 0;
+  for (std::uint32_t base = 0; base < bytes; base += 32) {
+    const std::uint32_t at = base + lane;
+    const bool valid = at < bytes;
+    const std::uint8_t b = valid ? stream[at] : 0x80;
+    const bool is_end = valid && !(b & 0x80);
+    const unsigned ends = __ballot_sync(kFullMask, is_end);
+    int slot = -1;
+    std::uint32_t pos = 0;
+    if (is_end) {
+      // A verified stream's codes are at most five bytes long.
+      std::uint32_t start = at;
+      while (start > 0 && at - start < 4 && (stream[start - 1] & 0x80)) --start;
+      std::uint32_t v = 0;
+      for (std::uint32_t k = start, shift = 0; k <= at; ++k, shift += 7)
+        v |= std::uint32_t(stream[k] & 0x7f) << shift;
+      pos = tokens_before + __popc(ends & below);
+      slot = q.slot(v);
+    }
+    unsigned matches = __ballot_sync(kFullMask, slot >= 0);
+    while (matches) {
+      const int src = __ffs(matches) - 1;
+      sink(__shfl_sync(kFullMask, pos, src), unsigned(__shfl_sync(kFullMask, slot, src)));
+      matches &= matches - 1;
+    }
+    tokens_before += __popc(ends);
+    if (stop()) return;
+  }
+}
+
+__device__ std::uint32_t warp_min(std::uint32_t v) {
+  for (unsigned d = 16; d > 0; d /= 2) v = min(v, __shfl_xor_sync(kFullMask, v, d));
+  return v;
+}
+
+// Walk 1 (ranker::OccurrenceWalk) with its state spread over the warp: lane j holds slot j's
+// count, first and last positions; the pair distances are rows in shared memory, row j written
+// by lane j only: row_j[i] is the least distance from an occurrence of i back to j's last one
+// (OccurrenceWalk's pair_min{i, j} is min(row_j[i], row_i[j])). Uniform parts are on every lane.
+struct WarpOccurrenceWalk {
+  std::uint32_t tf = 0, first = ranker::kNoPosition, last = ranker::kNoPosition;
+  std::uint32_t* pair_row = nullptr;  // [kMaxPairTerms]; lanes below kMaxPairTerms
+  std::uint32_t bigrams = 0, head_tf = 0, head_terms = 0;
+  std::uint32_t prev_pos = ranker::kNoPosition;
+  int prev_slot = -1;
+  unsigned lane = 0;
+
+  __device__ void add(std::uint32_t pos, unsigned i) {
+    if (i > 0 && prev_slot == int(i) - 1 && prev_pos + 1 == pos) ++bigrams;
+    if (pos < ranker::kHeadTokens) ++head_tf, head_terms |= 1u << i;
+    if (i < ranker::kMaxPairTerms) {
+      if (lane < ranker::kMaxPairTerms && lane != i && last != ranker::kNoPosition) {
+        const std::uint32_t dist = pos - last;
+        if (dist < pair_row[i]) pair_row[i] = dist;
+      }
+      if (lane == i) last = pos;
+    }
+    if (lane == i) {
+      ++tf;
+      if (first == ranker::kNoPosition) first = pos;
+    }
+    prev_pos = pos, prev_slot = int(i);
+  }
+};
+
+// Walk 2 (ranker::WindowWalk) spread over the warp: lane j holds slot j's last position.
+struct WarpWindowWalk {
+  std::uint32_t last = ranker::kNoPosition;
+  unsigned seen = 0, matched = 0, nt = 0, lane = 0;  // seen: a bit per slot
+  std::uint32_t window = ranker::kNoPosition;
+  __device__ bool done() const { return window <= matched; }
+  __device__ void add(std::uint32_t pos, unsigned slot) {
+    if (done()) return;
+    seen |= 1u << slot;
+    if (lane == slot) last = pos;
+    if (unsigned(__popc(seen)) < matched) return;
+    const std::uint32_t start =
+        warp_min(lane < nt && last != ranker::kNoPosition ? last : pos);
+    if (pos - start + 1 < window) window = pos - start + 1;
+  }
+};
+
+// One warp per candidate document, every candidate of a request in one launch. Lane 0 gathers
+// the walks' state into the CPU twin's OccurrenceWalk and publishes the features with its code.
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    extract_features_kernel(ranker::FeatureParams params,
+                            const ranker::FeatureQuery* __restrict__ queries,
+                            const std::uint32_t* __restrict__ terms,
+                            const float* __restrict__ idf,
+                            const ranker::FeatureDoc* __restrict__ docs, std::uint32_t num_docs,
+                            const std::uint8_t* __restrict__ streams, float* __restrict__ rows) {
+  constexpr unsigned kPairs = ranker::kMaxPairTerms;
+  __shared__ std::uint32_t pair_rows[kWarpsPerBlock][kPairs * kPairs];
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const std::uint32_t i = blockIdx.x * kWarpsPerBlock + warp;
+  if (i >= num_docs) return;  // warp-uniform
   const ranker::FeatureDoc doc = docs[i];
   const ranker::FeatureQuery query = queries[doc.query];
-  ranker::extract_document_features(params, query, terms, idf, doc, streams + doc.stream_offset,
+  const ranker::ConsideredTerms q = ranker::considered_terms(query, terms, idf);
+  const std::uint8_t* stream = streams + doc.stream_offset;
+  std::uint32_t* rows_of_warp = pair_rows[warp];
+  for (unsigned k = lane; k < kPairs * kPairs; k += 32) rows_of_warp[k] = ranker::kNoPosition;
+  __syncwarp();
+  WarpOccurrenceWalk w;
+  w.lane = lane;
+  w.pair_row = rows_of_warp + (lane < kPairs ? lane : 0) * kPairs;
+  warp_walk_occurrences(
+      stream, doc.stream_bytes, q, lane, [&](std::uint32_t pos, unsigned slot) { w.add(pos, slot); },
+      [] { return false; });
+  const unsigned matched = __popc(__ballot_sync(kFullMask, lane < q.count && w.tf != 0));
+  std::uint32_t window = matched == 0 ? ranker::kNoPosition : 1;
+  if (matched >= 2) {
+    WarpWindowWalk ww;
+    ww.lane = lane, ww.matched = matched, ww.nt = q.count;
+    warp_walk_occurrences(
+        stream, doc.stream_bytes, q, lane,
+        [&](std::uint32_t pos, unsigned slot) { ww.add(pos, slot); }, [&] { return ww.done(); });
+    window = ww.window;
+  }
+  // Gather into the CPU twin's state on lane 0.
+  ranker::OccurrenceWalk all;
+  for (unsigned s = 0; s < ranker::kMaxRankerTerms; ++s) {
+    const std::uint32_t tf = __shfl_sync(kFullMask, w.tf, s);
+    const std::uint32_t first = __shfl_sync(kFullMask, w.first, s);
+    if (lane == 0) all.tf[s] = tf, all.first[s] = first;
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  for (unsigned a = 0; a < kPairs; ++a)
+    for (unsigned b = 0; b < kPairs; ++b)
+      all.pair_min[ranker::detail::pair_index(a, b)] =
+          min(rows_of_warp[b * kPairs + a], rows_of_warp[a * kPairs + b]);
+  all.bigrams = w.bigrams, all.head_tf = w.head_tf, all.head_terms = w.head_terms;
+  ranker::publish_document_features(params, query, q, doc, all, window,
                                     rows + std::size_t(i) * ranker::kFeatureStride);
 }
 
@@ -29,9 +169,9 @@ void launch_extract_features(const ranker::FeatureParams& params,
                              std::uint32_t num_docs, const std::uint8_t* streams, float* rows,
                              cudaStream_t stream) {
   if (num_docs == 0) return;
-  // 128 threads: small blocks spread a 10,000-document request over every multiprocessor.
-  constexpr unsigned kThreads = 128;
-  extract_features_kernel<<<(num_docs + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+  // Small blocks (4 warps) spread a request of a few hundred documents over many multiprocessors.
+  const unsigned blocks = (num_docs + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  extract_features_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
       params, queries, terms, idf, docs, num_docs, streams, rows);
   GPUSEARCH_CUDA_CHECK_LAUNCH("extract_features_kernel");
 }

@@ -26,10 +26,15 @@ void launch_extract_features(const ranker::FeatureParams& params,
 void launch_transforms(const ranker::ModelInputTransform* transforms, std::uint32_t padded_inputs,
                        const ranker::TreeNode* nodes, const float* rows, std::size_t stride,
                        std::uint32_t num_rows, float* inputs, cudaStream_t stream);
+// The same, the inputs as double (the net's products are double).
+void launch_transforms(const ranker::ModelInputTransform* transforms, std::uint32_t padded_inputs,
+                       const ranker::TreeNode* nodes, const float* rows, std::size_t stride,
+                       std::uint32_t num_rows, double* inputs, cudaStream_t stream);
 
-// h[r][o] = activation(h[r][o] + bias[o]) over num_rows x outputs (after a layer's GEMM).
-void launch_bias_activation(float* h, const float* bias, std::uint32_t outputs,
+// h[r][o] = activation(float(h[r][o] + bias[o])) over num_rows x outputs (after a layer's GEMM),
+// in place; with `out_float`, written there as float instead (the last layer: the scores).
+void launch_bias_activation(double* h, const float* bias, std::uint32_t outputs,
                             std::uint32_t num_rows, ranker::Activation activation,
-                            cudaStream_t stream);
+                            float* out_float, cudaStream_t stream);
 
 }  // namespace gpusearch::gpu

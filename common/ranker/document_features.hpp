@@ -90,55 +90,128 @@ GPUSEARCH_HOST_DEVICE inline unsigned pair_index(unsigned i, unsigned j) {
 
 }  // namespace detail
 
-// Fills out[0, kFeatureStride) for document d of query q (catalog order, padding as 0).
-GPUSEARCH_HOST_DEVICE inline void extract_document_features(
-    const FeatureParams& p, const FeatureQuery& q, const std::uint32_t* all_terms,
-    const float* all_idf, const FeatureDoc& d, const std::uint8_t* stream, float* out) {
-  constexpr std::uint32_t kNone = 0xffffffffu;
-  const unsigned nt = q.num_terms < kMaxRankerTerms ? q.num_terms : kMaxRankerTerms;
-  const std::uint32_t* terms = all_terms + q.first_term;
-  const float* idf = all_idf + q.first_term;
-  std::uint64_t filter = 0;
-  for (unsigned i = 0; i < nt; ++i) filter |= std::uint64_t(1) << (terms[i] & 63);
+inline constexpr std::uint32_t kNoPosition = 0xffffffffu;
 
-  // Walk 1: per-term counts, first positions, pairwise least distances, bigrams.
+// The query's considered terms (the first kMaxRankerTerms), their idf, and a 64-bit membership
+// filter over the term IDs.
+struct ConsideredTerms {
+  const std::uint32_t* terms = nullptr;
+  const float* idf = nullptr;
+  unsigned count = 0;
+  std::uint64_t filter = 0;
+  // The slot of term t, or -1.
+  GPUSEARCH_HOST_DEVICE int slot(std::uint32_t t) const {
+    return detail::query_slot(t, filter, terms, count);
+  }
+};
+GPUSEARCH_HOST_DEVICE inline ConsideredTerms considered_terms(const FeatureQuery& q,
+                                                              const std::uint32_t* all_terms,
+                                                              const float* all_idf) {
+  ConsideredTerms c;
+  c.count = q.num_terms < kMaxRankerTerms ? q.num_terms : kMaxRankerTerms;
+  c.terms = all_terms + q.first_term;
+  c.idf = all_idf + q.first_term;
+  for (unsigned i = 0; i < c.count; ++i) c.filter |= std::uint64_t(1) << (c.terms[i] & 63);
+  return c;
+}
+
+// Walk 1 of the FSM, fed the document's query-term occurrences (position, slot) in document
+// order: per-term counts, first positions, pairwise least distances, bigrams, the head. The CPU
+// walks every token and feeds the occurrences; the GPU decodes a stream with a whole warp and
+// feeds them from one lane. Same state, same order: the same features.
+struct OccurrenceWalk {
   std::uint32_t tf[kMaxRankerTerms], first[kMaxRankerTerms];
   std::uint32_t last_pair[kMaxPairTerms], pair_min[kMaxPairTerms * kMaxPairTerms];
-  for (unsigned i = 0; i < kMaxRankerTerms; ++i) tf[i] = 0, first[i] = kNone;
-  for (unsigned i = 0; i < kMaxPairTerms; ++i) last_pair[i] = kNone;
-  for (unsigned i = 0; i < kMaxPairTerms * kMaxPairTerms; ++i) pair_min[i] = kNone;
   std::uint32_t bigrams = 0, head_tf = 0, head_terms = 0;  // head_terms: a bit per slot
+  std::uint32_t prev_pos = kNoPosition;                    // the previous occurrence
+  int prev_slot = -1;
   static_assert(kMaxRankerTerms <= 32);
-  {
-    const std::uint8_t* s = stream;
-    const std::uint8_t* const end = stream + d.stream_bytes;
-    int prev_slot = -1;
-    std::uint32_t t = 0;
-    for (std::uint32_t pos = 0; detail::next_token(s, end, t); ++pos) {
-      const int slot = detail::query_slot(t, filter, terms, nt);
-      if (slot >= 0) {
-        const unsigned i = unsigned(slot);
-        ++tf[i];
-        if (first[i] == kNone) first[i] = pos;
-        if (i > 0 && prev_slot == slot - 1) ++bigrams;
-        if (pos < kHeadTokens) ++head_tf, head_terms |= 1u << i;
-        if (i < kMaxPairTerms) {
-          // The least distance between occurrences of terms i and j is between an occurrence
-          // and the other term's last occurrence before it, seen from one side or the other.
-          for (unsigned j = 0; j < kMaxPairTerms; ++j) {
-            if (j == i || last_pair[j] == kNone) continue;
-            const std::uint32_t dist = pos - last_pair[j];
-            std::uint32_t& m = pair_min[detail::pair_index(i, j)];
-            if (dist < m) m = dist;
-          }
-          last_pair[i] = pos;
-        }
-      }
-      prev_slot = slot;
-    }
-  }
 
-  // Publish the document's features.
+  GPUSEARCH_HOST_DEVICE void reset() {
+    for (unsigned i = 0; i < kMaxRankerTerms; ++i) tf[i] = 0, first[i] = kNoPosition;
+    for (unsigned i = 0; i < kMaxPairTerms; ++i) last_pair[i] = kNoPosition;
+    for (unsigned i = 0; i < kMaxPairTerms * kMaxPairTerms; ++i) pair_min[i] = kNoPosition;
+    bigrams = head_tf = head_terms = 0;
+    prev_pos = kNoPosition, prev_slot = -1;
+  }
+  GPUSEARCH_HOST_DEVICE void add(std::uint32_t pos, unsigned i) {
+    ++tf[i];
+    if (first[i] == kNoPosition) first[i] = pos;
+    // A bigram: the token just before is the previous query term's occurrence.
+    if (i > 0 && prev_slot == int(i) - 1 && prev_pos + 1 == pos) ++bigrams;
+    if (pos < kHeadTokens) ++head_tf, head_terms |= 1u << i;
+    if (i < kMaxPairTerms) {
+      // The least distance between occurrences of terms i and j is between an occurrence and
+      // the other term's last occurrence before it, seen from one side or the other.
+      for (unsigned j = 0; j < kMaxPairTerms; ++j) {
+        if (j == i || last_pair[j] == kNoPosition) continue;
+        const std::uint32_t dist = pos - last_pair[j];
+        std::uint32_t& m = pair_min[detail::pair_index(i, j)];
+        if (dist < m) m = dist;
+      }
+      last_pair[i] = pos;
+    }
+    prev_pos = pos, prev_slot = int(i);
+  }
+  GPUSEARCH_HOST_DEVICE unsigned matched(unsigned nt) const {
+    unsigned m = 0;
+    for (unsigned i = 0; i < nt; ++i) m += tf[i] != 0;
+    return m;
+  }
+};
+
+// Walk 2 (two or more matched terms): the shortest span holding every matched term ends at an
+// occurrence and starts at the earliest of the other terms' last occurrences before it. Done
+// once the span is as short as it can be (one token per matched term).
+struct WindowWalk {
+  std::uint32_t last[kMaxRankerTerms];
+  unsigned seen = 0, matched = 0, nt = 0;
+  std::uint32_t window = kNoPosition;
+
+  GPUSEARCH_HOST_DEVICE void reset(unsigned matched_terms, unsigned considered) {
+    for (unsigned i = 0; i < kMaxRankerTerms; ++i) last[i] = kNoPosition;
+    seen = 0, matched = matched_terms, nt = considered, window = kNoPosition;
+  }
+  GPUSEARCH_HOST_DEVICE bool done() const { return window <= matched; }
+  GPUSEARCH_HOST_DEVICE void add(std::uint32_t pos, unsigned slot) {
+    if (done()) return;
+    if (last[slot] == kNoPosition) ++seen;
+    last[slot] = pos;
+    if (seen < matched) return;
+    std::uint32_t start = pos;
+    for (unsigned i = 0; i < nt; ++i)
+      if (last[i] != kNoPosition && last[i] < start) start = last[i];
+    if (pos - start + 1 < window) window = pos - start + 1;
+  }
+};
+
+// The query-term occurrences of a stream, in order, to `sink(pos, slot)`; stops early when
+// `stop()` says so.
+template <typename Sink, typename Stop>
+GPUSEARCH_HOST_DEVICE void walk_occurrences(const std::uint8_t* stream, std::uint32_t bytes,
+                                            const ConsideredTerms& q, Sink&& sink, Stop&& stop) {
+  const std::uint8_t* s = stream;
+  const std::uint8_t* const end = stream + bytes;
+  std::uint32_t t = 0;
+  for (std::uint32_t pos = 0; !stop() && detail::next_token(s, end, t); ++pos) {
+    const int slot = q.slot(t);
+    if (slot >= 0) sink(pos, unsigned(slot));
+  }
+}
+
+// The document's features from the two walks.
+GPUSEARCH_HOST_DEVICE inline void publish_document_features(const FeatureParams& p,
+                                                            const FeatureQuery& q,
+                                                            const ConsideredTerms& c,
+                                                            const FeatureDoc& d,
+                                                            const OccurrenceWalk& w,
+                                                            std::uint32_t window, float* out) {
+  constexpr std::uint32_t kNone = kNoPosition;
+  const unsigned nt = c.count;
+  const float* idf = c.idf;
+  const std::uint32_t* tf = w.tf;
+  const std::uint32_t* first = w.first;
+  const std::uint32_t bigrams = w.bigrams, head_tf = w.head_tf, head_terms = w.head_terms;
   const float len = float(d.doc_length);
   const float norm =
       p.k1 * (1.0f - p.b + p.b * len / (p.avg_doc_length > 0 ? p.avg_doc_length : 1.0f));
@@ -180,35 +253,11 @@ GPUSEARCH_HOST_DEVICE inline void extract_document_features(
   for (unsigned i = 0; i < np; ++i)
     for (unsigned j = i + 1; j < np; ++j) {
       if (tf[i] == 0 || tf[j] == 0) continue;
-      const std::uint32_t m = pair_min[detail::pair_index(i, j)];
+      const std::uint32_t m = w.pair_min[detail::pair_index(i, j)];
       if (m < pair_least) pair_least = m;
       pair_sum += float(m);
       ++pairs;
     }
-
-  // Walk 2 (two or more matched terms): the shortest span holding every matched term ends at an
-  // occurrence and starts at the earliest of the other terms' last occurrences before it.
-  std::uint32_t window = matched == 0 ? kNone : 1;
-  if (matched >= 2) {
-    std::uint32_t last[kMaxRankerTerms];
-    for (unsigned i = 0; i < kMaxRankerTerms; ++i) last[i] = kNone;
-    unsigned seen = 0;
-    const std::uint8_t* s = stream;
-    const std::uint8_t* const end = stream + d.stream_bytes;
-    std::uint32_t t = 0;
-    window = kNone;
-    for (std::uint32_t pos = 0; window > matched && detail::next_token(s, end, t); ++pos) {
-      const int slot = detail::query_slot(t, filter, terms, nt);
-      if (slot < 0) continue;
-      if (last[slot] == kNone) ++seen;
-      last[slot] = pos;
-      if (seen < matched) continue;
-      std::uint32_t start = pos;
-      for (unsigned i = 0; i < nt; ++i)
-        if (last[i] != kNone && last[i] < start) start = last[i];
-      if (pos - start + 1 < window) window = pos - start + 1;
-    }
-  }
 
   const float missing = missing_feature();
   out[std::uint32_t(Feature::kDocLength)] = len;
@@ -248,6 +297,30 @@ GPUSEARCH_HOST_DEVICE inline void extract_document_features(
       nt > 0 ? float(head_matched) / float(nt) : 0.0f;
   out[std::uint32_t(Feature::kHeadIdfFraction)] = q.idf_sum > 0 ? head_idf / q.idf_sum : 0.0f;
   for (std::uint32_t f = kNumFeatures; f < kFeatureStride; ++f) out[f] = 0;
+}
+
+// Fills out[0, kFeatureStride) for document d of query q (catalog order, padding as 0): the
+// CPU twin, one token after the other.
+GPUSEARCH_HOST_DEVICE inline void extract_document_features(
+    const FeatureParams& p, const FeatureQuery& q, const std::uint32_t* all_terms,
+    const float* all_idf, const FeatureDoc& d, const std::uint8_t* stream, float* out) {
+  const ConsideredTerms c = considered_terms(q, all_terms, all_idf);
+  OccurrenceWalk w;
+  w.reset();
+  walk_occurrences(
+      stream, d.stream_bytes, c, [&](std::uint32_t pos, unsigned slot) { w.add(pos, slot); },
+      [] { return false; });
+  const unsigned matched = w.matched(c.count);
+  std::uint32_t window = matched == 0 ? kNoPosition : 1;
+  if (matched >= 2) {
+    WindowWalk ww;
+    ww.reset(matched, c.count);
+    walk_occurrences(
+        stream, d.stream_bytes, c, [&](std::uint32_t pos, unsigned slot) { ww.add(pos, slot); },
+        [&] { return ww.done(); });
+    window = ww.window;
+  }
+  publish_document_features(p, q, c, d, w, window, out);
 }
 
 }  // namespace gpusearch::ranker

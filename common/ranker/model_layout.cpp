@@ -41,7 +41,9 @@ std::string_view to_string(Activation a) {
 std::uint64_t CompiledRanker::bytes() const {
   std::uint64_t b =
       transforms.size() * sizeof(ModelInputTransform) + nodes.size() * sizeof(TreeNode);
-  for (const NetLayer& l : layers) b += (l.weights.size() + l.bias.size()) * sizeof(float);
+  // The net's weights as the GPU holds them: double (its products sum in double).
+  for (const NetLayer& l : layers)
+    b += l.weights.size() * sizeof(double) + l.bias.size() * sizeof(float);
   return b;
 }
 

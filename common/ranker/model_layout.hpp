@@ -70,7 +70,10 @@ GPUSEARCH_HOST_DEVICE inline float apply_transform(const ModelInputTransform& t,
     }
     case TransformType::kLogLinear: {
       const float x = row[t.index];
-      return x != x ? 0.0f : logf((x > 0.0f ? x : 0.0f) + 1.0f) * t.param1 + t.param2;
+      // The logarithm in double, rounded: the host's and the device's float logf may differ in
+      // the last bit; their double log rounded to float agree (but for a rounding tie).
+      return x != x ? 0.0f
+                    : float(log(double((x > 0.0f ? x : 0.0f) + 1.0f))) * t.param1 + t.param2;
     }
     case TransformType::kBucket: {
       const float x = row[t.index];
@@ -90,10 +93,11 @@ GPUSEARCH_HOST_DEVICE inline float activate(Activation a, float x) {
   switch (a) {
     case Activation::kRelu:
       return x > 0.0f ? x : 0.0f;
+    // In double, rounded (as the logarithm above): the same float on the host and the device.
     case Activation::kTanh:
-      return tanhf(x);
+      return float(tanh(double(x)));
     case Activation::kSigmoid:
-      return 1.0f / (1.0f + expf(-x));
+      return float(1.0 / (1.0 + exp(-double(x))));
     default:
       return x;
   }
@@ -127,7 +131,8 @@ struct CompiledRanker {
   std::uint32_t model_inputs = 0;  // before padding (the ranker file's inputs)
   std::uint32_t trees = 0;
 
-  // What the ranker occupies in a ranker cache: transforms, nodes and the net's weights.
+  // What the ranker occupies in a ranker cache: transforms, nodes and the net's weights (as
+  // double, the GPU's copy) and biases.
   std::uint64_t bytes() const;
   std::uint32_t padded_inputs() const { return std::uint32_t(transforms.size()); }
 };

@@ -64,22 +64,23 @@ float CpuRanker::score_row(const float* row, Scratch& s) const {
   s.a.resize(r.transforms.size());
   for (std::size_t i = 0; i < r.transforms.size(); ++i)
     s.a[i] = apply_transform(r.transforms[i], r.nodes.data(), row);
-  // The net (3.5.1): h = activation(W x + b), one layer after the other.
+  // The net (3.5.1): h = activation(W x + b), one layer after the other. Sums in double, each
+  // rounded to float before its activation: the GPU's double products (cuBLAS) give the same
+  // floats whatever their summation order, so the twins agree where float sums would cancel.
   for (std::size_t l = 0; l < r.layers.size(); ++l) {
     const NetLayer& layer = r.layers[l];
     const float* wt = weights_t_[l].data();
     s.b.assign(layer.bias.begin(), layer.bias.end());
-    float* out = s.b.data();
+    double* out = s.b.data();
     const std::uint32_t n_out = layer.outputs;
     for (std::uint32_t i = 0; i < layer.inputs; ++i) {
-      const float x = s.a[i];
-      if (x == 0.0f) continue;
+      const double x = s.a[i];
+      if (x == 0.0) continue;
       const float* col = wt + std::size_t(i) * n_out;
-      for (std::uint32_t o = 0; o < n_out; ++o) out[o] += x * col[o];
+      for (std::uint32_t o = 0; o < n_out; ++o) out[o] += x * double(col[o]);
     }
-    if (layer.activation != Activation::kIdentity)
-      for (std::uint32_t o = 0; o < n_out; ++o) out[o] = activate(layer.activation, out[o]);
-    std::swap(s.a, s.b);
+    s.a.resize(n_out);
+    for (std::uint32_t o = 0; o < n_out; ++o) s.a[o] = activate(layer.activation, float(out[o]));
   }
   return s.a[0];
 }

@@ -22,7 +22,8 @@ class CpuRanker final : public ResidentRanker {
 
   // Working memory of one thread.
   struct Scratch {
-    std::vector<float> a, b;
+    std::vector<float> a;   // a layer's inputs
+    std::vector<double> b;  // its sums
     float row[kFeatureStride];
   };
   // The model's score of one feature row (feature_stride columns).

@@ -231,7 +231,7 @@ TEST(GpuRanker, SecondStageOnTheGpuEqualsTheCpu) {
       ASSERT_EQ(r.exit_code, 0) << r.output;
       runs[i++] = run.string();
     }
-    const auto cmp = run_gpusearch("compare-runs " + runs[0] + " " + runs[1] + " --tolerance 1e-4");
+    const auto cmp = run_gpusearch("compare-runs " + runs[0] + " " + runs[1] + " --tolerance 1e-5");
     EXPECT_EQ(cmp.exit_code, 0) << name << ": " << cmp.output;
   }
 }

@@ -110,7 +110,10 @@ std::string search(const std::string& extra, const fs::path& queries,
   TempDir out;
   const auto r = run_gpusearch("search --index " + c.index.string() + " --queries " +
                                queries.string() + " --k 10 --run " + (out / "run").string() +
-                               " --metrics " + (out / "m.json").string() + " " + extra);
+                               " --metrics " + (out / "m.json").string() +
+                               // The CPU engine on every host: the tests compare runs exactly,
+                               // and on a GPU host `auto` would pick the GPU's near-tie order.
+                               " --engine cpu " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   if (metrics) *metrics = nlohmann::json::parse(read_text(out / "m.json"));
   return read_text(out / "run");
