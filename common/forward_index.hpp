@@ -90,6 +90,8 @@ class ForwardIndex {
   std::span<const std::uint8_t> stream(DocId d) const {
     return data_.subspan(offsets_[d], offsets_[d + 1] - offsets_[d]);
   }
+  std::uint64_t stream_offset(DocId d) const { return offsets_[d]; }
+  std::span<const std::uint8_t> data() const { return data_; }  // every stream, back to back
 
   // Document d's token stream into `out` (replaced). Throws IndexFormatError naming
   // forward.data if the stream does not decode to doc_lengths()[d] term IDs of the vocabulary

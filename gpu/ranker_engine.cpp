@@ -45,16 +45,26 @@ std::size_t align_up(std::size_t n) {
   return (n + kSectionAlign - 1) / kSectionAlign * kSectionAlign;
 }
 
-// Where each part of a feature-extraction request lies in the one buffer that is copied.
+// Where each part of a feature-extraction request lies in the one buffer that is copied. With
+// the streams resident on the device, the request carries none.
 struct RequestLayout {
   std::size_t queries = 0, terms = 0, idf = 0, docs = 0, streams = 0, bytes = 0;
-  explicit RequestLayout(const ranker::FeatureBatch& b) {
+  RequestLayout(const ranker::FeatureBatch& b, bool streams_resident) {
     terms = align_up(queries + b.queries.size() * sizeof(ranker::FeatureQuery));
     idf = align_up(terms + b.terms.size() * sizeof(std::uint32_t));
     docs = align_up(idf + b.idf.size() * sizeof(float));
     streams = align_up(docs + b.docs.size() * sizeof(ranker::FeatureDoc));
-    bytes = streams + b.streams.size();
+    bytes = streams + (streams_resident             ? 0
+                       : b.external_streams == nullptr ? b.streams.size()
+                                                       : b.stream_bytes());
   }
+};
+
+// A forward index kept on the device.
+struct AttachedStreams {
+  const std::uint8_t* host = nullptr;
+  std::size_t bytes = 0;
+  DeviceBuffer<std::uint8_t> device;
 };
 
 template <typename T>
@@ -97,6 +107,7 @@ struct GpuRankerEngine::Impl {
   DeviceBuffer<float> rows, inputs, scores;
   DeviceBuffer<double> inputs_d, h[2];
   PinnedBuffer<float> host_out;
+  std::vector<AttachedStreams> attached;
   // Totals for stats().
   std::uint64_t calls = 0, docs = 0, uploads = 0, upload_bytes = 0;
   RankerTimings total;
@@ -108,8 +119,18 @@ struct GpuRankerEngine::Impl {
         total.bytes_out += t.bytes_out;
   }
 
-  // The request into pinned memory, then one copy to the device.
-  void copy_request(const ranker::FeatureBatch& b, const RequestLayout& L, RankerTimings& t) {
+  // The device copy of the batch's referenced streams, or null.
+  const AttachedStreams* resident(const ranker::FeatureBatch& b) const {
+    if (!b.external_streams) return nullptr;
+    for (const AttachedStreams& a : attached)
+      if (a.host == b.external_streams && a.bytes == b.external_bytes) return &a;
+    return nullptr;
+  }
+
+  // The request into pinned memory (referenced streams that are not resident gathered into it,
+  // their offsets rewritten), then one copy to the device.
+  void copy_request(const ranker::FeatureBatch& b, const RequestLayout& L, bool streams_resident,
+                    RankerTimings& t) {
     const auto t0 = Clock::now();
     request.reserve(L.bytes);
     std::uint8_t* p = request.data();
@@ -119,9 +140,21 @@ struct GpuRankerEngine::Impl {
     put(L.queries, b.queries.data(), b.queries.size() * sizeof(ranker::FeatureQuery));
     put(L.terms, b.terms.data(), b.terms.size() * sizeof(std::uint32_t));
     put(L.idf, b.idf.data(), b.idf.size() * sizeof(float));
-    put(L.docs, b.docs.data(), b.docs.size() * sizeof(ranker::FeatureDoc));
-    put(L.streams, b.streams.data(), b.streams.size());
+    if (streams_resident || !b.external_streams) {
+      put(L.docs, b.docs.data(), b.docs.size() * sizeof(ranker::FeatureDoc));
+      if (!streams_resident) put(L.streams, b.streams.data(), b.streams.size());
+    } else {
+      auto* docs = reinterpret_cast<ranker::FeatureDoc*>(p + L.docs);
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < b.docs.size(); ++i) {
+        docs[i] = b.docs[i];
+        docs[i].stream_offset = at;
+        put(L.streams + at, b.external_streams + b.docs[i].stream_offset, b.docs[i].stream_bytes);
+        at += b.docs[i].stream_bytes;
+      }
+    }
     t.pack_ms = ms_since(t0);
+    t.streams_resident = streams_resident;
     d_request.reserve(L.bytes);
     start.record(stream.get());
     if (L.bytes > 0)
@@ -131,7 +164,8 @@ struct GpuRankerEngine::Impl {
     t.bytes_in = L.bytes;
   }
 
-  void extract(const ranker::FeatureBatch& b, const RequestLayout& L) {
+  void extract(const ranker::FeatureBatch& b, const RequestLayout& L,
+               const AttachedStreams* on_device) {
     const std::uint8_t* base = d_request.data();
     rows.reserve(b.docs.size() * ranker::kFeatureStride);
     launch_extract_features(
@@ -139,7 +173,7 @@ struct GpuRankerEngine::Impl {
         reinterpret_cast<const std::uint32_t*>(base + L.terms),
         reinterpret_cast<const float*>(base + L.idf),
         reinterpret_cast<const ranker::FeatureDoc*>(base + L.docs), std::uint32_t(b.docs.size()),
-        base + L.streams, rows.data(), stream.get());
+        on_device ? on_device->device.data() : base + L.streams, rows.data(), stream.get());
     features_done.record(stream.get());
   }
 
@@ -233,6 +267,23 @@ int GpuRankerEngine::device() const {
   return impl_->device;
 }
 
+void GpuRankerEngine::attach_streams(const std::uint8_t* host, std::size_t bytes) {
+  if (streams_attached(host, bytes) || bytes == 0) return;
+  ScopedDevice on(impl_->device);
+  AttachedStreams a;
+  a.host = host;
+  a.bytes = bytes;
+  a.device.resize(bytes);  // throws CudaError when it does not fit
+  GPUSEARCH_CUDA_CHECK(cudaMemcpy(a.device.data(), host, bytes, cudaMemcpyHostToDevice));
+  impl_->attached.push_back(std::move(a));
+}
+
+bool GpuRankerEngine::streams_attached(const std::uint8_t* host, std::size_t bytes) const {
+  for (const AttachedStreams& a : impl_->attached)
+    if (a.host == host && a.bytes == bytes) return true;
+  return false;
+}
+
 std::unique_ptr<DeviceRanker> GpuRankerEngine::upload(
     std::shared_ptr<const ranker::CompiledRanker> ranker) {
   ScopedDevice on(impl_->device);
@@ -263,9 +314,10 @@ RankerTimings GpuRankerEngine::rank(const DeviceRanker& r, const ranker::Feature
   ScopedDevice on(impl_->device);
   Impl& e = *impl_;
   RankerTimings t;
-  const RequestLayout layout(batch);
-  e.copy_request(batch, layout, t);
-  e.extract(batch, layout);
+  const AttachedStreams* on_device = e.resident(batch);
+  const RequestLayout layout(batch, on_device != nullptr);
+  e.copy_request(batch, layout, on_device != nullptr, t);
+  e.extract(batch, layout, on_device);
   const float* d_scores =
       e.model(r, e.rows.data(), ranker::kFeatureStride, std::uint32_t(batch.num_docs()));
   e.copy_back(d_scores, scores.size(), t);
@@ -319,9 +371,10 @@ RankerTimings GpuRankerEngine::extract_features(const ranker::FeatureBatch& batc
   ScopedDevice on(impl_->device);
   Impl& e = *impl_;
   RankerTimings t;
-  const RequestLayout layout(batch);
-  e.copy_request(batch, layout, t);
-  e.extract(batch, layout);
+  const AttachedStreams* on_device = e.resident(batch);
+  const RequestLayout layout(batch, on_device != nullptr);
+  e.copy_request(batch, layout, on_device != nullptr, t);
+  e.extract(batch, layout, on_device);
   e.copy_back(e.rows.data(), rows.size(), t);
   if (!rows.empty()) std::memcpy(rows.data(), e.host_out.data(), rows.size() * sizeof(float));
   e.fill_gpu_times(t, true, false);
@@ -356,8 +409,11 @@ nlohmann::json GpuRankerEngine::stats() const {
   const Impl& e = *impl_;
   const RankerTimings& t = e.total;
   const double gpu = t.gpu_ms();
+  std::uint64_t attached_bytes = 0;
+  for (const AttachedStreams& a : e.attached) attached_bytes += a.bytes;
   return {{"device", e.device},
           {"device_name", e.device_name},
+          {"resident_stream_bytes", attached_bytes},
           {"calls", e.calls},
           {"docs", e.docs},
           {"uploads", e.uploads},

@@ -31,6 +31,7 @@ struct RankerTimings {
   double net_ms = 0;         // cuBLAS layers, bias and activation
   double copy_out_ms = 0;    // scores back
   std::uint64_t bytes_in = 0, bytes_out = 0;
+  bool streams_resident = false;  // the candidates' streams were on the device already
   double gpu_ms() const { return copy_in_ms + features_ms + transforms_ms + net_ms + copy_out_ms; }
   double copy_ms() const { return copy_in_ms + copy_out_ms; }
 };
@@ -61,6 +62,12 @@ class GpuRankerEngine {
   GpuRankerEngine& operator=(const GpuRankerEngine&) = delete;
 
   int device() const;
+  // Keeps a copy of [host, host + bytes) (a shard's forward index) on the device: requests whose
+  // streams reference it (FeatureBatch::external_streams) then copy no stream bytes. Throws
+  // CudaError (keeping nothing) when it does not fit. Requests that reference streams not
+  // attached get them gathered into their copy.
+  void attach_streams(const std::uint8_t* host, std::size_t bytes);
+  bool streams_attached(const std::uint8_t* host, std::size_t bytes) const;
   // Copies the ranker's model data to the device (synchronously).
   std::unique_ptr<DeviceRanker> upload(std::shared_ptr<const ranker::CompiledRanker> ranker);
 

@@ -58,7 +58,7 @@ std::unique_ptr<SecondStage> make_second_stage(const SearchSessionOptions& o, co
   for (std::size_t i = 0; i < index.num_open_shards(); ++i) s->forward.push_back(ForwardIndex::open(index.shard(i), oo));
   for (std::size_t i = 0; i < index.num_open_shards(); ++i) {
     s->caches.push_back(std::make_unique<ranker::RankerCache>(s->store, *s->backend, r.cache_bytes));
-    s->rankers.push_back(std::make_unique<ranker::SecondStageRanker>(index.shard(i), s->forward[i], *s->caches[i], *s->backend));
+    s->rankers.push_back(std::make_unique<ranker::SecondStageRanker>(index.shard(i), s->forward[i], *s->caches[i], *s->backend, r.resident_streams));
   }
   return s;
 }

@@ -207,6 +207,10 @@ int main(int argc, char** argv) {
   srch->add_option("--ranker-cache-mb", srch_cache_mb,
                    "ranker cache per shard in MiB (LRU; default: unbounded)")->check(CLI::NonNegativeNumber);
   srch->add_option("--ranker-backend", so.ranking.backend, "cpu, gpu or auto")->capture_default_str();
+  bool srch_copy_streams = false;
+  srch->add_flag("--ranker-copy-streams", srch_copy_streams,
+                 "gpu: copy the candidates' token streams with every request instead of keeping "
+                 "the forward index on the device");
 
   // ranker-store: index a folder of ranker files, or generate synthetic rankers into one
   auto* rs = app.add_subcommand("ranker-store", "make a ranker store: index ranker files, generate reference rankers");
@@ -350,6 +354,7 @@ int main(int argc, char** argv) {
                  r.at("seconds").get<double>());
     } else if (*srch) {
       so.ranking.cache_bytes = std::uint64_t(srch_cache_mb * 1048576.0);
+      so.ranking.resident_streams = !srch_copy_streams;
       so.params.mode = parse_mode(mode);
       so.params.scoring = parse_scoring(scoring);
       so.alpha = alpha;

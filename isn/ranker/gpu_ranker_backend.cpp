@@ -45,10 +45,24 @@ class GpuBackend final : public RankerBackend {
     return convert(
         engine_.score_rows(static_cast<const GpuResident&>(r).device(), rows, stride, scores));
   }
-  nlohmann::json stats() const override { return engine_.stats(); }
+  bool attach_streams(std::span<const std::uint8_t> data) override {
+    try {
+      engine_.attach_streams(data.data(), data.size());
+      return true;
+    } catch (const Error& e) {  // no room: requests carry their streams instead
+      attach_failure_ = e.what();
+      return false;
+    }
+  }
+  nlohmann::json stats() const override {
+    nlohmann::json j = engine_.stats();
+    if (!attach_failure_.empty()) j["attach_streams_failure"] = attach_failure_;
+    return j;
+  }
 
  private:
   gpu::GpuRankerEngine engine_;
+  std::string attach_failure_;
 };
 
 }  // namespace

@@ -54,6 +54,10 @@ class RankerBackend {
   // ranker's feature_stride): the transforms and the model without feature extraction.
   virtual RankingTimes score_rows(const ResidentRanker& ranker, std::span<const float> rows,
                                   std::size_t stride, std::span<float> scores) = 0;
+  // Offers a shard's forward index (mapped, alive as long as the backend): a GPU keeps a copy on
+  // the device so that requests referencing it copy no streams. Returns whether it does; a
+  // backend that cannot (or need not) says false and requests carry their streams.
+  virtual bool attach_streams(std::span<const std::uint8_t> forward_data) { return false; }
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };
 

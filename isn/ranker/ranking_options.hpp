@@ -19,6 +19,7 @@ struct RankingOptions {
   std::uint32_t candidates = 0;   // 0: kDefaultCandidates
   std::uint64_t cache_bytes = 0;  // ranker cache budget per shard (0: unbounded)
   std::string backend = "auto";   // cpu, gpu, auto
+  bool resident_streams = true;  // gpu: keep the forward index on the device
   bool enabled() const { return !store_dir.empty(); }
   std::uint32_t candidates_or_default() const {
     return candidates > 0 ? candidates : kDefaultCandidates;

@@ -23,8 +23,13 @@ void keep_top_k(std::vector<RankedDoc>& hits, unsigned k) {
 
 void build_feature_batch(const ShardIndex& shard, const ForwardIndex& forward,
                          std::span<const Query> queries, std::span<const std::size_t> members,
-                         std::span<const ShardResult> results, double alpha, FeatureBatch& batch) {
+                         std::span<const ShardResult> results, double alpha, FeatureBatch& batch,
+                         bool gather) {
   batch.clear();
+  if (!gather) {
+    batch.external_streams = forward.data().data();
+    batch.external_bytes = forward.data().size();
+  }
   const IndexParams& ip = shard.params();
   batch.params.k1 = float(ip.bm25.k1);
   batch.params.b = float(ip.bm25.b);
@@ -50,21 +55,24 @@ void build_feature_batch(const ShardIndex& shard, const ForwardIndex& forward,
       for (const RankedDoc& h : *list) {
         const auto stream = forward.stream(h.doc);
         FeatureDoc d;
-        d.stream_offset = batch.streams.size();
+        d.stream_offset = gather ? batch.streams.size() : forward.stream_offset(h.doc);
         d.stream_bytes = std::uint32_t(stream.size());
         d.query = query_index;
         d.doc_length = lengths[h.doc];
         d.pagerank = pagerank[h.doc];
         d.gs = gs[h.doc];
         batch.docs.push_back(d);
-        batch.streams.insert(batch.streams.end(), stream.begin(), stream.end());
+        if (gather) batch.streams.insert(batch.streams.end(), stream.begin(), stream.end());
       }
   }
 }
 
 SecondStageRanker::SecondStageRanker(const ShardIndex& shard, const ForwardIndex& forward,
-                                     RankerCache& cache, RankerBackend& backend)
-    : shard_(shard), forward_(forward), cache_(cache), backend_(backend) {}
+                                     RankerCache& cache, RankerBackend& backend,
+                                     bool resident_streams)
+    : shard_(shard), forward_(forward), cache_(cache), backend_(backend) {
+  streams_resident_ = resident_streams && backend_.attach_streams(forward_.data());
+}
 
 void SecondStageRanker::rank(std::span<const Query> queries, const SearchParams& params,
                              std::span<ShardResult> results) {
@@ -125,6 +133,7 @@ nlohmann::json SecondStageRanker::stats() const {
           {"ranker_fallbacks", fallbacks_},
           {"fallback_messages", fallback_messages_},
           {"gather_ms", gather_ms_},
+          {"streams_resident_on_device", streams_resident_},
           {"rank_ms", times_.total_ms},
           {"copy_ms", times_.copy_ms},
           {"features_ms", times_.features_ms},

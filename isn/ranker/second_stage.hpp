@@ -25,8 +25,10 @@ namespace gpusearch::ranker {
 
 class SecondStageRanker {
  public:
+  // resident_streams: offer the forward index to the backend to keep (a GPU copies it to the
+  // device once); else every request carries its candidates' streams.
   SecondStageRanker(const ShardIndex& shard, const ForwardIndex& forward, RankerCache& cache,
-                    RankerBackend& backend);
+                    RankerBackend& backend, bool resident_streams = true);
 
   // results[q]: the first stage's answer of queries[q] (params.candidates or more hits). On
   // return: a query with a ranker holds its top params.k by ranker score (score descending, then
@@ -49,13 +51,16 @@ class SecondStageRanker {
   std::vector<std::string> fallback_messages_;  // the first few
   RankingTimes times_;
   double gather_ms_ = 0;
+  bool streams_resident_ = false;
 };
 
 // Fills `batch` (cleared first) with the candidates of queries[members]: for each, its hits then
-// its OR hits, with their streams from the forward index; bm25-pr features use `alpha`.
+// its OR hits, their streams referenced in the forward index (or with `gather`, copied into the
+// batch); bm25-pr features use `alpha`.
 void build_feature_batch(const ShardIndex& shard, const ForwardIndex& forward,
                          std::span<const Query> queries, std::span<const std::size_t> members,
-                         std::span<const ShardResult> results, double alpha, FeatureBatch& batch);
+                         std::span<const ShardResult> results, double alpha, FeatureBatch& batch,
+                         bool gather = false);
 
 // Keeps the best k of `hits` (in place) by score, then GS rank.
 void keep_top_k(std::vector<RankedDoc>& hits, unsigned k);

@@ -101,6 +101,35 @@ TEST(GpuRanker, FeatureExtractionEqualsTheCpuTwin) {
   EXPECT_NO_THROW(engine.extract_features(empty, none));
 }
 
+// Streams referenced in a forward index (not copied into the request): resident on the device
+// after attach_streams, or gathered into the request's copy; both as the CPU twin.
+TEST(GpuRanker, ReferencedStreamsResidentOrGathered) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(31);
+  FeatureBatch gathered = random_batch(rng, 3, 900, 300);
+  const std::vector<std::uint8_t> forward = gathered.streams;  // plays a mapped forward index
+  FeatureBatch referenced = gathered;
+  referenced.streams.clear();
+  referenced.external_streams = forward.data();
+  referenced.external_bytes = forward.size();
+  std::vector<float> cpu(gathered.num_docs() * kFeatureStride);
+  extract_features(referenced, cpu);
+  gpu::GpuRankerEngine copying, resident;
+  resident.attach_streams(forward.data(), forward.size());
+  EXPECT_TRUE(resident.streams_attached(forward.data(), forward.size()));
+  for (gpu::GpuRankerEngine* engine : {&copying, &resident}) {
+    std::vector<float> gpu(cpu.size());
+    const gpu::RankerTimings t = engine->extract_features(referenced, gpu);
+    EXPECT_EQ(t.streams_resident, engine == &resident);
+    if (engine == &resident) {
+      EXPECT_LT(t.bytes_in, referenced.stream_bytes());
+    }
+    for (std::size_t i = 0; i < cpu.size(); ++i)
+      expect_near_rel(gpu[i], cpu[i], 1e-6, "resident " + std::to_string(engine == &resident) +
+                                                " value " + std::to_string(i));
+  }
+}
+
 TEST(GpuRanker, EveryTransformTypeEqualsTheCpuTwin) {
   REQUIRE_GPU();
   gpu::GpuRankerEngine engine;
@@ -219,10 +248,10 @@ TEST(GpuRanker, SecondStageOnTheGpuEqualsTheCpu) {
             0);
   write_reference_rankers(dir / "store", 4);
   for (const char* name : {"R-S-BLG", "R-M-BGD", "R-L-D"}) {
-    std::string runs[2];
+    std::string runs[3];
     int i = 0;
-    for (const char* backend : {"cpu", "gpu"}) {
-      const fs::path run = dir / (std::string(name) + backend + ".run");
+    for (const char* backend : {"cpu", "gpu", "gpu --ranker-copy-streams"}) {
+      const fs::path run = dir / (std::string(name) + std::to_string(i) + ".run");
       const auto r =
           run_gpusearch("search --index " + (dir / "idx").string() + " --queries " +
                         (dir / "idx" / "queries.test.tsv").string() + " --k 10 --run " +
@@ -231,7 +260,9 @@ TEST(GpuRanker, SecondStageOnTheGpuEqualsTheCpu) {
       ASSERT_EQ(r.exit_code, 0) << r.output;
       runs[i++] = run.string();
     }
-    const auto cmp = run_gpusearch("compare-runs " + runs[0] + " " + runs[1] + " --tolerance 1e-5");
-    EXPECT_EQ(cmp.exit_code, 0) << name << ": " << cmp.output;
+    for (int j = 1; j < 3; ++j) {
+      const auto cmp = run_gpusearch("compare-runs " + runs[0] + " " + runs[j] + " --tolerance 1e-5");
+      EXPECT_EQ(cmp.exit_code, 0) << name << " run " << j << ": " << cmp.output;
+    }
   }
 }
