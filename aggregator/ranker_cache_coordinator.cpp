@@ -70,16 +70,17 @@ RankerCachePlan RankerCacheCoordinator::plan(
   // those that one does.
   if (budget_bytes_ > 0 && used_bytes_ + missing_bytes > budget_bytes_) {
     for (const bool spare_waiting : {true, false}) {
-      for (auto it = lru_.rbegin(); it != lru_.rend() && used_bytes_ + missing_bytes > budget_bytes_;) {
-        const std::string name = *it;
-        ++it;
+      // From the least recently used end; erase() returns the element after the victim, so
+      // the next step back lands on the one before it.
+      for (auto it = lru_.end(); it != lru_.begin() && used_bytes_ + missing_bytes > budget_bytes_;) {
+        --it;
+        const std::string& name = *it;
         if (in_batch.count(name) || (spare_waiting && waiting && waiting(name))) continue;
         if (!spare_waiting && waiting && waiting(name)) ++stats_.evictions_of_waiting;
         used_bytes_ -= bytes(name);
-        const auto w = where_.find(name);
-        lru_.erase(w->second);
-        where_.erase(w);
         plan.evict.push_back(name);
+        where_.erase(name);
+        it = lru_.erase(it);
         ++stats_.evictions;
       }
     }

@@ -352,6 +352,7 @@ std::vector<Query> BatchLoop::resolve_batch(QueryBatch& batch) {
   for (std::size_t i = 0; i < qs.size(); ++i) {
     WireQuery& wq = batch.queries[i];
     qs[i].id = std::move(wq.id);
+    qs[i].ranker = std::move(wq.ranker);
     if (!wq.term_ids.empty()) ++counters_.queries_by_id;
     for (std::uint32_t id : wq.term_ids) {
       if (id < shard_.num_terms())
