@@ -16,6 +16,7 @@
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "common/index_format.hpp"
+#include "common/ranker/ranker_mix.hpp"
 #include "common/progress.hpp"
 #include "common/shard_index.hpp"
 #include "common/wire/mpi_transport.hpp"
@@ -50,6 +51,42 @@ std::unique_ptr<Index> open_vocabulary(const AggregatorOptions& options, std::si
   }
 }
 
+// The second stage's setup: each query's ranker, and the coordinator of the ISNs' caches when
+// the policy is coordinated. Throws InputError naming the flag or store.json.
+struct AggregatorSecondStage {
+  ranker::RankerAssignment assignment;
+  std::unique_ptr<RankerCacheCoordinator> coordinator;  // null: per-ISN LRU
+  std::size_t rankers_in_store = 0;
+};
+
+std::unique_ptr<AggregatorSecondStage> make_second_stage(const AggregatorRanking& r) {
+  if (!r.enabled()) {
+    if (!r.ranker.empty() || !std::isnan(r.mix_exponent) || r.candidates > 0)
+      throw InputError("--ranker-store", 0,
+                       "--ranker, --ranker-mix and --candidates need a ranker store");
+    return nullptr;
+  }
+  if (r.candidates > kMaxCandidates)
+    throw InputError("--candidates", 0,
+                     fmt::format("{} is above the limit of {}", r.candidates, kMaxCandidates));
+  auto s = std::make_unique<AggregatorSecondStage>();
+  ranker::StoreIndex store = ranker::read_store_index(r.store_dir);
+  s->rankers_in_store = store.rankers.size();
+  s->assignment.default_ranker = r.ranker;
+  if (!std::isnan(r.mix_exponent)) {
+    if (!r.ranker.empty())
+      throw InputError("--ranker-mix", 0, "give --ranker or --ranker-mix, not both");
+    std::vector<std::string> names;
+    for (const auto& e : store.rankers) names.push_back(e.name);
+    if (names.empty())
+      throw InputError(store.index_file().string(), 0, "--ranker-mix: the store lists no rankers");
+    s->assignment.mix = ranker::ZipfRankerMix(std::move(names), r.mix_exponent, r.mix_seed);
+  }
+  if (r.policy == RankerCachePolicy::kCoordinated)
+    s->coordinator = std::make_unique<RankerCacheCoordinator>(std::move(store), r.cache_bytes);
+  return s;
+}
+
 }  // namespace
 
 AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm world) {
@@ -72,6 +109,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   std::string setup_error;
   IndexParams index_params;
   std::unique_ptr<Index> vocab_index = open_vocabulary(options, num_isns, index_params, setup_error);
+  std::unique_ptr<AggregatorSecondStage> second;
+  try {
+    second = make_second_stage(options.ranking);
+  } catch (const std::exception& e) {
+    if (setup_error.empty()) setup_error = e.what();
+  }
   isns.await_hellos(options.start_timeout_ms, setup_error);
   if (!setup_error.empty()) {
     std::cerr << me << ": error: " << setup_error << '\n';
@@ -86,6 +129,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
 
   SearchParams params = options.params;
   params.alpha = std::isnan(options.alpha) ? index_params.gs_alpha : options.alpha;
+  // With a second stage every ISN's first stage keeps the top `candidates` (wire params).
+  if (second)
+    params.candidates =
+        options.ranking.candidates > 0 ? options.ranking.candidates : kDefaultCandidates;
   const ShardIndex& vocabulary = vocab_index->shard(0);
   // Term IDs on the wire when every ISN's vocabulary is ours.
   const bool send_term_ids = isns.all_share_vocabulary(
@@ -97,6 +144,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   std::unique_ptr<QuerySource> source =
       make_query_source(options, params, [&pacer] { pacer.notify(); });
   Batcher batcher(options.batching);
+  RankerCacheCoordinator* coordinator = second ? second->coordinator.get() : nullptr;
+  batcher.group_by_ranker(coordinator);
   SharedResultCache cache(options.cache_entries);
   const bool auto_depth = options.max_in_flight == 0;
   Progress bar("cluster", source->total(), "queries", options.progress);
@@ -138,6 +187,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         admission.skip(std::move(problem));
         continue;
       }
+      // The query's ranker: its own (third column), else --ranker, else the mix's draw.
+      std::string ranker = second ? second->assignment.for_query(q.id, q.ranker) : std::string();
       const std::uint64_t seq = next_sequence++;
       admission.unknown_tokens += q.unknown_tokens;
       if (q.terms.empty()) {  // matches nothing on any shard: no broadcast needed
@@ -150,8 +201,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pq.arrival = arrival;
       pq.sequence = seq;
       pq.params = a.params.value_or(params);
+      pq.params.candidates = params.candidates;  // the cluster's second stage, whatever the source
       pq.deadline = a.deadline;
       pq.ticket = a.ticket;
+      pq.ranker = std::move(ranker);
       pq.cost = std::numeric_limits<double>::max();
       for (TermId t : q.terms) {
         pq.terms.emplace_back(vocabulary.term_string(t));
@@ -159,7 +212,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       }
       if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
       if (cache.enabled()) {
-        pq.cache_key = result_cache_key(pq.params, pq.terms);
+        pq.cache_key = result_cache_key(pq.params, pq.terms, pq.ranker);
         if (std::optional<CachedAnswer> hit = cache.find(pq.cache_key)) {
           ++admission.cache_hits;
           if (hit->answered_by_or) ++admission.cache_hits_by_or;
@@ -175,7 +228,16 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     while (in_flight.size() < depth && batcher.due(Clock::now(), source->exhausted())) {
       progress = true;
       const auto cut = Clock::now();
-      in_flight.broadcast(batcher.cut(), cut, send_term_ids);
+      std::vector<PendingQuery> batch = batcher.cut();
+      RankerCachePlan plan;
+      if (coordinator) {
+        // The batch's rankers in the order the ISNs rank them (first appearance).
+        std::vector<std::string> rankers;
+        for (const PendingQuery& q : batch)
+          if (!q.ranker.empty()) rankers.push_back(q.ranker);
+        plan = coordinator->plan(rankers, [&](std::string_view r) { return batcher.waiting_for(r); });
+      }
+      in_flight.broadcast(std::move(batch), cut, send_term_ids, plan);
       admission.depth_samples.add(double(depth));
     }
 
@@ -246,6 +308,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   outcome.metrics = aggregator_metrics({options, params, admission, in_flight, merger, isns, cache,
                                         pacer.stats(), send_term_ids, start_seconds, run_seconds,
                                         stuck, batcher.deadline_cuts(), source->stats()});
+  if (second)
+    outcome.metrics["second_stage"] = ranker_cache_metrics(
+        options.ranking, params.candidates, second->rankers_in_store, coordinator, in_flight, isns,
+        merger.stats().ranker_fallbacks);
   if (!options.metrics_path.empty()) {
     std::ofstream m(options.metrics_path);
     m << outcome.metrics.dump(2) << '\n';

@@ -36,11 +36,25 @@
 
 #include "aggregator/batcher.hpp"
 #include "aggregator/front_end_options.hpp"
+#include "aggregator/ranker_cache_coordinator.hpp"
 #include "common/query.hpp"
 #include "common/search_result.hpp"
 #include "common/wire/progress_pacer.hpp"
 
 namespace gpusearch {
+
+// Two-stage ranking (issue 12): which ranker each query gets, and how the ISNs' ranker caches
+// are run. The ISNs get the same flags (launch/cluster.sh passes them to both).
+struct AggregatorRanking {
+  std::filesystem::path store_dir;  // empty: one stage
+  std::string ranker;               // every query without its own (the TSV's third column)
+  double mix_exponent = NAN;        // a Zipf mix over the store's rankers (NaN: none)
+  std::uint64_t mix_seed = 1;
+  std::uint32_t candidates = 0;     // per shard; 0: kDefaultCandidates
+  std::uint64_t cache_bytes = 0;    // each ISN's ranker cache (0: unbounded)
+  RankerCachePolicy policy = RankerCachePolicy::kCoordinated;
+  bool enabled() const { return !store_dir.empty(); }
+};
 
 struct AggregatorOptions {
   std::filesystem::path index_dir;
@@ -70,6 +84,7 @@ struct AggregatorOptions {
   std::size_t timeline_batches = 100000;  // batches kept in the metrics' timeline
   bool progress = true;
   FrontEndOptions front_end;  // listen empty: no RPC front end (replay `queries`)
+  AggregatorRanking ranking;
 };
 
 struct AggregatorOutcome {

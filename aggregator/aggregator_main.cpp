@@ -98,6 +98,29 @@ int main(int argc, char** argv) {
   app.add_option("--start-timeout-ms", o.start_timeout_ms,
                  "wait this long for ISNs to open their shards")
       ->capture_default_str();
+  // Two-stage ranking (issue 12); the ISNs get the same flags.
+  double ranker_cache_mb = 0;
+  std::string ranker_cache_policy = "coordinated";
+  app.add_option("--ranker-store", o.ranking.store_dir,
+                 "ranker store (a folder with store.json): each ISN ranks its first-stage "
+                 "candidates with the query's ranker")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--ranker", o.ranking.ranker,
+                 "ranker of every query without its own (the query file's third column)");
+  app.add_option("--ranker-mix", o.ranking.mix_exponent,
+                 "draw each query's ranker from a Zipf mix over the store with this exponent");
+  app.add_option("--ranker-mix-seed", o.ranking.mix_seed, "seed of the mix's draws")
+      ->capture_default_str();
+  app.add_option("--candidates", o.ranking.candidates,
+                 "first-stage candidates per shard for the second stage (default 1000, at most "
+                 "10000)");
+  app.add_option("--ranker-cache-mb", ranker_cache_mb,
+                 "each ISN's ranker cache in MiB (default: unbounded)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--ranker-cache-policy", ranker_cache_policy,
+                 "coordinated (the aggregator loads and evicts rankers on every ISN before each "
+                 "batch and groups queries by ranker) or per-isn-lru (each ISN's own LRU)")
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "no progress line");
   app.add_option(
       "--abort-marker", abort_marker,
@@ -116,6 +139,8 @@ int main(int argc, char** argv) {
     o.params.mode = parse_mode(mode);
     o.params.scoring = parse_scoring(scoring);
     o.progress = !quiet;
+    o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
+    o.ranking.policy = parse_ranker_cache_policy(ranker_cache_policy);
     o.pacing.mode = wire::parse_progress_mode(progress);
     if (!o.front_end.listen.empty()) {
       if (o.front_end.token_file.empty()) o.front_end.token_file = o.run_path.string() + ".token";

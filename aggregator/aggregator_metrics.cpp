@@ -124,4 +124,61 @@ void print_aggregator_summary(const nlohmann::json& m, std::ostream& out) {
       m.at("counters").at("docs_scored").get<std::uint64_t>());
 }
 
+nlohmann::json ranker_cache_metrics(const AggregatorRanking& ranking, std::uint32_t candidates,
+                                    std::size_t rankers_in_store,
+                                    const RankerCacheCoordinator* coordinator,
+                                    const InFlightBatches& batches, const IsnRoster& isns,
+                                    std::uint64_t ranker_fallback_queries) {
+  // Summed over ISNs: counts and bytes and seconds; the rate from the sums.
+  static const char* const kSummed[] = {
+      "requests",       "hits",           "misses",          "loads",
+      "evictions",      "commanded_loads", "commanded_evictions", "unplanned_loads",
+      "unplanned_evictions", "unused_evictions", "load_failures", "load_bytes"};
+  nlohmann::json total = nlohmann::json::object();
+  for (const char* k : kSummed) total[k] = std::uint64_t(0);
+  total["load_seconds"] = 0.0;
+  nlohmann::json per_isn = nlohmann::json::array();
+  nlohmann::json fallback_messages = nlohmann::json::array();
+  std::uint64_t isn_fallbacks = 0;
+  for (std::size_t i = 0; i < isns.size(); ++i) {
+    const nlohmann::json& st = isns[i].stats;
+    if (!st.is_object() || !st.contains("second_stage") || !st["second_stage"].is_object()) {
+      per_isn.push_back({{"rank", i + 1}, {"cache", nullptr}});
+      continue;
+    }
+    const nlohmann::json& ss = st["second_stage"];
+    const nlohmann::json cache = ss.value("cache", nlohmann::json::object());
+    for (const char* k : kSummed) total[k] = total[k].get<std::uint64_t>() + cache.value(k, std::uint64_t(0));
+    total["load_seconds"] = total["load_seconds"].get<double>() + cache.value("load_seconds", 0.0);
+    isn_fallbacks += ss.value("ranker_fallbacks", std::uint64_t(0));
+    for (const auto& m : ss.value("fallback_messages", nlohmann::json::array()))
+      if (fallback_messages.size() < 20) fallback_messages.push_back(m);
+    per_isn.push_back({{"rank", i + 1},
+                       {"backend", ss.value("backend", "")},
+                       {"queries_ranked", ss.value("queries_ranked", std::uint64_t(0))},
+                       {"rank_ms", ss.value("rank_ms", 0.0)},
+                       {"cache", cache}});
+  }
+  const auto requests = total["requests"].get<std::uint64_t>();
+  total["hit_rate"] = requests ? double(total["hits"].get<std::uint64_t>()) / double(requests) : 0.0;
+  return {{"store", ranking.store_dir.string()},
+          {"rankers_in_store", rankers_in_store},
+          {"ranker", ranking.ranker},
+          {"ranker_mix_exponent", std::isnan(ranking.mix_exponent)
+                                      ? nlohmann::json(nullptr)
+                                      : nlohmann::json(ranking.mix_exponent)},
+          {"candidates", candidates},
+          {"ranker_fallback_queries", ranker_fallback_queries},
+          {"ranker_fallbacks_per_shard", isn_fallbacks},
+          {"fallback_messages", fallback_messages},
+          {"ranker_cache",
+           {{"policy", std::string(to_string(ranking.policy))},
+            {"budget_bytes", ranking.cache_bytes},
+            {"control_messages", batches.control_messages()},
+            {"control_bytes", batches.control_bytes()},
+            {"coordinator", coordinator ? coordinator->to_json() : nlohmann::json(nullptr)},
+            {"total", total},
+            {"isns", per_isn}}}};
+}
+
 }  // namespace gpusearch

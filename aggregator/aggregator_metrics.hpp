@@ -51,4 +51,13 @@ struct AggregatorRunParts {
 
 nlohmann::json aggregator_metrics(const AggregatorRunParts& parts);
 
+// The second stage's section (issue 12): the policy, the coordinator's view and plans, the
+// ranker-cache commands sent, and every ISN's ranker cache (hit rate, loads, evictions, load
+// time and bytes; from its stats at shutdown) with their total.
+nlohmann::json ranker_cache_metrics(const AggregatorRanking& ranking, std::uint32_t candidates,
+                                    std::size_t rankers_in_store,
+                                    const RankerCacheCoordinator* coordinator,
+                                    const InFlightBatches& batches, const IsnRoster& isns,
+                                    std::uint64_t ranker_fallback_queries);
+
 }  // namespace gpusearch

@@ -162,8 +162,10 @@ void BatchMerger::merge(InFlightBatch& b) {
     s.counters.add(m.counters);
     if (m.answer.answered_by_or) ++s.answered_by_or;
     if (partial) ++s.partial_answers;
+    if (m.ranker_fallback) ++s.ranker_fallbacks;
     const PendingQuery& pq = b.queries[q];
-    if (!partial && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
+    // A fallback answer is not the ranked one: not cached, so a fixed store serves it later.
+    if (!partial && !m.ranker_fallback && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
     record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
   const auto t_done = Clock::now();

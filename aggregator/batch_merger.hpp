@@ -65,6 +65,7 @@ struct MergeJob {
 struct MergeStats {
   std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
                 hits_written = 0, batches_with_misses = 0;
+  std::uint64_t ranker_fallbacks = 0;  // answers with some shard's first stage (ranker failed)
   QueryCounters counters;
   // Bounded for runs of any length (serving): exact up to metrics::SampleSet's limit.
   metrics::SampleSet latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
+
+#include "aggregator/ranker_cache_coordinator.hpp"
 
 namespace gpusearch {
 
 bool same_params(const SearchParams& a, const SearchParams& b) {
   return a.mode == b.mode && a.scoring == b.scoring && a.k == b.k &&
+         a.candidates == b.candidates &&
          (a.alpha == b.alpha || (std::isnan(a.alpha) && std::isnan(b.alpha)));
 }
 
@@ -52,7 +56,9 @@ std::vector<PendingQuery> Batcher::cut() {
     if (i != anchor && same_params(pending_[i].params, params)) candidates.push_back(i);
   const std::size_t n = std::min(policy_.batch_size, candidates.size());
   std::vector<bool> take(pending_.size(), false);
-  if (!policy_.cost_buckets || candidates.size() <= n) {
+  if (coordinator_ != nullptr) {
+    take_by_ranker(candidates, n, take);
+  } else if (!policy_.cost_buckets || candidates.size() <= n) {
     for (std::size_t j = 0; j < n; ++j) take[candidates[j]] = true;
   } else {
     // Cost on a log scale: list lengths span orders of magnitude.
@@ -72,7 +78,46 @@ std::vector<PendingQuery> Batcher::cut() {
     (take[i] ? batch.emplace_back(std::move(pending_[i])) : rest.emplace_back(std::move(pending_[i])));
   }
   pending_ = std::move(rest);
+  for (const PendingQuery& q : batch)
+    if (--waiting_[q.ranker] == 0) waiting_.erase(q.ranker);
   return batch;
+}
+
+void Batcher::take_by_ranker(const std::vector<std::size_t>& candidates, std::size_t n,
+                             std::vector<bool>& take) const {
+  const RankerCacheCoordinator& c = *coordinator_;
+  std::set<std::string, std::less<>> chosen;
+  std::uint64_t chosen_bytes = 0;
+  std::size_t taken = 0;
+  auto choose = [&](const std::string& r) {
+    chosen.insert(r);
+    chosen_bytes += c.bytes(r);
+    for (std::size_t i : candidates)  // the chosen ranker's queries, in arrival order
+      if (taken < n && !take[i] && pending_[i].ranker == r) take[i] = true, ++taken;
+  };
+  take[candidates.front()] = true, ++taken;  // the anchor always goes: bounded waits
+  choose(pending_[candidates.front()].ranker);
+  while (taken < n) {
+    // The next ranker: one that fits beside the chosen ones; resident before a load, then the
+    // most queries waiting, then the oldest query.
+    std::unordered_map<std::string_view, std::size_t> count;
+    std::vector<std::string_view> order;  // by oldest query
+    for (std::size_t i : candidates) {
+      const std::string& r = pending_[i].ranker;
+      if (take[i] || chosen.count(r) || !c.fits(chosen_bytes + c.bytes(r))) continue;
+      if (count[r]++ == 0) order.push_back(r);
+    }
+    if (order.empty()) break;
+    std::string_view best = order.front();
+    auto better = [&](std::string_view a, std::string_view b) {
+      const bool ra = c.resident(a) || c.bytes(a) == 0, rb = c.resident(b) || c.bytes(b) == 0;
+      if (ra != rb) return ra;
+      return count[a] > count[b];
+    };
+    for (std::string_view r : order)
+      if (better(r, best)) best = r;
+    choose(std::string(best));
+  }
 }
 
 }  // namespace gpusearch

@@ -5,12 +5,22 @@
 // k, scoring: the ISNs run a batch under one), the oldest query's. SLA-driven cuts: a query
 // with a deadline makes its batch due once waiting longer would leave less than the expected
 // service time (broadcast, the slowest ISN, merge) before that deadline.
+//
+// Grouping by ranker (--ranker-cache-policy coordinated, issue 12): the batch still holds the
+// oldest (or most urgent) query, so that no query waits for more cuts than there are queries
+// ahead of it in the admission window; the rest of the batch is filled with the waiting
+// queries of the rankers already chosen, then of more rankers (resident ones first, then those
+// with most queries waiting), as long as the batch's rankers fit the ISNs' ranker cache
+// together. Only which batch a query travels in changes: every answer is the same, and the run
+// file keeps arrival order (aggregator/arrival_order_writer.hpp).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/search_result.hpp"
@@ -36,9 +46,12 @@ struct PendingQuery {
   // The answer is due by then (an RPC request's deadline); max(): none.
   AggregatorClock::time_point deadline = AggregatorClock::time_point::max();
   std::uint64_t ticket = 0;  // the query source's handle for its answer (0: none)
+  std::string ranker;        // second-stage ranker ("" : none)
 };
 
 bool same_params(const SearchParams& a, const SearchParams& b);
+
+class RankerCacheCoordinator;
 
 struct BatchPolicy {
   std::size_t batch_size = 64;
@@ -49,7 +62,18 @@ struct BatchPolicy {
 class Batcher {
  public:
   explicit Batcher(BatchPolicy policy) : policy_(policy) {}
-  void add(PendingQuery q) { pending_.push_back(std::move(q)); }
+  void add(PendingQuery q) {
+    ++waiting_[q.ranker];
+    pending_.push_back(std::move(q));
+  }
+  // Cut batches grouped by ranker within the cache `coordinator` plans (null: arrival order).
+  // It takes the place of cost buckets.
+  void group_by_ranker(const RankerCacheCoordinator* coordinator) { coordinator_ = coordinator; }
+  // Whether a waiting query uses this ranker.
+  bool waiting_for(std::string_view ranker) const {
+    const auto it = waiting_.find(std::string(ranker));
+    return it != waiting_.end() && it->second > 0;
+  }
   std::size_t size() const { return pending_.size(); }
   bool empty() const { return pending_.empty(); }
   AggregatorClock::time_point oldest_arrival() const { return pending_.front().arrival; }
@@ -68,7 +92,12 @@ class Batcher {
 
  private:
   std::size_t most_urgent() const;  // index of the nearest deadline; size() when none
+  // Marks in `take` the anchor and candidates grouped by ranker (see the header comment).
+  void take_by_ranker(const std::vector<std::size_t>& candidates, std::size_t n,
+                      std::vector<bool>& take) const;
   BatchPolicy policy_;
+  const RankerCacheCoordinator* coordinator_ = nullptr;
+  std::unordered_map<std::string, std::size_t> waiting_;  // queries waiting per ranker
   std::deque<PendingQuery> pending_;  // arrival order
   AggregatorClock::duration service_{};
   std::uint64_t deadline_cuts_ = 0;

@@ -17,7 +17,7 @@ InFlightBatches::InFlightBatches(MPI_Comm world, IsnRoster& isns, std::uint64_t 
       dead_after_(dead_after) {}
 
 void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_point cut,
-                                bool term_ids) {
+                                bool term_ids, const RankerCachePlan& ranker_plan) {
   const std::size_t num_isns = isns_.size();
   InFlightBatch b;
   b.id = next_batch_id_++;
@@ -30,18 +30,31 @@ void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_p
   qb.queries.reserve(b.queries.size());
   for (const PendingQuery& pq : b.queries) {
     if (term_ids)
-      qb.queries.push_back({pq.id, {}, pq.term_ids});
+      qb.queries.push_back({pq.id, {}, pq.term_ids, pq.ranker});
     else
-      qb.queries.push_back({pq.id, pq.terms, {}});
+      qb.queries.push_back({pq.id, pq.terms, {}, pq.ranker});
     wait_ms_.add(ms_between(pq.arrival, b.cut));
   }
   auto msg = std::make_shared<const OutgoingMessage>(encode_message(qb));
   b.encoded = Clock::now();
   encode_ms_.add(ms_between(b.cut, b.encoded));
   b.bytes = msg->bytes();
+  if (!ranker_plan.empty()) {
+    Control c{Control::Kind::kRankerCache, ""};
+    c.ranker_cache = {b.id, ranker_plan.evict, ranker_plan.load};
+    auto command = std::make_shared<const OutgoingMessage>(encode_message(c));
+    for (std::size_t i = 0; i < num_isns; ++i)
+      if (!isns_[i].dead) {
+        b.sends.emplace_back(command, int(i + 1), kTagControl, world_);
+        ++control_messages_;
+        control_bytes_ += command->bytes();
+      }
+  }
   for (std::size_t i = 0; i < num_isns; ++i)
-    if (!isns_[i].dead) b.sends.emplace_back(msg, int(i + 1), kTagQueryBatch, world_);
-  b.expected = b.sends.size();
+    if (!isns_[i].dead) {
+      b.sends.emplace_back(msg, int(i + 1), kTagQueryBatch, world_);
+      ++b.expected;
+    }
   b.sent = Clock::now();
   bytes_sent_ += msg->bytes() * b.expected;
   messages_sent_ += b.expected;
@@ -169,7 +182,9 @@ nlohmann::json InFlightBatches::wire_json(bool term_ids) const {
   return {{"term_ids", term_ids},
           {"messages_sent", messages_sent_},
           {"bytes_sent", bytes_sent_},
-          {"bytes_received", bytes_received_}};
+          {"bytes_received", bytes_received_},
+          {"ranker_cache_commands", control_messages_},
+          {"ranker_cache_command_bytes", control_bytes_}};
 }
 
 }  // namespace gpusearch

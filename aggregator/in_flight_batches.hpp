@@ -19,6 +19,7 @@
 
 #include "aggregator/batcher.hpp"
 #include "aggregator/isn_roster.hpp"
+#include "aggregator/ranker_cache_coordinator.hpp"
 #include "common/metrics.hpp"
 #include "common/wire/mpi_transport.hpp"
 
@@ -59,8 +60,10 @@ class InFlightBatches {
 
   // Encodes the batch (non-empty, one params) once and starts a send of it to every ISN. Term
   // IDs travel when `term_ids` (every ISN shares the vocabulary), else the normalized terms.
+  // A non-empty `ranker_plan` goes first, as a ranker-cache command for this batch, to the same
+  // ISNs (MPI keeps the order of messages from one sender to one receiver).
   void broadcast(std::vector<PendingQuery> queries, AggregatorClock::time_point cut,
-                 bool term_ids);
+                 bool term_ids, const RankerCachePlan& ranker_plan = {});
   // Tests the sends still running; true if one finished. `pending`: some still run.
   bool test_sends(bool& pending);
   // Receives every result that has arrived; true if one did.
@@ -76,6 +79,8 @@ class InFlightBatches {
   const metrics::SampleSet& encode_ms() const { return encode_ms_; }
   nlohmann::json wire_json(bool term_ids) const;
   std::uint64_t rejected_messages() const { return rejected_messages_; }
+  std::uint64_t control_messages() const { return control_messages_; }  // ranker-cache commands
+  std::uint64_t control_bytes() const { return control_bytes_; }
   std::uint64_t late_discarded() const { return late_discarded_; }
 
  private:
@@ -89,7 +94,7 @@ class InFlightBatches {
   std::uint64_t next_batch_id_ = 1;
   AggregatorClock::time_point last_batch_done_{};
   std::uint64_t rejected_messages_ = 0, late_discarded_ = 0, bytes_sent_ = 0, messages_sent_ = 0,
-                bytes_received_ = 0;
+                bytes_received_ = 0, control_messages_ = 0, control_bytes_ = 0;
   metrics::SampleSet wait_ms_, encode_ms_;
 };
 

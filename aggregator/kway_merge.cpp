@@ -17,6 +17,7 @@ MergedAnswer merge_answers(const SearchParams& params,
   for (const wire::ShardAnswer* a : answers) {
     m.counters.add(a->result.counters);
     m.partial = m.partial || a->result.partial;
+    m.ranker_fallback = m.ranker_fallback || a->result.ranker_fallback;
   }
   // One cursor per ISN; small ISN counts make a linear scan of the heads cheaper than a heap.
   std::vector<std::size_t> cursor(answers.size(), 0);

@@ -18,6 +18,7 @@ struct MergedAnswer {
   CachedAnswer answer;  // hits with external ids, best first; answered_by_or for and-or
   QueryCounters counters;
   bool partial = false;  // some ISN's answer is partial (a missing ISN is the caller's to add)
+  bool ranker_fallback = false;  // some ISN answered with its first stage (the ranker failed)
 };
 
 // For and-or, OR answers when the ISNs together found fewer than k AND matches (each ISN's

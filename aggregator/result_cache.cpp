@@ -4,9 +4,11 @@
 
 namespace gpusearch {
 
-std::string result_cache_key(const SearchParams& params, const std::vector<std::string>& terms) {
-  std::string key = fmt::format("{}|{}|{:.17g}|{}", to_string(params.mode),
-                                to_string(params.scoring), params.alpha, params.k);
+std::string result_cache_key(const SearchParams& params, const std::vector<std::string>& terms,
+                             const std::string& ranker) {
+  std::string key = fmt::format("{}|{}|{:.17g}|{}|{}|{}", to_string(params.mode),
+                                to_string(params.scoring), params.alpha, params.k,
+                                params.candidates, ranker);
   for (const std::string& t : terms) {
     key += '\x1f';  // not a token byte: terms cannot contain it
     key += t;

@@ -23,7 +23,9 @@ struct CachedAnswer {
   bool answered_by_or = false;
 };
 
-std::string result_cache_key(const SearchParams& params, const std::vector<std::string>& terms);
+// The answer depends on the params (candidates too), the terms in order and the query's ranker.
+std::string result_cache_key(const SearchParams& params, const std::vector<std::string>& terms,
+                             const std::string& ranker = {});
 
 class ResultCache {
  public:

@@ -36,6 +36,8 @@ struct SearchParams {
   std::uint32_t candidates = 0;
 };
 inline constexpr std::uint32_t kMaxCandidates = 10000;
+// Candidates per shard when a ranker store is given without --candidates.
+inline constexpr std::uint32_t kDefaultCandidates = 1000;
 
 // Work counters, so that every speed figure can be explained.
 struct QueryCounters {

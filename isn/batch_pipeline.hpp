@@ -25,7 +25,8 @@ namespace gpusearch {
 // One batch in flight: what the ISN answers with, filled in as its jobs complete.
 struct PipelinedBatch {
   wire::ResultHeader header;
-  SearchParams params;
+  SearchParams params;         // the first stage's (k at least the candidates)
+  SearchParams ranked_params;  // the batch's own: the second stage keeps its k
   std::vector<Query> queries;
   std::vector<ShardResult> results;
   std::chrono::steady_clock::time_point started, finished;

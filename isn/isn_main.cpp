@@ -103,6 +103,20 @@ int main(int argc, char** argv) {
                  "test: only this rank sleeps (-1: all)");
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
+  // Two-stage ranking (issue 12): the store this ISN ranks with and its ranker cache. The
+  // aggregator assigns rankers (--ranker, --ranker-mix) and candidates; they come with the batch.
+  double ranker_cache_mb = 0;
+  app.add_option("--ranker-store", o.ranking.store_dir, "ranker store (a folder with store.json)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--ranker-cache-mb", ranker_cache_mb, "ranker cache in MiB (default: unbounded)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--ranker-backend", o.ranking.backend,
+                 "cpu, gpu or auto (gpu where a device is present)")
+      ->capture_default_str();
+  app.add_option("--ranker-cache-policy", o.ranker_cache_policy,
+                 "coordinated (loads and evictions by the aggregator's command) or per-isn-lru")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"coordinated", "per-isn-lru"}));
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -113,6 +127,7 @@ int main(int argc, char** argv) {
     return wire::end_after_flag_error(app, e);
   }
   o.verify_checksums = !no_verify;
+  o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
   if (!run_mode.empty()) {
     try {
       SearchParams p;

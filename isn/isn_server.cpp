@@ -23,6 +23,10 @@
 #include "isn/batch_pipeline.hpp"
 #include "isn/fallback_engine.hpp"
 #include "isn/isn_engine_stack.hpp"
+#include "isn/ranker/ranker_backend.hpp"
+#include "isn/ranker/ranker_cache.hpp"
+#include "isn/ranker/ranker_store.hpp"
+#include "isn/ranker/second_stage.hpp"
 
 namespace gpusearch {
 
@@ -129,9 +133,35 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
 
 // What start-up made: the shard and the engine stack, with the hello that announced them; or,
 // when something failed, only the hello naming the error.
+// The second stage of this ISN's shard (issue 12): the store, the backend (the GPU where the
+// ISN has one, else the CPU twin), the shard's forward index, the ranker cache and the ranker.
+struct IsnSecondStage {
+  ranker::RankerStore store;
+  std::unique_ptr<ranker::RankerBackend> backend;
+  ForwardIndex forward;
+  std::unique_ptr<ranker::RankerCache> cache;
+  std::unique_ptr<ranker::SecondStageRanker> ranker;
+};
+
+std::unique_ptr<IsnSecondStage> make_second_stage(const IsnOptions& options, const Placement& where,
+                                                  const ShardIndex& shard, const OpenOptions& oo) {
+  if (!options.ranking.enabled()) return nullptr;
+  auto s = std::make_unique<IsnSecondStage>(IsnSecondStage{
+      ranker::RankerStore::open(options.ranking.store_dir),
+      ranker::make_ranker_backend(options.ranking.backend, where.gpu_device),
+      ForwardIndex::open(shard, oo), nullptr, nullptr});
+  s->cache = std::make_unique<ranker::RankerCache>(s->store, *s->backend,
+                                                   options.ranking.cache_bytes);
+  s->cache->set_coordinated(options.ranker_cache_policy == "coordinated");
+  s->ranker =
+      std::make_unique<ranker::SecondStageRanker>(shard, s->forward, *s->cache, *s->backend);
+  return s;
+}
+
 struct StartedIsn {
   std::unique_ptr<Index> index;
   std::unique_ptr<FallbackEngine> engine;
+  std::unique_ptr<IsnSecondStage> second;  // null: one stage
   nlohmann::json hello;
 };
 
@@ -157,6 +187,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
   so.scheduler = options.scheduler;
   so.isns_on_device = where.isns_on_device;
   s.engine = make_isn_engine_stack(so, shard, where.shard_id, where.who);
+  s.second = make_second_stage(options, where, shard, oo);
   double prepare_seconds = 0;
   if (options.prepare_params) {
     SearchParams p = *options.prepare_params;
@@ -190,6 +221,8 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
              {"prepare_seconds", prepare_seconds},
              {"engine", std::string(s.engine->name())},
              {"vocabulary", vocabulary_fingerprint(shard.manifest(), shard.num_terms())},
+             {"ranker_backend", s.second ? nlohmann::json(std::string(s.second->backend->name()))
+                                         : nlohmann::json(nullptr)},
              {"clock_us", steady_us(Clock::now())}};
   std::cerr << fmt::format(
       "{}: shard {} on {}: {} docs (input positions {}..{}), {:.1f} MiB mapped, RSS {:.1f} "
@@ -240,11 +273,12 @@ struct EngineCounters {
 class BatchLoop {
  public:
   BatchLoop(const IsnOptions& options, const Placement& where, const ShardIndex& shard,
-            FallbackEngine& engine, MPI_Comm world)
+            FallbackEngine& engine, IsnSecondStage* second, MPI_Comm world)
       : options_(options),
         where_(where),
         shard_(shard),
         engine_(engine),
+        second_(second),
         world_(world),
         pacer_(options.pacing) {
     auto* scheduler = dynamic_cast<SchedulerEngine*>(engine_.active_primary());
@@ -266,6 +300,11 @@ class BatchLoop {
   // its jobs in the pipeline; and sends an answered batch.
   std::unique_ptr<PipelinedBatch> open_batch(Inbound in, Clock::time_point idle_since);
   void search_now(PipelinedBatch& b);
+  // The second stage of a batch whose first stage is done: first the ranker-cache commands the
+  // aggregator sent for it (and any for batches this ISN never got), then the ranking. Throws
+  // what the ranking throws (a bad ranker does not: its queries keep the first stage).
+  void rank_batch(PipelinedBatch& b);
+  void apply_ranker_commands(std::uint64_t batch_id);
   void send_answer(PipelinedBatch& b);
   std::vector<Query> resolve_batch(QueryBatch& batch);
   // Takes every waiting message; returns whether there was any.
@@ -277,6 +316,7 @@ class BatchLoop {
   const Placement& where_;
   const ShardIndex& shard_;
   FallbackEngine& engine_;
+  IsnSecondStage* second_;  // null: one stage
   MPI_Comm world_;
   ProgressPacer pacer_;
 
@@ -284,6 +324,9 @@ class BatchLoop {
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::deque<Inbound> inbox_;
+  // Ranker-cache commands by the batch they prepare; received before that batch (MPI keeps
+  // the aggregator's order), applied by the engine thread just before it ranks it.
+  std::deque<RankerCacheCommand> ranker_commands_;
   std::deque<std::shared_ptr<const OutgoingMessage>> outbox_;
   bool stop_ = false, engine_busy_ = false;
   Clock::time_point busy_since_{};
@@ -291,6 +334,9 @@ class BatchLoop {
   std::unique_ptr<BatchPipeline> pipeline_;  // --scheduler with batches in flight, else null
 
   EngineCounters counters_;  // the engine thread's; `rejected` also the MPI thread's
+  // The engine thread's: ranker-cache commands applied, and loads they asked for that failed.
+  std::uint64_t ranker_commands_applied_ = 0, ranker_command_load_failures_ = 0;
+  std::vector<std::string> ranker_command_errors_;  // the first few
 
   // The MPI thread's.
   // When batches arrive: the next is due about one gap after the last (a quarter early, for the
@@ -306,6 +352,7 @@ std::vector<Query> BatchLoop::resolve_batch(QueryBatch& batch) {
   for (std::size_t i = 0; i < qs.size(); ++i) {
     WireQuery& wq = batch.queries[i];
     qs[i].id = std::move(wq.id);
+    qs[i].ranker = std::move(wq.ranker);
     if (!wq.term_ids.empty()) ++counters_.queries_by_id;
     for (std::uint32_t id : wq.term_ids) {
       if (id < shard_.num_terms())
@@ -339,7 +386,10 @@ std::unique_ptr<PipelinedBatch> BatchLoop::open_batch(Inbound in, Clock::time_po
   auto b = std::make_unique<PipelinedBatch>();
   b->started = Clock::now();
   b->queries = resolve_batch(batch);
+  b->ranked_params = batch.params;
   b->params = batch.params;
+  // Two stages: the first keeps the top `candidates` (at least k) for the ranker.
+  if (batch.params.candidates > 0) b->params.k = std::max(batch.params.k, batch.params.candidates);
   ResultHeader& header = b->header;
   header.batch_id = batch.batch_id;
   header.isn_rank = std::uint32_t(where_.rank);
@@ -355,10 +405,48 @@ void BatchLoop::search_now(PipelinedBatch& b) {
   try {
     engine_.search(b.queries, b.params, b.results);
     b.error.clear();
+    rank_batch(b);
   } catch (const std::exception& e) {
     b.error = e.what();
   }
   b.finished = Clock::now();
+}
+
+void BatchLoop::apply_ranker_commands(std::uint64_t batch_id) {
+  std::vector<RankerCacheCommand> due;
+  {
+    std::lock_guard lock(mutex_);
+    while (!ranker_commands_.empty() && ranker_commands_.front().batch_id <= batch_id) {
+      due.push_back(std::move(ranker_commands_.front()));
+      ranker_commands_.pop_front();
+    }
+  }
+  if (!second_) return;  // counted as rejected when received
+  for (const RankerCacheCommand& c : due) {
+    ++ranker_commands_applied_;
+    for (const std::string& r : c.evict) second_->cache->evict(r);
+    for (const std::string& r : c.load) {
+      try {
+        second_->cache->load(r);
+      } catch (const std::exception& e) {
+        // The batch's queries of this ranker fall back to the first stage, with this error.
+        ++ranker_command_load_failures_;
+        if (ranker_command_errors_.size() < 20) ranker_command_errors_.push_back(e.what());
+        std::cerr << where_.who << ": ranker-cache command for batch " << c.batch_id
+                  << ": cannot load: " << e.what() << '\n';
+      }
+    }
+  }
+}
+
+void BatchLoop::rank_batch(PipelinedBatch& b) {
+  apply_ranker_commands(b.header.batch_id);
+  if (b.ranked_params.candidates == 0) return;
+  if (!second_)
+    throw Error(fmt::format("batch {} asks for two-stage ranking ({} candidates) but this ISN "
+                            "was started without --ranker-store",
+                            b.header.batch_id, b.ranked_params.candidates));
+  second_->ranker->rank(b.queries, b.ranked_params, b.results);
 }
 
 void BatchLoop::send_answer(PipelinedBatch& b) {
@@ -442,6 +530,13 @@ void BatchLoop::pipelined_engine_thread_main() {
       if (!done->error.empty()) {
         engine_.fail_over(done->error);
         search_now(*done);
+      } else {
+        try {
+          rank_batch(*done);
+        } catch (const std::exception& e) {
+          done->error = e.what();
+        }
+        done->finished = Clock::now();
       }
       send_answer(*done);
       if (pipeline_->empty()) idle_since = Clock::now();
@@ -479,8 +574,16 @@ void BatchLoop::on_control(const Received& m, Clock::time_point received) {
   } else if (c.kind == Control::Kind::kShutdown || c.kind == Control::Kind::kStatsRequest) {
     stats_wanted_ = true;
     shutdown_wanted_ = shutdown_wanted_ || c.kind == Control::Kind::kShutdown;
+  } else if (c.kind == Control::Kind::kRankerCache) {
+    if (!second_) {
+      ++counters_.rejected;
+      std::cerr << where_.who << ": a ranker-cache command, but this ISN was started without "
+                                 "--ranker-store\n";
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    ranker_commands_.push_back(std::move(c.ranker_cache));
   }
-  // ranker-cache commands: not implemented yet
 }
 
 bool BatchLoop::receive_messages() {
@@ -613,6 +716,15 @@ nlohmann::json BatchLoop::stats() const {
     j["scheduler"]["batches_in_flight"] = pipeline_ ? pipeline_->max_in_flight() : 1;
     j["scheduler"]["peak_batches_in_flight"] = pipeline_ ? pipeline_->peak_in_flight() : 1;
   }
+  // The second stage: its ranker cache (hits, loads, evictions, load time and bytes) and the
+  // aggregator's commands.
+  if (second_) {
+    j["second_stage"] = second_->ranker->stats();
+    j["second_stage"]["ranker_cache_policy"] = options_.ranker_cache_policy;
+    j["second_stage"]["ranker_commands_applied"] = ranker_commands_applied_;
+    j["second_stage"]["ranker_command_load_failures"] = ranker_command_load_failures_;
+    j["second_stage"]["ranker_command_errors"] = ranker_command_errors_;
+  }
   // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
   if (options_.engine.list_cache.enabled() && options_.scheduler.policy.empty()) {
     const nlohmann::json e = engine_.stats();
@@ -628,7 +740,8 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
   const Placement where = place_isn(options, world);
   StartedIsn started = start_isn(options, where, world);
   if (!started.engine) return 1;  // the aggregator reports the hello's error
-  BatchLoop loop(options, where, started.index->shard(0), *started.engine, world);
+  BatchLoop loop(options, where, started.index->shard(0), *started.engine, started.second.get(),
+                 world);
   loop.run();
   return 0;
 }

@@ -24,6 +24,7 @@
 #include "common/wire/progress_pacer.hpp"
 #include "isn/engine_factory.hpp"
 #include "isn/isn_engine_stack.hpp"
+#include "isn/ranker/ranking_options.hpp"
 
 namespace gpusearch {
 
@@ -49,6 +50,10 @@ struct IsnOptions {
   unsigned inject_delay_ms = 0;                 // sleep before each batch
   int inject_delay_rank = -1;                   // the rank that sleeps; -1: every ISN
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
+  // The second stage (issue 12): store_dir, cache_bytes and backend are used here; a batch
+  // brings its candidates and each query's ranker.
+  ranker::RankingOptions ranking;
+  std::string ranker_cache_policy = "coordinated";  // or per-isn-lru
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

@@ -15,13 +15,15 @@
 # --max-depth, --cache-entries, --deadline-ms, --qps (aggregator); --engine, --algorithm,
 # --intra-query, --threads, --inject-engine-fault-at-batch, --inject-delay-ms, --inject-delay-rank,
 # --gpu-mem and the --cache-* flags of the GPU list cache (ISN); --progress, --spin-us,
-# --hot-poll-us, --max-sleep-us (both).
+# --hot-poll-us, --max-sleep-us (both). Two-stage ranking (issue 12): --ranker-store DIR,
+# --ranker-cache-mb MB, --ranker-cache-policy coordinated|per-isn-lru (both); --ranker NAME |
+# --ranker-mix EXPONENT [--ranker-mix-seed S], --candidates N (aggregator); --ranker-backend (ISN).
 # Without --threads, each ISN gets cores / N threads on a single node.
 # Environment: GPUSEARCH_BUILD_DIR (default build), GPUSEARCH_MPIRUN_ARGS (extra mpirun flags).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GPUSEARCH_BUILD_DIR:-$root/build}
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 index="" queries="" listen="" address_file="" token_file="" isns="" gpus=1 hostfile="" mode=or k=10 run="" metrics="" threads_given=0
 pass=()

@@ -14,6 +14,7 @@ struct SearchParams {
   scoring @1 :Scoring;
   alpha @2 :Float64;
   k @3 :UInt32;
+  candidates @4 :UInt32;  # two-stage ranking: first-stage candidates per shard (0: one stage)
 }
 
 # A query's terms, tokenized, de-duplicated, unknown terms dropped, in query order (the order
@@ -24,6 +25,7 @@ struct Query {
   id @0 :Text;
   terms @1 :List(Text);
   termIds @2 :List(UInt32);
+  ranker @3 :Text;  # second-stage ranker of the store ("" : the first stage's order)
 }
 
 struct QueryBatch {
@@ -64,12 +66,17 @@ struct ResultBatch {
   partial @18 :List(Bool);       # per query
   counters @19 :List(UInt64);    # 5 per query: postings decoded, blocks decoded, blocks
                                  # skipped, docs scored, early terminations
+  rankerFallback @20 :List(Bool);  # per query: its ranker failed, the first stage answered
 }
 
-# Placeholder for the GPU ranker cache coordination of paper 004 (not implemented yet).
+# The aggregator's ranker-cache coordination (paper 004, 3.6; aggregator/ranker_cache_coordinator.hpp):
+# before batch `batchId` the ISN evicts, then loads, the named rankers of its store, so that the
+# batch's rankers are resident when it is ranked. An ISN applies a command just before it ranks
+# the batch it names (commands and batches arrive in the order sent).
 struct RankerCacheCommand {
-  op @0 :Text;
-  key @1 :Data;
+  batchId @0 :UInt64;
+  evict @1 :List(Text);
+  load @2 :List(Text);
 }
 
 struct Control {

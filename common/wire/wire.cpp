@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include <capnp/message.h>
@@ -10,6 +12,7 @@
 #include <fmt/format.h>
 #include <kj/exception.h>
 
+#include "common/ranker/store_index.hpp"
 #include "common/wire/messages.capnp.h"
 
 namespace gpusearch::wire {
@@ -202,6 +205,7 @@ void pack_answers(s::ResultBatch::Builder root, std::size_t num_queries, AnswerA
   auto ids = root.initExtIds(unsigned(id_bytes));
   auto and_matches = root.initAndMatches(unsigned(num_queries));
   auto partial = root.initPartial(unsigned(num_queries));
+  auto ranker_fallback = root.initRankerFallback(unsigned(num_queries));
   auto counters = root.initCounters(unsigned(5 * num_queries));
   unsigned h = 0;
   std::size_t at = 0;
@@ -222,6 +226,7 @@ void pack_answers(s::ResultBatch::Builder root, std::size_t num_queries, AnswerA
     }
     and_matches.set(unsigned(q), r.and_matches);
     partial.set(unsigned(q), r.partial);
+    ranker_fallback.set(unsigned(q), r.ranker_fallback);
     const QueryCounters& c = r.counters;
     const std::uint64_t cs[5] = {c.postings_decoded, c.blocks_decoded, c.blocks_skipped,
                                  c.docs_scored, c.early_terminations};
@@ -264,6 +269,35 @@ std::size_t result_words(std::size_t queries, std::size_t hits, std::size_t id_b
   return 64 + 3 * queries + 2 * hits + id_bytes / 8 + 8 * queries;
 }
 
+// A ranker-cache command is checked like every message: names of the store's form, lists within
+// their limit, no name twice, none both evicted and loaded, and something to do.
+RankerCacheCommand read_ranker_cache_command(s::RankerCacheCommand::Reader rc) {
+  RankerCacheCommand c;
+  c.batch_id = rc.getBatchId();
+  std::set<std::string> seen;
+  for (const auto& [list, out, what] :
+       {std::tuple{rc.getEvict(), &c.evict, "evict"}, std::tuple{rc.getLoad(), &c.load, "load"}}) {
+    if (list.size() > kMaxRankerCommandNames)
+      throw WireError(fmt::format("ranker-cache command (batch {}): {} names to {}, over {}",
+                                  c.batch_id, list.size(), what, kMaxRankerCommandNames));
+    for (auto t : list) {
+      std::string name(t.cStr(), t.size());
+      if (!ranker::valid_ranker_name(name))
+        throw WireError(fmt::format("ranker-cache command (batch {}): '{}' to {} is not a ranker "
+                                    "name (1-128 of A-Z a-z 0-9 . _ -)",
+                                    c.batch_id, name.substr(0, 64), what));
+      if (!seen.insert(name).second)
+        throw WireError(fmt::format("ranker-cache command (batch {}): ranker '{}' named twice",
+                                    c.batch_id, name));
+      out->push_back(std::move(name));
+    }
+  }
+  if (c.evict.empty() && c.load.empty())
+    throw WireError(fmt::format("ranker-cache command (batch {}): nothing to evict or load",
+                                c.batch_id));
+  return c;
+}
+
 }  // namespace
 
 std::string vocabulary_fingerprint(const ShardManifest& manifest, std::uint32_t num_terms) {
@@ -289,10 +323,12 @@ EncodedMessage encode_message(const QueryBatch& b) {
   p.setScoring(b.params.scoring == Scoring::kBm25 ? s::Scoring::BM25 : s::Scoring::BM25_PR);
   p.setAlpha(b.params.alpha);
   p.setK(b.params.k);
+  p.setCandidates(b.params.candidates);
   auto qs = root.initQueries(unsigned(b.queries.size()));
   for (std::size_t i = 0; i < b.queries.size(); ++i) {
     const WireQuery& wq = b.queries[i];
     qs[unsigned(i)].setId(wq.id);
+    if (!wq.ranker.empty()) qs[unsigned(i)].setRanker(wq.ranker);
     if (!wq.terms.empty()) {
       auto ts = qs[unsigned(i)].initTerms(unsigned(wq.terms.size()));
       for (std::size_t t = 0; t < wq.terms.size(); ++t) ts.set(unsigned(t), wq.terms[t]);
@@ -319,6 +355,10 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
       throw WireError(fmt::format("query batch: k = {} out of range", b.params.k));
     if (!(b.params.alpha >= 0.0 && b.params.alpha <= 1.0))
       throw WireError("query batch: alpha out of [0, 1]");
+    b.params.candidates = p.getCandidates();
+    if (b.params.candidates > kMaxCandidates)
+      throw WireError(fmt::format("query batch: {} candidates, over {}", b.params.candidates,
+                                  kMaxCandidates));
     const auto qs = root.getQueries();
     if (qs.size() > kMaxBatchQueries)
       throw WireError(fmt::format("query batch: {} queries, over {}", qs.size(), kMaxBatchQueries));
@@ -326,6 +366,9 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
     for (auto q : qs) {
       WireQuery wq;
       wq.id.assign(q.getId().cStr(), q.getId().size());
+      wq.ranker.assign(q.getRanker().cStr(), q.getRanker().size());
+      if (!wq.ranker.empty() && !ranker::valid_ranker_name(wq.ranker))
+        throw WireError(fmt::format("query batch: query '{}' names an invalid ranker", wq.id));
       const auto ts = q.getTerms();
       const auto ids = q.getTermIds();
       if (ts.size() > kMaxQueryTerms || ids.size() > kMaxQueryTerms)
@@ -399,6 +442,7 @@ ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
     const auto ids = root.getExtIds();
     const auto and_matches = root.getAndMatches();
     const auto partial = root.getPartial();
+    const auto ranker_fallback = root.getRankerFallback();
     const auto counters = root.getCounters();
     // Every column must agree with the counts before anything is read through them.
     const std::size_t nq = counts.size() / 2;
@@ -413,7 +457,8 @@ ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
         ends.size() != total)
       throw WireError(fmt::format("result batch: columns of {}/{}/{}/{} hits for {} counted",
                                   scores.size(), ranks.size(), docs.size(), ends.size(), total));
-    if (and_matches.size() != nq || partial.size() != nq || counters.size() != 5 * nq)
+    if (and_matches.size() != nq || partial.size() != nq || ranker_fallback.size() != nq ||
+        counters.size() != 5 * nq)
       throw WireError("result batch: per-query columns do not match the query count");
     b.answers.resize(nq);
     unsigned h = 0;
@@ -437,6 +482,7 @@ ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
       }
       a.result.and_matches = and_matches[unsigned(q)];
       a.result.partial = partial[unsigned(q)];
+      a.result.ranker_fallback = ranker_fallback[unsigned(q)];
       const unsigned c = unsigned(5 * q);
       a.result.counters = {counters[c], counters[c + 1], counters[c + 2], counters[c + 3],
                            counters[c + 4]};
@@ -461,9 +507,17 @@ EncodedMessage encode_message(const Control& c) {
     case Control::Kind::kShutdown:
       root.setShutdown();
       break;
-    case Control::Kind::kRankerCache:
-      root.initRankerCache().setOp(c.payload);
+    case Control::Kind::kRankerCache: {
+      auto rc = root.initRankerCache();
+      rc.setBatchId(c.ranker_cache.batch_id);
+      auto ev = rc.initEvict(unsigned(c.ranker_cache.evict.size()));
+      for (std::size_t i = 0; i < c.ranker_cache.evict.size(); ++i)
+        ev.set(unsigned(i), c.ranker_cache.evict[i]);
+      auto ld = rc.initLoad(unsigned(c.ranker_cache.load.size()));
+      for (std::size_t i = 0; i < c.ranker_cache.load.size(); ++i)
+        ld.set(unsigned(i), c.ranker_cache.load[i]);
       break;
+    }
     case Control::Kind::kClockPing:
       root.setClockPing(c.value);
       break;
@@ -495,8 +549,7 @@ Control decode_control(std::span<const std::byte> bytes) {
         break;
       case s::Control::RANKER_CACHE:
         c.kind = Control::Kind::kRankerCache;
-        c.payload.assign(root.getRankerCache().getOp().cStr(),
-                         root.getRankerCache().getOp().size());
+        c.ranker_cache = read_ranker_cache_command(root.getRankerCache());
         break;
       case s::Control::CLOCK_PING:
         c.kind = Control::Kind::kClockPing;

@@ -26,6 +26,7 @@ inline constexpr unsigned kMaxNestingDepth = 16;
 inline constexpr std::size_t kMaxBatchQueries = 1 << 16;
 inline constexpr std::size_t kMaxQueryTerms = 1024;
 inline constexpr unsigned kMaxK = 100000;
+inline constexpr std::size_t kMaxRankerCommandNames = 4096;  // per list of a ranker-cache command
 
 class WireError : public Error {
  public:
@@ -44,6 +45,7 @@ struct WireQuery {
   std::string id;
   std::vector<std::string> terms;
   std::vector<std::uint32_t> term_ids;
+  std::string ranker = {};  // second-stage ranker ("" : none)
   bool operator==(const WireQuery&) const = default;
 };
 
@@ -79,6 +81,13 @@ struct ResultBatch : ResultHeader {
   std::vector<ShardAnswer> answers;
 };
 
+// Evict, then load, rankers before batch `batch_id` (common/wire/messages.capnp).
+struct RankerCacheCommand {
+  std::uint64_t batch_id = 0;
+  std::vector<std::string> evict, load;
+  bool operator==(const RankerCacheCommand&) const = default;
+};
+
 struct Control {
   enum class Kind {
     kHello,
@@ -90,8 +99,9 @@ struct Control {
     kClockPong,  // value: the ISN's steady clock (us) when the ping arrived
   };
   Kind kind = Kind::kShutdown;
-  std::string payload;  // hello / stats reply: JSON; ranker cache: the op
+  std::string payload;  // hello / stats reply: JSON
   std::uint64_t value = 0;
+  RankerCacheCommand ranker_cache = {};  // kRankerCache
 };
 
 // A message built once. Its Cap'n Proto segments stay where the builder put them: pieces() are

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <string>
 
+#include "common/search_result.hpp"
+
 namespace gpusearch::ranker {
 
-// Candidates per shard when a ranker store is given without --candidates.
-inline constexpr std::uint32_t kDefaultCandidates = 1000;
 
 struct RankingOptions {
   std::filesystem::path store_dir;  // empty: no second stage

@@ -26,6 +26,16 @@
 #   cluster_test.sh BUILD_DIR rpc          the live front end (--listen): gpusearch load and query
 #                                          answers equal the replay's; bad token refused; SIGTERM
 #                                          ends the run with run and metrics written
+#   cluster_test.sh BUILD_DIR ranker       two-stage ranking (issue 12): the cluster's run equals
+#                                          `gpusearch search` with the same ranker flags (a Zipf
+#                                          mix, own rankers in the third column, one --ranker),
+#                                          under both --ranker-cache-policy values, with batches
+#                                          in flight and the result cache on; coordinated: no
+#                                          unplanned load or eviction on any ISN, the commands
+#                                          counted; per-isn-lru: none sent
+#   cluster_test.sh BUILD_DIR badranker    a malformed ranker file and an unknown ranker: their
+#                                          queries answered by the first stage, flagged, the errors
+#                                          naming the file and the store; nothing lost
 #   cluster_test.sh BUILD_DIR rpcdeadline  a request whose deadline passes before its answer (a
 #                                          slow ISN) is answered at the deadline, flagged, not
 #                                          after the answer; the cluster still runs it
@@ -394,6 +404,72 @@ case "$case_name" in
     [ "$(metric "$tmp/m-8.json" 'm["run_file_order"]["max_answers_waiting"] > 1')" = True ] ||
       fail "depth 8: no answer ever came out of order (the writer was not exercised)"
     echo "PASS: pipeline depths 1..8 and automatic: exact, in arrival order, identical run files"
+    ;;
+  ranker)
+    "$gs" -q index --synthetic "docs=3000,seed=11,train_queries=5,test_queries=100,mean_length=120" \
+      --shards 2 --out "$tmp/idx" --forward-index >/dev/null
+    "$gs" ranker-store generate --store "$tmp/store" --mix 30 --seed 3 >/dev/null
+    # 80 queries, 10 more with their own ranker (third column), 10 repeats for the result cache.
+    { head -80 "$tmp/idx/queries.test.tsv"
+      sed -n '81,90p' "$tmp/idx/queries.test.tsv" | sed 's/^/own/; s/$/\tmix-005/'
+      head -10 "$tmp/idx/queries.test.tsv" | sed 's/^/r/'; } > "$tmp/q.tsv"
+    rank=(--ranker-store "$tmp/store" --candidates 200 --ranker-cache-mb 0.25)  # ~5 rankers
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" "${rank[@]}" --ranker-mix 1.0 \
+      --run "$tmp/ref-mix.txt" >/dev/null
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" "${rank[@]}" --ranker mix-007 \
+      --run "$tmp/ref-one.txt" >/dev/null
+    for policy in coordinated per-isn-lru; do
+      m="$tmp/m-$policy.json"
+      cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --run "$tmp/run-$policy.txt" \
+        --metrics "$m" "${rank[@]}" --ranker-mix 1.0 --ranker-cache-policy "$policy" \
+        --batch-size 8 --max-in-flight 3 --cache-entries 100 > "$tmp/out.txt" 2>&1 ||
+        { cat "$tmp/out.txt"; fail "$policy: exit $?"; }
+      "$gs" compare-runs "$tmp/ref-mix.txt" "$tmp/run-$policy.txt" || fail "$policy: differs from gpusearch search"
+      c='m["second_stage"]["ranker_cache"]'
+      [ "$(metric "$m" "$c['total']['requests'] > 0 and m['second_stage']['ranker_fallback_queries'] == 0")" = True ] ||
+        fail "$policy: nothing ranked, or fallbacks"
+      if [ "$policy" = coordinated ]; then
+        [ "$(metric "$m" "$c['total']['unplanned_loads'] + $c['total']['unplanned_evictions']")" = 0 ] ||
+          fail "coordinated: unplanned loads or evictions on an ISN"
+        [ "$(metric "$m" "$c['total']['loads'] == 2 * $c['coordinator']['loads'] and $c['total']['evictions'] == 2 * $c['coordinator']['evictions']")" = True ] ||
+          fail "coordinated: the ISNs' loads and evictions are not the coordinator's plan"
+        [ "$(metric "$m" "$c['control_messages'] == 2 * $c['coordinator']['plans_sent'] > 0")" = True ] ||
+          fail "coordinated: control messages not counted"
+        coordinated_rate=$(metric "$m" "$c['total']['hit_rate']")
+      else
+        [ "$(metric "$m" "$c['control_messages']")" = 0 ] || fail "per-isn-lru: control messages sent"
+        lru_rate=$(metric "$m" "$c['total']['hit_rate']")
+      fi
+    done
+    cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --run "$tmp/run-one.txt" \
+      --metrics "$tmp/m-one.json" "${rank[@]}" --ranker mix-007 --batch-size 8 > "$tmp/out.txt" 2>&1 ||
+      { cat "$tmp/out.txt"; fail "--ranker: exit $?"; }
+    "$gs" compare-runs "$tmp/ref-one.txt" "$tmp/run-one.txt" || fail "--ranker: differs from gpusearch search"
+    echo "PASS: two-stage cluster runs equal gpusearch search (mix, own rankers, one ranker); ranker hit rate coordinated $coordinated_rate, per-ISN LRU $lru_rate"
+    ;;
+  badranker)
+    "$gs" -q index --synthetic "docs=3000,seed=11,train_queries=5,test_queries=60,mean_length=120" \
+      --shards 2 --out "$tmp/idx" --forward-index >/dev/null
+    "$gs" ranker-store generate --store "$tmp/store" --mix 4 --seed 3 >/dev/null
+    echo garbage >> "$tmp/store/mix-002.ranker.json"  # changed since indexing: malformed
+    # Every query on the broken ranker; ten name a ranker the store lacks.
+    { head -50 "$tmp/idx/queries.test.tsv"
+      sed -n '51,60p' "$tmp/idx/queries.test.tsv" | sed 's/$/\tno-such-ranker/'; } > "$tmp/q.tsv"
+    # The first stage alone: the answers the fallback must give.
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" --run "$tmp/ref.txt" >/dev/null
+    for policy in coordinated per-isn-lru; do
+      m="$tmp/m-$policy.json"
+      cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --run "$tmp/run.txt" --metrics "$m" \
+        --ranker-store "$tmp/store" --ranker mix-002 --candidates 100 --ranker-cache-policy "$policy" \
+        --batch-size 8 > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "$policy: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run.txt" || fail "$policy: fallback answers differ from the first stage"
+      [ "$(metric "$m" 'm["queries"]["run"]')" = 60 ] || fail "$policy: queries lost"
+      [ "$(metric "$m" 'm["second_stage"]["ranker_fallback_queries"]')" = 60 ] || fail "$policy: fallbacks not counted"
+      msgs=$(metric "$m" '"\n".join(m["second_stage"]["fallback_messages"])')
+      grep -q "mix-002.ranker.json" <<< "$msgs" || { echo "$msgs"; fail "$policy: the error does not name the file"; }
+      grep -q "store.json" <<< "$msgs" || { echo "$msgs"; fail "$policy: the unknown ranker's error does not name the store"; }
+    done
+    echo "PASS: a malformed and an unknown ranker: first-stage answers, flagged and counted, errors naming the file and the store"
     ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <fmt/format.h>
+
 #include "common/wire/wire.hpp"
 
 using namespace gpusearch;
@@ -14,8 +16,8 @@ namespace {
 QueryBatch sample_batch() {
   QueryBatch b;
   b.batch_id = 42;
-  b.params = {Mode::kAndOr, Scoring::kBm25Pr, 0.25, 1000};
-  b.queries = {{"q1", {"apple", "pie"}, {}},
+  b.params = {Mode::kAndOr, Scoring::kBm25Pr, 0.25, 1000, 5000};
+  b.queries = {{"q1", {"apple", "pie"}, {}, "R-M-BGD"},
                {"q2", {}, {}},
                {"q3", {"z\xc3\xa9ro", "a", "b", "c"}, {}},
                {"q4", {}, {7, 0, 4000000000u}}};
@@ -39,7 +41,9 @@ ResultBatch sample_results() {
   a.or_hit_ids = {"doc-4"};
   a.result.counters = {1, 2, 3, 4, 5};
   a.result.partial = true;
-  r.answers = {a, ShardAnswer{}};
+  ShardAnswer b;
+  b.result.ranker_fallback = true;
+  r.answers = {a, b};
   return r;
 }
 
@@ -53,7 +57,9 @@ TEST(Wire, QueryBatchRoundTrips) {
   EXPECT_EQ(d.params.scoring, Scoring::kBm25Pr);
   EXPECT_EQ(d.params.alpha, 0.25);
   EXPECT_EQ(d.params.k, 1000u);
+  EXPECT_EQ(d.params.candidates, 5000u);
   EXPECT_EQ(d.queries, b.queries);
+  EXPECT_EQ(d.queries[0].ranker, "R-M-BGD");
 }
 
 TEST(Wire, ResultBatchRoundTrips) {
@@ -82,20 +88,69 @@ TEST(Wire, ResultBatchRoundTrips) {
   EXPECT_EQ(a.result.counters.blocks_skipped, 3u);
   EXPECT_EQ(a.result.counters.early_terminations, 5u);
   EXPECT_TRUE(a.result.partial);
+  EXPECT_FALSE(a.result.ranker_fallback);
   EXPECT_TRUE(d.answers[1].result.hits.empty());
+  EXPECT_TRUE(d.answers[1].result.ranker_fallback);
 }
 
 TEST(Wire, ControlRoundTrips) {
   for (auto kind : {Control::Kind::kHello, Control::Kind::kStatsRequest, Control::Kind::kStatsReply,
-                    Control::Kind::kShutdown, Control::Kind::kRankerCache}) {
-    Control c{kind, kind == Control::Kind::kHello || kind == Control::Kind::kStatsReply ||
-                            kind == Control::Kind::kRankerCache
+                    Control::Kind::kShutdown}) {
+    Control c{kind, kind == Control::Kind::kHello || kind == Control::Kind::kStatsReply
                         ? "{\"x\":1}"
                         : ""};
     const Control d = decode_control(as_bytes(encode(c)));
     EXPECT_EQ(d.kind, c.kind);
     EXPECT_EQ(d.payload, c.payload);
   }
+}
+
+TEST(Wire, RankerCacheCommandRoundTrips) {
+  Control c{Control::Kind::kRankerCache, ""};
+  c.ranker_cache = {17, {"mix-007", "R-L-D"}, {"mix-000", "R-S-BLG", "mix-199"}};
+  const Control d = decode_control(as_bytes(encode(c)));
+  EXPECT_EQ(d.kind, Control::Kind::kRankerCache);
+  EXPECT_EQ(d.ranker_cache, c.ranker_cache);
+  c.ranker_cache = {18, {}, {"only-load"}};
+  EXPECT_EQ(decode_control(as_bytes(encode(c))).ranker_cache, c.ranker_cache);
+  c.ranker_cache = {19, {"only-evict"}, {}};
+  EXPECT_EQ(decode_control(as_bytes(encode(c))).ranker_cache, c.ranker_cache);
+}
+
+TEST(Wire, RejectsBadRankerCacheCommands) {
+  auto rejected = [](RankerCacheCommand rc, const std::string& says) {
+    Control c{Control::Kind::kRankerCache, ""};
+    c.ranker_cache = std::move(rc);
+    try {
+      decode_control(as_bytes(encode(c)));
+    } catch (const WireError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(rejected({5, {}, {}}, "nothing to evict or load"));
+  EXPECT_TRUE(rejected({5, {}, {"../etc/passwd"}}, "is not a ranker name"));
+  EXPECT_TRUE(rejected({5, {""}, {}}, "is not a ranker name"));
+  EXPECT_TRUE(rejected({5, {}, {std::string(129, 'a')}}, "is not a ranker name"));
+  EXPECT_TRUE(rejected({5, {}, {"r1", "r1"}}, "'r1' named twice"));
+  EXPECT_TRUE(rejected({5, {"r1"}, {"r1"}}, "'r1' named twice"));  // evict and load at once
+  std::vector<std::string> many;
+  for (std::size_t i = 0; i <= kMaxRankerCommandNames; ++i) many.push_back(fmt::format("r{}", i));
+  EXPECT_TRUE(rejected({5, {}, many}, "over"));
+  many.pop_back();
+  EXPECT_FALSE(rejected({5, {}, many}, ""));
+}
+
+TEST(Wire, RejectsBadRankersAndCandidatesInQueryBatches) {
+  QueryBatch b = sample_batch();
+  b.queries[1].ranker = "bad/name";
+  EXPECT_THROW(decode_query_batch(as_bytes(encode(b))), WireError);
+  b = sample_batch();
+  b.params.candidates = kMaxCandidates + 1;
+  EXPECT_THROW(decode_query_batch(as_bytes(encode(b))), WireError);
+  b.params.candidates = kMaxCandidates;
+  EXPECT_EQ(decode_query_batch(as_bytes(encode(b))).params.candidates, kMaxCandidates);
 }
 
 TEST(Wire, RejectsTruncatedMessages) {
