@@ -28,7 +28,7 @@ void FileQuerySource::poll(AggregatorClock::time_point start, AggregatorClock::t
     } else {
       --room;
     }
-    out.push_back({file_.queries[next_++], arrival});
+    out.push_back(ArrivedQuery{.text = file_.queries[next_++], .arrival = arrival});
   }
 }
 
@@ -84,7 +84,7 @@ void StdinQuerySource::read_lines() {
     {
       std::lock_guard lock(mutex_);
       if (ok)
-        lines_.push_back({std::move(q), AggregatorClock::now()});
+        lines_.push_back(ArrivedQuery{.text = std::move(q), .arrival = AggregatorClock::now()});
       else
         problems_.push_back(std::move(p));
     }

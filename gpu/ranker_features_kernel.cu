@@ -11,6 +11,8 @@ namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr unsigned kWarpsPerBlock = 4;
+constexpr unsigned kChunksPerStep = 4;   // 32-byte chunks a warp loads at once
+constexpr unsigned kMinBlocksPerSm = 8;  // 32 warps per multiprocessor: at most 64 registers
 
 // The query-term occurrences of one document's vbyte stream, decoded by a whole warp and handed
 // to `sink(pos, slot)` on every lane (the same arguments on all: the walks' state is spread over
@@ -25,32 +27,43 @@ __device__ void warp_walk_occurrences(const std::uint8_t* __restrict__ stream, s
                                       Stop&& stop) {
   const unsigned below = (1u << lane) - 1;
   std::uint32_t tokens_before = 0;
-  for (std::uint32_t base = 0; base < bytes; base += 32) {
-    const std::uint32_t at = base + lane;
-    const bool valid = at < bytes;
-    const std::uint8_t b = valid ? stream[at] : 0x80;
-    const bool is_end = valid && !(b & 0x80);
-    const unsigned ends = __ballot_sync(kFullMask, is_end);
-    int slot = -1;
-    std::uint32_t pos = 0;
-    if (is_end) {
-      // A verified stream's codes are at most five bytes long.
-      std::uint32_t start = at;
-      while (start > 0 && at - start < 4 && (stream[start - 1] & 0x80)) --start;
-      std::uint32_t v = 0;
-      for (std::uint32_t k = start, shift = 0; k <= at; ++k, shift += 7)
-        v |= std::uint32_t(stream[k] & 0x7f) << shift;
-      pos = tokens_before + __popc(ends & below);
-      slot = q.slot(v);
+  for (std::uint32_t step = 0; step < bytes; step += 32 * kChunksPerStep) {
+    // The step's loads first, all in flight at once (a warp walking one stream alone is bound by
+    // the latency of its loads, not by bandwidth).
+    std::uint8_t loaded[kChunksPerStep];
+#pragma unroll
+    for (unsigned c = 0; c < kChunksPerStep; ++c) {
+      const std::uint32_t at = step + 32 * c + lane;
+      loaded[c] = at < bytes ? stream[at] : 0x80;
     }
-    unsigned matches = __ballot_sync(kFullMask, slot >= 0);
-    while (matches) {
-      const int src = __ffs(matches) - 1;
-      sink(__shfl_sync(kFullMask, pos, src), unsigned(__shfl_sync(kFullMask, slot, src)));
-      matches &= matches - 1;
+#pragma unroll
+    for (unsigned c = 0; c < kChunksPerStep; ++c) {
+      const std::uint32_t at = step + 32 * c + lane;
+      const bool valid = at < bytes;
+      const std::uint8_t b = loaded[c];
+      const bool is_end = valid && !(b & 0x80);
+      const unsigned ends = __ballot_sync(kFullMask, is_end);
+      int slot = -1;
+      std::uint32_t pos = 0;
+      if (is_end) {
+        // A verified stream's codes are at most five bytes long.
+        std::uint32_t start = at;
+        while (start > 0 && at - start < 4 && (stream[start - 1] & 0x80)) --start;
+        std::uint32_t v = 0;
+        for (std::uint32_t k = start, shift = 0; k <= at; ++k, shift += 7)
+          v |= std::uint32_t(stream[k] & 0x7f) << shift;
+        pos = tokens_before + __popc(ends & below);
+        slot = q.slot(v);
+      }
+      unsigned matches = __ballot_sync(kFullMask, slot >= 0);
+      while (matches) {
+        const int src = __ffs(matches) - 1;
+        sink(__shfl_sync(kFullMask, pos, src), unsigned(__shfl_sync(kFullMask, slot, src)));
+        matches &= matches - 1;
+      }
+      tokens_before += __popc(ends);
+      if (stop()) return;
     }
-    tokens_before += __popc(ends);
-    if (stop()) return;
   }
 }
 
@@ -100,23 +113,41 @@ struct WarpWindowWalk {
     seen |= 1u << slot;
     if (lane == slot) last = pos;
     if (unsigned(__popc(seen)) < matched) return;
-    const std::uint32_t start =
-        warp_min(lane < nt && last != ranker::kNoPosition ? last : pos);
+    const std::uint32_t start = warp_min(lane < nt && last != ranker::kNoPosition ? last : pos);
     if (pos - start + 1 < window) window = pos - start + 1;
   }
 };
 
-// One warp per candidate document, every candidate of a request in one launch. Lane 0 gathers
-// the walks' state into the CPU twin's OccurrenceWalk and publishes the features with its code.
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+// One warp per candidate document, every candidate of a request in one launch; lane 0 publishes.
+// Lane 0 gathers the walks' state into the CPU twin's OccurrenceWalk and publishes the features
+// with its code. Not inlined: its registers stay out of the walks' budget.
+__device__ __noinline__ void publish(const ranker::FeatureParams& params,
+                                     const ranker::FeatureQuery& query,
+                                     const ranker::ConsideredTerms& q,
+                                     const ranker::FeatureDoc& doc, const std::uint32_t* tf,
+                                     const std::uint32_t* first, const std::uint32_t* pair_rows,
+                                     std::uint32_t bigrams, std::uint32_t head_tf,
+                                     std::uint32_t head_terms, std::uint32_t window, float* out) {
+  constexpr unsigned kPairs = ranker::kMaxPairTerms;
+  ranker::OccurrenceWalk all;
+  for (unsigned s = 0; s < ranker::kMaxRankerTerms; ++s) all.tf[s] = tf[s], all.first[s] = first[s];
+  for (unsigned a = 0; a < kPairs; ++a)
+    for (unsigned b = 0; b < kPairs; ++b)
+      all.pair_min[ranker::detail::pair_index(a, b)] =
+          min(pair_rows[b * kPairs + a], pair_rows[a * kPairs + b]);
+  all.bigrams = bigrams, all.head_tf = head_tf, all.head_terms = head_terms;
+  ranker::publish_document_features(params, query, q, doc, all, window, out);
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, kMinBlocksPerSm)
     extract_features_kernel(ranker::FeatureParams params,
                             const ranker::FeatureQuery* __restrict__ queries,
-                            const std::uint32_t* __restrict__ terms,
-                            const float* __restrict__ idf,
+                            const std::uint32_t* __restrict__ terms, const float* __restrict__ idf,
                             const ranker::FeatureDoc* __restrict__ docs, std::uint32_t num_docs,
                             const std::uint8_t* __restrict__ streams, float* __restrict__ rows) {
   constexpr unsigned kPairs = ranker::kMaxPairTerms;
   __shared__ std::uint32_t pair_rows[kWarpsPerBlock][kPairs * kPairs];
+  __shared__ std::uint32_t tfs[kWarpsPerBlock][32], firsts[kWarpsPerBlock][32];
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const std::uint32_t i = blockIdx.x * kWarpsPerBlock + warp;
   if (i >= num_docs) return;  // warp-uniform
@@ -125,14 +156,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const ranker::ConsideredTerms q = ranker::considered_terms(query, terms, idf);
   const std::uint8_t* stream = streams + doc.stream_offset;
   std::uint32_t* rows_of_warp = pair_rows[warp];
+  std::uint32_t* tf_of_warp = tfs[warp];
+  std::uint32_t* first_of_warp = firsts[warp];
   for (unsigned k = lane; k < kPairs * kPairs; k += 32) rows_of_warp[k] = ranker::kNoPosition;
   __syncwarp();
   WarpOccurrenceWalk w;
   w.lane = lane;
   w.pair_row = rows_of_warp + (lane < kPairs ? lane : 0) * kPairs;
   warp_walk_occurrences(
-      stream, doc.stream_bytes, q, lane, [&](std::uint32_t pos, unsigned slot) { w.add(pos, slot); },
-      [] { return false; });
+      stream, doc.stream_bytes, q, lane,
+      [&](std::uint32_t pos, unsigned slot) { w.add(pos, slot); }, [] { return false; });
   const unsigned matched = __popc(__ballot_sync(kFullMask, lane < q.count && w.tf != 0));
   std::uint32_t window = matched == 0 ? ranker::kNoPosition : 1;
   if (matched >= 2) {
@@ -143,22 +176,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
         [&](std::uint32_t pos, unsigned slot) { ww.add(pos, slot); }, [&] { return ww.done(); });
     window = ww.window;
   }
-  // Gather into the CPU twin's state on lane 0.
-  ranker::OccurrenceWalk all;
-  for (unsigned s = 0; s < ranker::kMaxRankerTerms; ++s) {
-    const std::uint32_t tf = __shfl_sync(kFullMask, w.tf, s);
-    const std::uint32_t first = __shfl_sync(kFullMask, w.first, s);
-    if (lane == 0) all.tf[s] = tf, all.first[s] = first;
-  }
+  tf_of_warp[lane] = w.tf, first_of_warp[lane] = w.first;
   __syncwarp();
-  if (lane != 0) return;
-  for (unsigned a = 0; a < kPairs; ++a)
-    for (unsigned b = 0; b < kPairs; ++b)
-      all.pair_min[ranker::detail::pair_index(a, b)] =
-          min(rows_of_warp[b * kPairs + a], rows_of_warp[a * kPairs + b]);
-  all.bigrams = w.bigrams, all.head_tf = w.head_tf, all.head_terms = w.head_terms;
-  ranker::publish_document_features(params, query, q, doc, all, window,
-                                    rows + std::size_t(i) * ranker::kFeatureStride);
+  if (lane == 0)
+    publish(params, query, q, doc, tf_of_warp, first_of_warp, rows_of_warp, w.bigrams, w.head_tf,
+            w.head_terms, window, rows + std::size_t(i) * ranker::kFeatureStride);
 }
 
 }  // namespace

@@ -441,7 +441,7 @@ int main(int argc, char** argv) {
       for (const auto& [id, text] : SyntheticCollection(sp).queries(false)) {
         Query q;
         QueryProblem p;
-        if (resolve_query(shard, QueryText{id, text, 0}, {}, q, p, "drift") && !q.terms.empty())
+        if (resolve_query(shard, QueryText{id, text, 0, {}}, {}, q, p, "drift") && !q.terms.empty())
           drifting.push_back(std::move(q));
       }
       std::vector<ReferenceAnswer> drift_refs;

@@ -267,15 +267,15 @@ TEST_F(GpuTest, AdversarialQueries) {
   const Index index = Index::open(tmp / "idx");
   std::vector<Query> queries;
   for (TermId t = 0; t < index.shard(0).num_terms(); ++t)
-    queries.push_back(Query{"t" + std::to_string(t), {t}, 0});
+    queries.push_back(Query{"t" + std::to_string(t), {t}, 0, {}});
   std::vector<TermId> all;
   for (TermId t = 0; t < index.shard(0).num_terms(); ++t) all.push_back(t);
   for (int i = 0; i < 40; ++i) {
     std::shuffle(all.begin(), all.end(), rng);
     const std::size_t n = i < 20 ? 16 : 2 + i % 5;
-    queries.push_back(Query{"m" + std::to_string(i), {all.begin(), all.begin() + n}, 0});
+    queries.push_back(Query{"m" + std::to_string(i), {all.begin(), all.begin() + n}, 0, {}});
   }
-  queries.push_back(Query{"empty", {}, 0});
+  queries.push_back(Query{"empty", {}, 0, {}});
   for (const char* algorithm : {"window", "bmw", "exhaustive"}) {
     gpu::GpuEngineOptions g;
     g.algorithm = algorithm;

@@ -238,7 +238,7 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
   for (const auto& [id, text] : SyntheticCollection(params).queries(false)) {
     Query q;
     QueryProblem p;
-    if (resolve_query(shard(), QueryText{id, text, 0}, QueryLimits{}, q, p, "drift") &&
+    if (resolve_query(shard(), QueryText{id, text, 0, {}}, QueryLimits{}, q, p, "drift") &&
         !q.terms.empty())
       drifting.push_back(std::move(q));
   }
