@@ -28,7 +28,10 @@ void FileQuerySource::poll(AggregatorClock::time_point start, AggregatorClock::t
     } else {
       --room;
     }
-    out.push_back(ArrivedQuery{.text = file_.queries[next_++], .arrival = arrival});
+    ArrivedQuery a;
+    a.text = file_.queries[next_++];
+    a.arrival = arrival;
+    out.push_back(std::move(a));
   }
 }
 
@@ -83,10 +86,14 @@ void StdinQuerySource::read_lines() {
     const bool ok = parse_tsv_query_line(line, line_no, q, p, "<stdin>");
     {
       std::lock_guard lock(mutex_);
-      if (ok)
-        lines_.push_back(ArrivedQuery{.text = std::move(q), .arrival = AggregatorClock::now()});
-      else
+      if (ok) {
+        ArrivedQuery a;
+        a.text = std::move(q);
+        a.arrival = AggregatorClock::now();
+        lines_.push_back(std::move(a));
+      } else {
         problems_.push_back(std::move(p));
+      }
     }
     on_line_();
   }
