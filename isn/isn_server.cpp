@@ -100,12 +100,14 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
   } else if (p.gpu_device < 0) {
     p.gpu_device = int(unsigned(p.local_rank) * options.gpus_per_isn);
     // More ISNs on a node than GPUs: they share the GPUs round-robin instead of asking for
-    // ordinals that do not exist.
-    if (uses_gpu && p.gpu_device >= gpus) {
-      std::cerr << fmt::format(
-          "{}: node-local ISN {} would use GPU {}, which does not exist ({} present): ISNs "
-          "share the GPUs round-robin, this one GPU {}\n",
-          p.who, p.local_rank, p.gpu_device, gpus, p.gpu_device % gpus);
+    // ordinals that do not exist. Also with the CPU engine: the second-stage ranker may still
+    // run on the GPU.
+    if (gpus > 0 && p.gpu_device >= gpus) {
+      if (uses_gpu)
+        std::cerr << fmt::format(
+            "{}: node-local ISN {} would use GPU {}, which does not exist ({} present): ISNs "
+            "share the GPUs round-robin, this one GPU {}\n",
+            p.who, p.local_rank, p.gpu_device, gpus, p.gpu_device % gpus);
       p.gpu_device %= gpus;
     }
     if (uses_gpu && options.gpus_per_isn > 1)
