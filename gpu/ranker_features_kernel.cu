@@ -11,7 +11,10 @@ namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr unsigned kWarpsPerBlock = 4;
-constexpr unsigned kChunksPerStep = 4;   // 32-byte chunks a warp loads at once
+constexpr unsigned kChunksPerStep = 8;  // 32-byte chunks a warp loads at once
+// Walk 1 keeps up to this many occurrences per warp in shared memory; walk 2 then reads them
+// instead of decoding the stream again.
+constexpr unsigned kKeptOccurrences = 256;
 constexpr unsigned kMinBlocksPerSm = 8;  // 32 warps per multiprocessor: at most 64 registers
 
 // The query-term occurrences of one document's vbyte stream, decoded by a whole warp and handed
@@ -148,6 +151,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMinBlocksPerSm)
   constexpr unsigned kPairs = ranker::kMaxPairTerms;
   __shared__ std::uint32_t pair_rows[kWarpsPerBlock][kPairs * kPairs];
   __shared__ std::uint32_t tfs[kWarpsPerBlock][32], firsts[kWarpsPerBlock][32];
+  __shared__ std::uint32_t kept[kWarpsPerBlock][kKeptOccurrences];  // position << 5 | slot
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const std::uint32_t i = blockIdx.x * kWarpsPerBlock + warp;
   if (i >= num_docs) return;  // warp-uniform
@@ -163,17 +167,33 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMinBlocksPerSm)
   WarpOccurrenceWalk w;
   w.lane = lane;
   w.pair_row = rows_of_warp + (lane < kPairs ? lane : 0) * kPairs;
+  std::uint32_t* kept_of_warp = kept[warp];
+  std::uint32_t occurrences = 0;  // warp-uniform
+  bool keepable = true;           // every position fits 27 bits
   warp_walk_occurrences(
       stream, doc.stream_bytes, q, lane,
-      [&](std::uint32_t pos, unsigned slot) { w.add(pos, slot); }, [] { return false; });
+      [&](std::uint32_t pos, unsigned slot) {
+        w.add(pos, slot);
+        if (occurrences < kKeptOccurrences && lane == 0)
+          kept_of_warp[occurrences] = pos << 5 | slot;
+        keepable = keepable && pos < (1u << 27);
+        ++occurrences;
+      },
+      [] { return false; });
   const unsigned matched = __popc(__ballot_sync(kFullMask, lane < q.count && w.tf != 0));
   std::uint32_t window = matched == 0 ? ranker::kNoPosition : 1;
   if (matched >= 2) {
     WarpWindowWalk ww;
     ww.lane = lane, ww.matched = matched, ww.nt = q.count;
-    warp_walk_occurrences(
-        stream, doc.stream_bytes, q, lane,
-        [&](std::uint32_t pos, unsigned slot) { ww.add(pos, slot); }, [&] { return ww.done(); });
+    if (keepable && occurrences <= kKeptOccurrences) {
+      __syncwarp();
+      for (std::uint32_t k = 0; k < occurrences && !ww.done(); ++k)
+        ww.add(kept_of_warp[k] >> 5, kept_of_warp[k] & 31);
+    } else {
+      warp_walk_occurrences(
+          stream, doc.stream_bytes, q, lane,
+          [&](std::uint32_t pos, unsigned slot) { ww.add(pos, slot); }, [&] { return ww.done(); });
+    }
     window = ww.window;
   }
   tf_of_warp[lane] = w.tf, first_of_warp[lane] = w.first;
