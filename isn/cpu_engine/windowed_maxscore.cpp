@@ -240,7 +240,20 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       wmin = kNoDoc;
       for (const PostingCursor& c : terms) wmin = std::min(wmin, c.docid());
     } else {
-      wmin = wmax;
+      // Documents from wmax up to the next essential posting hold non-essential terms only; as
+      // long as the non-essential lists' window bounds still hold there (up to the last docID
+      // of the last block each bound covered), their sum stays below the threshold (which only
+      // rises), so none of them can qualify: the next window starts at the first document
+      // where an essential list has a posting or a non-essential bound runs out. Sparse lists
+      // thus cross empty stretches in one step, not window by window.
+      DocId next = kNoDoc;
+      for (std::size_t i = non_essential; i < live; ++i)
+        next = std::min(next, terms[order[i]].docid());
+      for (std::size_t i = 0; i < non_essential; ++i) {
+        const DocId cover = cover_last[order[i]];
+        if (cover != kNoDoc) next = std::min(next, cover + 1);
+      }
+      wmin = std::max(wmax, next);
     }
   }
   return stats;
