@@ -66,17 +66,34 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
   for (std::size_t d = 0; d < lengths.size(); ++d)
     norms_[d] = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
   {
-    std::vector<std::uint32_t> distinct(lengths.begin(), lengths.end());
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (distinct.size() <= 65536) {
+    // Distinct lengths in increasing order, and each document's code (the index of its length).
+    std::uint32_t max_length = 0;
+    for (std::uint32_t l : lengths) max_length = std::max(max_length, l);
+    std::vector<std::uint32_t> distinct;
+    std::vector<std::int32_t> code_of;  // by length, where lengths are small enough to index
+    if (max_length < (1u << 24)) {
+      code_of.assign(std::size_t(max_length) + 1, -1);
+      for (std::uint32_t l : lengths) code_of[l] = 0;
+      for (std::uint32_t l = 0; l <= max_length; ++l)
+        if (code_of[l] == 0 && distinct.size() <= 65536) {
+          code_of[l] = std::int32_t(distinct.size());
+          distinct.push_back(l);
+        }
+    } else {
+      distinct.assign(lengths.begin(), lengths.end());
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    }
+    if (!lengths.empty() && distinct.size() <= 65536) {
       norm_table_.resize(distinct.size());
       for (std::size_t i = 0; i < distinct.size(); ++i)
         norm_table_[i] = length_norm(ip.bm25, distinct[i], ip.collection.avg_doc_length);
       norm_codes_.resize(lengths.size());
       for (std::size_t d = 0; d < lengths.size(); ++d)
         norm_codes_[d] = std::uint16_t(
-            std::lower_bound(distinct.begin(), distinct.end(), lengths[d]) - distinct.begin());
+            code_of.empty()
+                ? std::lower_bound(distinct.begin(), distinct.end(), lengths[d]) - distinct.begin()
+                : code_of[lengths[d]]);
     }
   }
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.

@@ -233,6 +233,13 @@ class PostingCursor {
       set_current();
     }
   }
+  // Calls f(docid) for the decoded postings from the current one on with docID < bound (no
+  // decoding, the cursor does not move): to prefetch what they will need.
+  template <typename F>
+  void for_each_decoded_below(DocId bound, F&& f) const {
+    if (docid_ == kNoDoc || pending_) return;
+    for (std::uint32_t i = pos_; i < count_ && docs_[i] < bound; ++i) f(docs_[i]);
+  }
   // Last docID of the shallow block (kNoDoc past the list's end): the bound of
   // block_max_score() holds up to it.
   DocId block_max_last() const { return shallow_ < num_blocks_ ? last_[shallow_] : kNoDoc; }

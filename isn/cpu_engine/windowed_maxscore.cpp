@@ -42,6 +42,8 @@ inline bool below(double bound, double threshold) {
 }
 
 constexpr DocId kFirstWindowDocs = 64;
+// Shards with more documents than this (2-byte norm codes: 1 MiB) prefetch the norms.
+constexpr DocId kPrefetchNormsFrom = DocId(1) << 19;
 
 }  // namespace
 
@@ -169,6 +171,17 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         });
       }
       if (last_doc != kNoDoc) words = std::max(words, ((last_doc - wmin) >> 6) + 1);
+    }
+
+    // The essential lists' decoded postings of the next window: start loading their norms
+    // while this window's candidates are checked (on a large shard each is a cache miss).
+    // (Skipped where the codes fit in a core's L2 cache.)
+    if (ctx.norm_codes && ctx.num_docs > kPrefetchNormsFrom) {
+      const DocId ahead = wmax + window;
+      for (std::size_t t = 0; t < n; ++t)
+        if (essential[t])
+          terms[t].for_each_decoded_below(
+              ahead, [&](DocId d) { __builtin_prefetch(ctx.norm_codes + d); });
     }
 
     // Candidates in docID order.
