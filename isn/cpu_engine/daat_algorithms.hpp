@@ -73,10 +73,14 @@ struct QueryContext {
     return gs_factor &&
            *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
   }
-  double norm(DocId d) const { return norms[d]; }
+  double norm(DocId d) const { return cached_norm(d); }
   // Starts loading what scoring d needs (a cache miss on large shards) while bounds are checked.
   void prefetch(DocId d) const {
-    if (d != kNoDoc) __builtin_prefetch(norms + d);
+    if (d == kNoDoc) return;
+    if (norm_codes)
+      __builtin_prefetch(norm_codes + d);
+    else
+      __builtin_prefetch(norms + d);
   }
   // The static part of d's score; zero (and no memory access) for bm25.
   double static_score(DocId d) const {
