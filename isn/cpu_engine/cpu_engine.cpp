@@ -65,6 +65,37 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
   norms_.resize(lengths.size());
   for (std::size_t d = 0; d < lengths.size(); ++d)
     norms_[d] = length_norm(ip.bm25, lengths[d], ip.collection.avg_doc_length);
+  {
+    // Distinct lengths in increasing order, and each document's code (the index of its length).
+    std::uint32_t max_length = 0;
+    for (std::uint32_t l : lengths) max_length = std::max(max_length, l);
+    std::vector<std::uint32_t> distinct;
+    std::vector<std::int32_t> code_of;  // by length, where lengths are small enough to index
+    if (max_length < (1u << 24)) {
+      code_of.assign(std::size_t(max_length) + 1, -1);
+      for (std::uint32_t l : lengths) code_of[l] = 0;
+      for (std::uint32_t l = 0; l <= max_length; ++l)
+        if (code_of[l] == 0 && distinct.size() <= 65536) {
+          code_of[l] = std::int32_t(distinct.size());
+          distinct.push_back(l);
+        }
+    } else {
+      distinct.assign(lengths.begin(), lengths.end());
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    }
+    if (!lengths.empty() && distinct.size() <= 65536) {
+      norm_table_.resize(distinct.size());
+      for (std::size_t i = 0; i < distinct.size(); ++i)
+        norm_table_[i] = length_norm(ip.bm25, distinct[i], ip.collection.avg_doc_length);
+      norm_codes_.resize(lengths.size());
+      for (std::size_t d = 0; d < lengths.size(); ++d)
+        norm_codes_[d] = std::uint16_t(
+            code_of.empty()
+                ? std::lower_bound(distinct.begin(), distinct.end(), lengths[d]) - distinct.begin()
+                : code_of[lengths[d]]);
+    }
+  }
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
   gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
 }
@@ -107,6 +138,10 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   ctx.num_docs = shard_.num_docs();
   ctx.range_end = std::min(end, ctx.num_docs);
   ctx.norms = norms_.data();
+  if (!norm_codes_.empty()) {
+    ctx.norm_codes = norm_codes_.data();
+    ctx.norm_table = norm_table_.data();
+  }
   ctx.pagerank = shard_.pagerank().data();
   ctx.gs_coarse = gs_coarse_.data();
   ctx.pagerank_suffix_max = pagerank_suffix_max_.data();
@@ -120,7 +155,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
     cursors[i].open(shard_, query.terms[i], w.term_weight[i], begin, end, &counters,
                     options_.bound_scale);
 
-  TopK top(params.k, &shared, concurrent);
+  TopK top(params.k, &shared, concurrent, shard_.global_ranks().data());
   RunStats stats;
   const Algorithm a = options_.algorithm;
   if (conjunctive) {

@@ -100,6 +100,10 @@ class CpuEngine final : public QueryEngine {
   std::vector<float> gs_coarse_;  // GS of every kGsStride-th document (daat_algorithms.hpp)
   std::vector<float> pagerank_suffix_max_;  // max PR' from every kGsStride-th document on
   std::vector<double> norms_;               // length_norm of every document (QueryContext::norms)
+  // The same as a 2-byte code per document into a table of the distinct norms (empty when there
+  // are more than 65,536 distinct lengths): a quarter of the bytes, so more of it stays cached.
+  std::vector<std::uint16_t> norm_codes_;
+  std::vector<double> norm_table_;
   bool gs_ordered_ = false;
 };
 

@@ -39,6 +39,12 @@ struct QueryContext {
   // The reference's length normalization of every document, length_norm(bm25, |d|, avgdl),
   // computed once per shard (CpuEngine): bit-identical, and no division per candidate.
   const double* norms = nullptr;
+  // The same norms as a 2-byte code per document into a table of the distinct values (a quarter
+  // of the bytes: fewer cache misses on a large shard); null where the shard has too many
+  // distinct lengths. cached_norm(d) reads whichever is there.
+  const std::uint16_t* norm_codes = nullptr;
+  const double* norm_table = nullptr;
+  double cached_norm(DocId d) const { return norm_codes ? norm_table[norm_codes[d]] : norms[d]; }
   const float* pagerank = nullptr;
   // GS of the first document of every run of kGsStride docIDs: since GS is non-increasing in
   // the docID, gs_coarse[d / kGsStride] bounds GS(d') for every d' >= d, from a table small
@@ -67,21 +73,25 @@ struct QueryContext {
     return gs_factor &&
            *gs_factor * double(gs_coarse[d / kGsStride]) * (1 + kBoundSlack) < threshold;
   }
-  double norm(DocId d) const { return norms[d]; }
+  double norm(DocId d) const { return cached_norm(d); }
   // Starts loading what scoring d needs (a cache miss on large shards) while bounds are checked.
   void prefetch(DocId d) const {
-    if (d != kNoDoc) __builtin_prefetch(norms + d);
+    if (d == kNoDoc) return;
+    if (norm_codes)
+      __builtin_prefetch(norm_codes + d);
+    else
+      __builtin_prefetch(norms + d);
   }
   // The static part of d's score; zero (and no memory access) for bm25.
   double static_score(DocId d) const {
     return static_weight == 0 ? 0.0 : static_weight * double(pagerank[d]);
   }
-  // Offers d with the given sum of term scores (query-term order) to the top-k; the rank is
-  // looked up only for documents that can enter.
+  // Offers d with the given sum of term scores (query-term order) to the top-k (which reads
+  // d's rank only on a tie and for the answer).
   void offer(TopK& top, DocId d, double term_sum) const {
     const double score = term_sum + static_score(d);
     if (score < top.threshold()) return;
-    top.push(score, ranks[d], d);
+    top.push(score, d);
   }
 };
 

@@ -200,11 +200,12 @@ class PostingCursor {
     return bound_weight_ * double(m);
   }
 
-  // Calls f(docid, freq) for every posting from the current one up to docID `bound`
-  // (exclusive), decoding docIDs and frequencies block by block; leaves the cursor on the first
-  // posting >= bound (or kNoDoc). Term-at-a-time scoring of a window (windowed MaxScore).
+  // Calls f(docs, freqs, n) for the postings from the current one up to docID `bound`
+  // (exclusive), one run of a decoded block at a time (docIDs and frequencies decoded block by
+  // block); leaves the cursor on the first posting >= bound (or kNoDoc). Term-at-a-time
+  // scoring of a window (windowed MaxScore).
   template <typename F>
-  void for_each_below(DocId bound, F&& f) {
+  void for_each_run_below(DocId bound, F&& f) {
     const DocId limit = std::min(bound, end_);
     while (docid_ < limit) {
       if (!freqs_decoded_) {
@@ -216,7 +217,7 @@ class PostingCursor {
         stop = pos_;
         while (docs_[stop] < limit) ++stop;  // the block's last docID is >= limit
       }
-      for (std::uint32_t i = pos_; i < stop; ++i) f(docs_[i], freqs_[i]);
+      f(docs_ + pos_, freqs_ + pos_, stop - pos_);
       if (stop < count_) {
         pos_ = stop;
         set_current();
@@ -231,6 +232,13 @@ class PostingCursor {
       pos_ = 0;
       set_current();
     }
+  }
+  // Calls f(docid) for the decoded postings from the current one on with docID < bound (no
+  // decoding, the cursor does not move): to prefetch what they will need.
+  template <typename F>
+  void for_each_decoded_below(DocId bound, F&& f) const {
+    if (docid_ == kNoDoc || pending_) return;
+    for (std::uint32_t i = pos_; i < count_ && docs_[i] < bound; ++i) f(docs_[i]);
   }
   // Last docID of the shallow block (kNoDoc past the list's end): the bound of
   // block_max_score() holds up to it.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -44,8 +45,12 @@ class TopK {
 
   // `shared` seeds the threshold (a running top-k's k-th score). With `concurrent`, other heaps
   // raise it while this one runs: threshold() reads it every time, and this one raises it.
-  TopK(std::size_t k, SharedThreshold* shared, bool concurrent)
-      : k_(k),
+  // `ranks` (the shard's global ranks, indexed by docID) decides ties; it is read only for
+  // documents that tie on the score and for the answer (a rank read per offered document is a
+  // cache miss on a large shard).
+  TopK(std::size_t k, SharedThreshold* shared, bool concurrent, const GlobalRank* ranks)
+      : ranks_(ranks),
+        k_(k),
         capacity_(k + k / 2),
         buffered_(k >= kBufferedFrom),
         shared_(concurrent ? shared : nullptr) {
@@ -59,8 +64,8 @@ class TopK {
 
   // Offers a document; callers test `score < threshold()` first. The heap decides ties on the
   // rank at once, the buffer at its next cut.
-  void push(double score, GlobalRank rank, DocId doc) {
-    const Entry e{score, rank, doc};
+  void push(double score, DocId doc) {
+    const Entry e{score, doc};
     if (buffered_) {
       if (entries_.size() == capacity_) cut();
       entries_.push_back(e);
@@ -83,10 +88,10 @@ class TopK {
   std::vector<RankedDoc> take_sorted(std::uint32_t shard) {
     if (entries_.size() > k_) cut();
     std::sort(entries_.begin(), entries_.end(),
-              [](const Entry& a, const Entry& b) { return better(a, b); });
+              [this](const Entry& a, const Entry& b) { return better(a, b); });
     std::vector<RankedDoc> out;
     out.reserve(entries_.size());
-    for (const Entry& e : entries_) out.push_back({e.score, e.rank, shard, e.doc});
+    for (const Entry& e : entries_) out.push_back({e.score, ranks_[e.doc], shard, e.doc});
     entries_.clear();
     return out;
   }
@@ -95,17 +100,18 @@ class TopK {
   static constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
   struct Entry {
     double score;
-    GlobalRank rank;
     DocId doc;
   };
   // The answer order (ranks_before in common/search_result.hpp).
-  static bool better(const Entry& a, const Entry& b) {
-    return a.score > b.score || (a.score == b.score && a.rank < b.rank);
+  bool better(const Entry& a, const Entry& b) const {
+    return a.score > b.score || (a.score == b.score && ranks_[a.doc] < ranks_[b.doc]);
   }
-  // The same without a branch: which child is worse is a coin toss, so a branch mispredicts
-  // half the time.
-  static bool better_branchless(const Entry& a, const Entry& b) {
-    return (a.score > b.score) | ((a.score == b.score) & (a.rank < b.rank));
+  // The same without a branch on the scores: which child is worse is a coin toss, so a branch
+  // mispredicts half the time. Ties (rare) take a branch to the ranks.
+  bool better_branchless(const Entry& a, const Entry& b) const {
+    if (a.score == b.score) [[unlikely]]
+      return ranks_[a.doc] < ranks_[b.doc];
+    return a.score > b.score;
   }
 
   void set_threshold(double kth) {
@@ -113,18 +119,81 @@ class TopK {
     if (shared_) shared_->raise(kth);
   }
 
-  // Buffer: keeps the best k (k >= 1) and raises the threshold to the k-th best score.
+  // Buffer: keeps the best k (k >= 1) and raises the threshold to the k-th best score. The
+  // k-th best score is selected over a copy of the scores alone (kth_largest: 8-byte keys,
+  // branch-free partitions), the entries above it are compacted without a branch, and the
+  // places left go to the entries equal to it, best rank first. (std::nth_element over the
+  // entries with the rank tie-break was 16% of windowed MaxScore's run at k = 1000 on Debian;
+  // this cut is about 8% faster overall, measured A/B.)
   void cut() {
-    auto kth = entries_.begin() + std::ptrdiff_t(k_ - 1);
-    if (entries_.size() > k_) {
-      std::nth_element(entries_.begin(), kth, entries_.end(),
-                       [](const Entry& a, const Entry& b) { return better(a, b); });
-      entries_.resize(k_);
-    } else {
-      kth = std::min_element(entries_.begin(), entries_.end(),
-                             [](const Entry& a, const Entry& b) { return better(b, a); });
+    const std::size_t n = entries_.size();
+    if (n <= k_) {
+      const auto kth =
+          std::min_element(entries_.begin(), entries_.end(),
+                           [this](const Entry& a, const Entry& b) { return better(b, a); });
+      set_threshold(kth->score);
+      return;
     }
-    set_threshold(kth->score);
+    scores_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) scores_[i] = entries_[i].score;
+    const double kth = kth_largest(scores_.data(), n, k_);
+    // Entries above the k-th score stay (fewer than k); those equal to it are candidates for
+    // the remaining places, decided on the rank.
+    std::size_t kept = 0;
+    ties_.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      const Entry e = entries_[i];
+      entries_[kept] = e;
+      kept += e.score > kth;
+      if (e.score == kth) ties_.push_back(e);
+    }
+    entries_.resize(kept);
+    const std::size_t need = k_ - kept;
+    if (ties_.size() > need)
+      std::nth_element(ties_.begin(), ties_.begin() + std::ptrdiff_t(need - 1), ties_.end(),
+                       [this](const Entry& a, const Entry& b) {
+                         return ranks_[a.doc] < ranks_[b.doc];
+                       });
+    entries_.insert(entries_.end(), ties_.begin(), ties_.begin() + std::ptrdiff_t(need));
+    set_threshold(kth);
+  }
+
+  // The k-th largest of s[0, n) (1 <= k <= n); reorders s. Quickselect with a branch-free
+  // partition (scores are in random order, so a branchy one mispredicts about half the time):
+  // each round moves the elements above the pivot to the front by swapping unconditionally.
+  static double kth_largest(double* s, std::size_t n, std::size_t k) {
+    std::size_t lo = 0, hi = n;  // the k-th largest of s[lo, hi), k counted from lo
+    for (int rounds = 0; rounds < 64; ++rounds) {
+      if (hi - lo <= 16) break;
+      const double a = s[lo], b = s[lo + (hi - lo) / 2], c = s[hi - 1];
+      const double pivot = std::max(std::min(a, b), std::min(std::max(a, b), c));
+      std::size_t above = lo;
+      for (std::size_t i = lo; i < hi; ++i) {
+        const double x = s[i];
+        const bool up = x > pivot;
+        s[i] = s[above];
+        s[above] = x;
+        above += up;
+      }
+      const std::size_t m = above - lo;  // elements above the pivot
+      if (m >= k) {
+        hi = above;
+        continue;
+      }
+      std::size_t equal = above;
+      for (std::size_t i = above; i < hi; ++i) {
+        const double x = s[i];
+        const bool eq = x == pivot;
+        s[i] = s[equal];
+        s[equal] = x;
+        equal += eq;
+      }
+      if (equal - lo >= k) return pivot;
+      k -= equal - lo;
+      lo = equal;
+    }
+    std::nth_element(s + lo, s + lo + (k - 1), s + hi, std::greater<double>());
+    return s[lo + k - 1];
   }
 
   // Heap: entries_[0] is the worst kept document; every parent ranks after its children.
@@ -159,12 +228,15 @@ class TopK {
     sift_up(i);
   }
 
+  const GlobalRank* ranks_;
   std::size_t k_, capacity_;
   bool buffered_;
   SharedThreshold* shared_;
   double seed_ = kMinusInf;
   double threshold_ = kMinusInf;
   std::vector<Entry> entries_;
+  std::vector<double> scores_;  // buffer: scratch for cut()
+  std::vector<Entry> ties_;
 };
 
 }  // namespace gpusearch::cpu

@@ -16,7 +16,7 @@ struct WindowScratch {
   std::vector<double> acc;               // partial score of wmin + i, essential lists only
   std::vector<std::uint64_t> matched;    // bit i: some essential list holds wmin + i
   std::vector<std::uint64_t> term_mask;  // bit t: essential term t holds wmin + i
-  std::vector<std::uint32_t> freqs;      // [t * window + i]: its frequency there (if in the mask)
+  std::vector<double> contrib;  // [t * window + i]: term t's score there (if in the mask)
   unsigned window = 0;
   void prepare(unsigned window_docs, std::size_t terms) {
     if (window != window_docs) {
@@ -24,9 +24,9 @@ struct WindowScratch {
       acc.assign(window_docs, 0.0);
       matched.assign((window_docs + 63) / 64, 0);
       term_mask.assign(window_docs, 0);
-      freqs.clear();
+      contrib.clear();
     }
-    if (freqs.size() < terms * window_docs) freqs.resize(terms * window_docs);
+    if (contrib.size() < terms * window_docs) contrib.resize(terms * window_docs);
   }
 };
 
@@ -42,6 +42,8 @@ inline bool below(double bound, double threshold) {
 }
 
 constexpr DocId kFirstWindowDocs = 64;
+// Shards with more documents than this (2-byte norm codes: 1 MiB) prefetch the norms.
+constexpr DocId kPrefetchNormsFrom = DocId(1) << 19;
 
 }  // namespace
 
@@ -59,7 +61,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
   double* const acc = scratch.acc.data();
   std::uint64_t* const matched = scratch.matched.data();
   std::uint64_t* const term_mask = scratch.term_mask.data();
-  std::uint32_t* const freqs = scratch.freqs.data();
+  double* const contrib = scratch.contrib.data();
   const bool has_static = ctx.static_weight != 0;
 
   std::vector<double> window_bound(n), block_bound(n), ne_contrib(n);
@@ -119,7 +121,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
     for (std::size_t i = non_essential; i < live; ++i) essential[order[i]] = 1;
 
     // Essential lists, term-at-a-time in query-term order.
-    const bool keep_freqs = non_essential > 0;
+    const bool keep_scores = non_essential > 0;
     std::uint32_t words = 0;  // matched[0, words) may be nonzero
     for (std::size_t t = 0; t < n; ++t) {
       if (!essential[t]) continue;
@@ -127,26 +129,59 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       c.next_geq(wmin);  // a list non-essential before may lag behind
       const double w = c.weight();
       DocId last_doc = kNoDoc;
-      if (keep_freqs) {
-        std::uint32_t* const f_t = freqs + t * window;
+      // A run of a block at a time: the norms are gathered first (independent loads, so the
+      // cache misses of a large shard overlap), the scores computed in a loop the compiler
+      // vectorizes (the same IEEE operations as impact(), so the same bits), then scattered.
+      double v[kBlockSize];
+      const auto score_run = [&](const DocId* docs, const std::uint32_t* fr, std::uint32_t m) {
+        if (ctx.norm_codes) {
+          for (std::uint32_t j = 0; j < m; ++j) v[j] = ctx.norm_table[ctx.norm_codes[docs[j]]];
+        } else {
+          for (std::uint32_t j = 0; j < m; ++j) v[j] = ctx.norms[docs[j]];
+        }
+        for (std::uint32_t j = 0; j < m; ++j) {
+          const double f = double(std::int32_t(fr[j]));  // frequencies < 2^31: exact
+          v[j] = w * (f / (f + v[j]));
+        }
+        if (m) last_doc = docs[m - 1];
+      };
+      if (keep_scores) {
+        double* const c_t = contrib + t * window;
         const std::uint64_t term_bit = std::uint64_t(1) << t;
-        c.for_each_below(wmax, [&](DocId d, std::uint32_t f) {
-          const DocId i = d - wmin;
-          acc[i] += w * impact(f, ctx.norms[d]);
-          matched[i >> 6] |= std::uint64_t(1) << (i & 63);
-          term_mask[i] |= term_bit;
-          f_t[i] = f;
-          last_doc = d;
+        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
+                                       std::uint32_t m) {
+          score_run(docs, fr, m);
+          for (std::uint32_t j = 0; j < m; ++j) {
+            const DocId i = docs[j] - wmin;
+            acc[i] += v[j];
+            matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+            term_mask[i] |= term_bit;
+            c_t[i] = v[j];
+          }
         });
       } else {
-        c.for_each_below(wmax, [&](DocId d, std::uint32_t f) {
-          const DocId i = d - wmin;
-          acc[i] += w * impact(f, ctx.norms[d]);
-          matched[i >> 6] |= std::uint64_t(1) << (i & 63);
-          last_doc = d;
+        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
+                                       std::uint32_t m) {
+          score_run(docs, fr, m);
+          for (std::uint32_t j = 0; j < m; ++j) {
+            const DocId i = docs[j] - wmin;
+            acc[i] += v[j];
+            matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+          }
         });
       }
       if (last_doc != kNoDoc) words = std::max(words, ((last_doc - wmin) >> 6) + 1);
+    }
+
+    // The essential lists' decoded postings of the next window: start loading their norms
+    // while this window's candidates are checked (on a large shard each is a cache miss).
+    // (Skipped where the codes fit in a core's L2 cache.)
+    if (ctx.norm_codes && ctx.num_docs > kPrefetchNormsFrom) {
+      const DocId ahead = wmax + window;
+      for (std::size_t t = 0; t < n; ++t)
+        if (essential[t])
+          terms[t].for_each_decoded_below(
+              ahead, [&](DocId d) { __builtin_prefetch(ctx.norm_codes + d); });
     }
 
     // Candidates in docID order.
@@ -164,7 +199,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         if (non_essential == 0) {
           const double score = partial + static_part;
           if (!(score < threshold)) {
-            top.push(score, ctx.ranks[d], d);
+            top.push(score, d);
             threshold = top.threshold();
           }
           continue;
@@ -186,7 +221,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
             PostingCursor& c = terms[t];
             c.next_geq(d);
             if (c.docid() == d) {
-              const double v = c.weight() * impact(c.freq(), ctx.norms[d]);
+              const double v = c.weight() * impact(c.freq(), ctx.cached_norm(d));
               sum += v;
               ne_contrib[t] = v;
               gained |= std::uint64_t(1) << t;
@@ -199,14 +234,12 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               double terms_sum = 0;
               for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
                 const unsigned t = unsigned(std::countr_zero(m));
-                terms_sum += (gained >> t) & 1
-                                 ? ne_contrib[t]
-                                 : terms[t].weight() * impact(freqs[t * window + i], ctx.norms[d]);
+                terms_sum += (gained >> t) & 1 ? ne_contrib[t] : contrib[t * window + i];
               }
               score = terms_sum + static_part;
             }
             if (!(score < threshold)) {
-              top.push(score, ctx.ranks[d], d);
+              top.push(score, d);
               threshold = top.threshold();
             }
           }
@@ -220,7 +253,20 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       wmin = kNoDoc;
       for (const PostingCursor& c : terms) wmin = std::min(wmin, c.docid());
     } else {
-      wmin = wmax;
+      // Documents from wmax up to the next essential posting hold non-essential terms only; as
+      // long as the non-essential lists' window bounds still hold there (up to the last docID
+      // of the last block each bound covered), their sum stays below the threshold (which only
+      // rises), so none of them can qualify: the next window starts at the first document
+      // where an essential list has a posting or a non-essential bound runs out. Sparse lists
+      // thus cross empty stretches in one step, not window by window.
+      DocId next = kNoDoc;
+      for (std::size_t i = non_essential; i < live; ++i)
+        next = std::min(next, terms[order[i]].docid());
+      for (std::size_t i = 0; i < non_essential; ++i) {
+        const DocId cover = cover_last[order[i]];
+        if (cover != kNoDoc) next = std::min(next, cover + 1);
+      }
+      wmin = std::max(wmax, next);
     }
   }
   return stats;

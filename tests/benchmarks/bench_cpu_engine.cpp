@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
       ks_arg = "10,100,1000",
               algorithms_arg = "exhaustive,wand,bmw,maxscore,maxscore-daat", mode_arg = "or",
       scoring_arg = "bm25";
-  unsigned threads = 0, intra_query = 0;
+  unsigned threads = 0, intra_query = 0, profile_repeat = 0;
+  bool profile_queries = false;
   std::size_t limit = 2000;
   std::uint32_t shard_id = 0;
   app.add_option("--index", index_dir, "index directory")->required();
@@ -119,6 +120,11 @@ int main(int argc, char** argv) {
   app.add_option("--shard", shard_id, "shard to query")->capture_default_str();
   app.add_option("--intra-query", intra_query,
                  "also time each query split over N threads (0: off)");
+  app.add_option("--profile-repeat", profile_repeat,
+                 "profiling: only run each algorithm's queries N times, single thread (no "
+                 "checks, no JSON)");
+  app.add_flag("--profile-queries", profile_queries,
+               "with --profile-repeat: one line per query run on stderr (time, df, work)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads == 0) threads = unsigned(tbb::info::default_concurrency());
@@ -137,6 +143,41 @@ int main(int argc, char** argv) {
     double mean_terms = 0;
     for (const Query& q : queries) mean_terms += double(q.terms.size()) / double(queries.size());
 
+    if (profile_repeat > 0) {
+      SearchParams pp;
+      pp.mode = parse_mode(mode_arg);
+      pp.scoring = parse_scoring(scoring_arg);
+      pp.alpha = index.params().gs_alpha;
+      for (const std::string& kstr : split(ks_arg)) {
+        pp.k = unsigned(std::stoul(kstr));
+        for (const std::string& name : split(algorithms_arg)) {
+          cpu::CpuEngine engine(shard, shard_id,
+                                cpu::CpuEngineOptions{cpu::parse_algorithm(name), 1, true});
+          QueryCounters total;
+          const double c0 = thread_cpu_seconds();
+          for (unsigned r = 0; r < profile_repeat; ++r)
+            for (const Query& q : queries) {
+              const double q0 = thread_cpu_seconds();
+              const auto res = engine.search_one(q, pp);
+              total.add(res.counters);
+              if (profile_queries) {
+                std::uint64_t df_sum = 0;
+                for (TermId t : q.terms) df_sum += shard.term(t).df_shard;
+                fmt::print(stderr, "query {} {} terms {} df {} cpu_ms {:.4f} postings {} scored {}\n",
+                           name, q.id, q.terms.size(), df_sum,
+                           (thread_cpu_seconds() - q0) * 1e3, res.counters.postings_decoded,
+                           res.counters.docs_scored);
+              }
+            }
+          const double per_query =
+              (thread_cpu_seconds() - c0) * 1e3 / double(profile_repeat * queries.size());
+          fmt::print("{:<13} k {:>5}: {:.4f} cpu ms/query, postings {}, scored {}\n", name, pp.k,
+                     per_query, total.postings_decoded / profile_repeat,
+                     total.docs_scored / profile_repeat);
+        }
+      }
+      return 0;
+    }
     // Decoding speed: every block of every query term, one core, best of 3.
     std::vector<TermId> all_terms;
     for (const Query& q : queries)

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <sstream>
 #include <unordered_map>
 
 #include "common/reference_engine.hpp"
 #include "common/result_compare.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/cpu_engine/top_k.hpp"
 #include "isn/engine_factory.hpp"
 #include "isn/search_session.hpp"
 #include "partition/index_builder.hpp"
@@ -511,3 +513,36 @@ TEST(CpuEngineRealData, DebianDescriptions) {
 }
 
 }  // namespace
+
+// The top-k on its own, with many ties at the k-th score: the buffer (k >= 256) selects the
+// k-th score over the scores alone and decides the ties on the rank, which it reads from the
+// shard's ranks only for ties; the heap (k < 256) likewise. Both must give the k best in the
+// answer order (score descending, then rank ascending) whatever the order of the pushes.
+TEST(CpuTopK, TiesAtTheKthScoreAreDecidedOnTheRank) {
+  std::mt19937 rng(17);
+  for (const std::size_t k : {1u, 10u, 255u, 256u, 300u, 1000u}) {
+    for (const int distinct : {3, 50, 100000}) {
+      const DocId n = 5000;
+      std::vector<GlobalRank> ranks(n);
+      for (DocId d = 0; d < n; ++d) ranks[d] = d;
+      std::shuffle(ranks.begin(), ranks.end(), rng);
+      std::vector<double> scores(n);
+      std::uniform_int_distribution<int> pick(0, distinct - 1);
+      for (double& s : scores) s = 1.0 + pick(rng) * 0.25;
+      cpu::TopK top(k, nullptr, false, ranks.data());
+      for (DocId d = 0; d < n; ++d)
+        if (!(scores[d] < top.threshold())) top.push(scores[d], d);
+      const std::vector<RankedDoc> got = top.take_sorted(0);
+      std::vector<RankedDoc> all;
+      for (DocId d = 0; d < n; ++d) all.push_back({scores[d], ranks[d], 0, d});
+      std::sort(all.begin(), all.end(), ranks_before);
+      all.resize(std::min<std::size_t>(k, n));
+      ASSERT_EQ(got.size(), all.size()) << "k " << k << " distinct " << distinct;
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        EXPECT_EQ(got[i].doc, all[i].doc) << "k " << k << " distinct " << distinct << " #" << i;
+        EXPECT_EQ(got[i].rank, all[i].rank);
+        EXPECT_EQ(got[i].score, all[i].score);
+      }
+    }
+  }
+}
