@@ -53,8 +53,9 @@ std::shared_ptr<const CompiledRanker> RankerStore::load(std::string_view name) c
       std::make_shared<CompiledRanker>(compile(spec, ColumnSpace::kCatalog, file.string()));
   if (compiled->bytes() != e->bytes)
     throw RankerError(file.string(),
-                      fmt::format("compiles to {} bytes but {} records {}", compiled->bytes(),
-                                  index_.index_file().string(), e->bytes));
+                      fmt::format("compiles to {} bytes but {} records {} (a store indexed by an "
+                                  "older gpusearch: re-run `gpusearch ranker-store index`)",
+                                  compiled->bytes(), index_.index_file().string(), e->bytes));
   return compiled;
 }
 
