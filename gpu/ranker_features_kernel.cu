@@ -21,8 +21,9 @@ constexpr unsigned kMinBlocksPerSm = 8;  // 32 warps per multiprocessor: at most
 // to `sink(pos, slot)` on every lane (the same arguments on all: the walks' state is spread over
 // the lanes) in document order, as the CPU twin's walk_occurrences does one token at a time. The
 // lanes read 32 consecutive bytes at a time (coalesced); a byte without the continuation bit ends
-// a token, which that lane decodes from up to four bytes before it (in L1: just read); a token's
-// position is the tokens before its chunk plus the ends before its lane. Stops after the first
+// a token, which that lane decodes from the bytes of the lanes before it (shuffles) and the open
+// code carried from the chunk before; a token's position is the tokens before its chunk plus
+// the ends before its lane. Stops after the first
 // chunk where `stop()` (warp-uniform) says so: the walk would ignore the rest.
 template <typename Sink, typename Stop>
 __device__ void warp_walk_occurrences(const std::uint8_t* __restrict__ stream, std::uint32_t bytes,
@@ -30,6 +31,8 @@ __device__ void warp_walk_occurrences(const std::uint8_t* __restrict__ stream, s
                                       Stop&& stop) {
   const unsigned below = (1u << lane) - 1;
   std::uint32_t tokens_before = 0;
+  // The low bits of a code that began in an earlier chunk, and how many bits they are.
+  std::uint32_t carry = 0, carry_bits = 0;
   for (std::uint32_t step = 0; step < bytes; step += 32 * kChunksPerStep) {
     // The step's loads first, all in flight at once (a warp walking one stream alone is bound by
     // the latency of its loads, not by bandwidth).
@@ -46,16 +49,30 @@ __device__ void warp_walk_occurrences(const std::uint8_t* __restrict__ stream, s
       const std::uint8_t b = loaded[c];
       const bool is_end = valid && !(b & 0x80);
       const unsigned ends = __ballot_sync(kFullMask, is_end);
+      // Every lane: the value of the code bytes from the lane after the previous end up to its
+      // own, gathered by shuffles (a verified stream's codes are at most five bytes long).
+      const unsigned before = ends & below;
+      const unsigned first_lane = before ? 32 - __clz(before) : 0;
+      const unsigned n = lane - first_lane + 1;
+      std::uint32_t v = 0;
+#pragma unroll
+      for (unsigned d = 0; d < 5; ++d) {
+        const std::uint32_t bd = __shfl_up_sync(kFullMask, std::uint32_t(b), d);
+        if (d < n && n <= 5) v |= (bd & 0x7f) << (7 * (n - 1 - d));
+      }
+      if (first_lane == 0 && carry_bits > 0) v = carry_bits < 32 ? carry | v << carry_bits : carry;
+      // A code still open at lane 31 carries into the next chunk.
+      const std::uint32_t v31 = __shfl_sync(kFullMask, v, 31);
+      if (ends >> 31) {
+        carry = 0, carry_bits = 0;
+      } else {
+        carry = v31;
+        carry_bits = ends ? 7 * __clz(ends) : carry_bits + 7 * 32;
+      }
       int slot = -1;
       std::uint32_t pos = 0;
       if (is_end) {
-        // A verified stream's codes are at most five bytes long.
-        std::uint32_t start = at;
-        while (start > 0 && at - start < 4 && (stream[start - 1] & 0x80)) --start;
-        std::uint32_t v = 0;
-        for (std::uint32_t k = start, shift = 0; k <= at; ++k, shift += 7)
-          v |= std::uint32_t(stream[k] & 0x7f) << shift;
-        pos = tokens_before + __popc(ends & below);
+        pos = tokens_before + __popc(before);
         slot = q.slot(v);
       }
       unsigned matches = __ballot_sync(kFullMask, slot >= 0);
