@@ -1,6 +1,7 @@
 // The GPU twin of the CPU ranker (paper 004, chapter 3; isn/ranker/cpu_ranker.hpp is the CPU
-// side): feature extraction over the candidates' forward-index streams, one thread per document
-// and many documents per launch (3.3, gpu/ranker_features_kernel.cu); the model-input transforms
+// side): feature extraction over the candidates' forward-index streams, one warp per document or
+// per segment of a long one, every candidate of a request at once (3.3,
+// gpu/ranker_features_kernel.cu); the model-input transforms
 // and decision trees, one thread per (document, input), every warp one kind of transform (3.4,
 // gpu/ranker_transform_kernel.cu); and the net as batched matrix products with cuBLAS (3.5.1,
 // gpu/ranker_net.cu). A ranker is uploaded once (3.6: model data stays on the device until the
