@@ -47,13 +47,41 @@ std::size_t align_up(std::size_t n) {
 
 // Where each part of a feature-extraction request lies in the one buffer that is copied. With
 // the streams resident on the device, the request carries none.
+// The feature walk's units: a warp per stream, or per segment of a stream longer than
+// segment_bytes (those units also listed apart, for the second launch).
+struct FeatureUnits {
+  std::vector<FeatureUnit> all, segmented;
+  std::uint32_t states = 0, segmented_streams = 0;
+  void plan(const ranker::FeatureBatch& b, std::uint32_t segment_bytes) {
+    all.clear(), segmented.clear();
+    states = 0, segmented_streams = 0;
+    for (std::uint32_t d = 0; d < b.docs.size(); ++d) {
+      const std::uint32_t bytes = b.docs[d].stream_bytes;
+      const std::uint32_t n = bytes > segment_bytes ? (bytes + segment_bytes - 1) / segment_bytes : 1;
+      if (n == 1) {
+        all.push_back({d, 0, 1, 0});
+        continue;
+      }
+      for (std::uint32_t s = 0; s < n; ++s) {
+        all.push_back({d, s, n, states + s});
+        segmented.push_back(all.back());
+      }
+      states += n;
+      ++segmented_streams;
+    }
+  }
+};
+
 struct RequestLayout {
-  std::size_t queries = 0, terms = 0, idf = 0, docs = 0, streams = 0, bytes = 0;
-  RequestLayout(const ranker::FeatureBatch& b, bool streams_resident) {
+  std::size_t queries = 0, terms = 0, idf = 0, docs = 0, units = 0, segmented = 0, streams = 0,
+              bytes = 0;
+  RequestLayout(const ranker::FeatureBatch& b, const FeatureUnits& u, bool streams_resident) {
     terms = align_up(queries + b.queries.size() * sizeof(ranker::FeatureQuery));
     idf = align_up(terms + b.terms.size() * sizeof(std::uint32_t));
     docs = align_up(idf + b.idf.size() * sizeof(float));
-    streams = align_up(docs + b.docs.size() * sizeof(ranker::FeatureDoc));
+    units = align_up(docs + b.docs.size() * sizeof(ranker::FeatureDoc));
+    segmented = align_up(units + u.all.size() * sizeof(FeatureUnit));
+    streams = align_up(segmented + u.segmented.size() * sizeof(FeatureUnit));
     bytes = streams + (streams_resident             ? 0
                        : b.external_streams == nullptr ? b.streams.size()
                                                        : b.stream_bytes());
@@ -108,6 +136,10 @@ struct GpuRankerEngine::Impl {
   DeviceBuffer<double> inputs_d, h[2];
   PinnedBuffer<float> host_out;
   std::vector<AttachedStreams> attached;
+  FeatureOptions feature_options;
+  FeatureUnits units;
+  DeviceBuffer<std::uint8_t> segment_states;
+  DeviceBuffer<std::uint32_t> segment_sync;
   // Totals for stats().
   std::uint64_t calls = 0, docs = 0, uploads = 0, upload_bytes = 0;
   RankerTimings total;
@@ -140,6 +172,8 @@ struct GpuRankerEngine::Impl {
     put(L.queries, b.queries.data(), b.queries.size() * sizeof(ranker::FeatureQuery));
     put(L.terms, b.terms.data(), b.terms.size() * sizeof(std::uint32_t));
     put(L.idf, b.idf.data(), b.idf.size() * sizeof(float));
+    put(L.units, units.all.data(), units.all.size() * sizeof(FeatureUnit));
+    put(L.segmented, units.segmented.data(), units.segmented.size() * sizeof(FeatureUnit));
     if (streams_resident || !b.external_streams) {
       put(L.docs, b.docs.data(), b.docs.size() * sizeof(ranker::FeatureDoc));
       if (!streams_resident) put(L.streams, b.streams.data(), b.streams.size());
@@ -165,16 +199,35 @@ struct GpuRankerEngine::Impl {
   }
 
   void extract(const ranker::FeatureBatch& b, const RequestLayout& L,
-               const AttachedStreams* on_device) {
+               const AttachedStreams* on_device, RankerTimings& t) {
     const std::uint8_t* base = d_request.data();
     rows.reserve(b.docs.size() * ranker::kFeatureStride);
-    launch_extract_features(
-        b.params, reinterpret_cast<const ranker::FeatureQuery*>(base + L.queries),
-        reinterpret_cast<const std::uint32_t*>(base + L.terms),
-        reinterpret_cast<const float*>(base + L.idf),
-        reinterpret_cast<const ranker::FeatureDoc*>(base + L.docs), std::uint32_t(b.docs.size()),
-        on_device ? on_device->device.data() : base + L.streams, rows.data(), stream.get());
+    FeatureLaunch f;
+    f.params = b.params;
+    f.queries = reinterpret_cast<const ranker::FeatureQuery*>(base + L.queries);
+    f.terms = reinterpret_cast<const std::uint32_t*>(base + L.terms);
+    f.idf = reinterpret_cast<const float*>(base + L.idf);
+    f.docs = reinterpret_cast<const ranker::FeatureDoc*>(base + L.docs);
+    f.streams = on_device ? on_device->device.data() : base + L.streams;
+    f.rows = rows.data();
+    f.units = reinterpret_cast<const FeatureUnit*>(base + L.units);
+    f.num_units = std::uint32_t(units.all.size());
+    f.segmented_units = reinterpret_cast<const FeatureUnit*>(base + L.segmented);
+    f.num_segmented_units = std::uint32_t(units.segmented.size());
+    f.segment_bytes = feature_options.segment_bytes;
+    if (units.states > 0) {
+      segment_states.reserve(std::size_t(units.states) * feature_segment_state_bytes());
+      segment_sync.reserve(2 * std::size_t(units.states));
+      GPUSEARCH_CUDA_CHECK(cudaMemsetAsync(segment_sync.data(), 0,
+                                           2 * std::size_t(units.states) * sizeof(std::uint32_t),
+                                           stream.get()));
+      f.segment_states = segment_states.data();
+      f.segment_sync = segment_sync.data();
+    }
+    launch_extract_features(f, feature_options.shuffle_decode, stream.get());
     features_done.record(stream.get());
+    t.feature_units = units.all.size();
+    t.segmented_streams = units.segmented_streams;
   }
 
   // Transforms, then each layer: H = X W^T as one GEMM over every row (3.5.1, Figure 3.12),
@@ -267,6 +320,17 @@ int GpuRankerEngine::device() const {
   return impl_->device;
 }
 
+void GpuRankerEngine::set_feature_options(const FeatureOptions& options) {
+  if (options.segment_bytes < FeatureOptions::kMinSegmentBytes)
+    throw Error(fmt::format("GPU ranker: feature segments of {} bytes (at least {})",
+                            options.segment_bytes, FeatureOptions::kMinSegmentBytes));
+  impl_->feature_options = options;
+}
+
+const FeatureOptions& GpuRankerEngine::feature_options() const {
+  return impl_->feature_options;
+}
+
 void GpuRankerEngine::attach_streams(const std::uint8_t* host, std::size_t bytes) {
   if (streams_attached(host, bytes) || bytes == 0) return;
   ScopedDevice on(impl_->device);
@@ -315,9 +379,13 @@ RankerTimings GpuRankerEngine::rank(const DeviceRanker& r, const ranker::Feature
   Impl& e = *impl_;
   RankerTimings t;
   const AttachedStreams* on_device = e.resident(batch);
-  const RequestLayout layout(batch, on_device != nullptr);
+  const auto t_plan = Clock::now();
+  e.units.plan(batch, e.feature_options.segment_bytes);
+  const double plan_ms = ms_since(t_plan);
+  const RequestLayout layout(batch, e.units, on_device != nullptr);
   e.copy_request(batch, layout, on_device != nullptr, t);
-  e.extract(batch, layout, on_device);
+  t.pack_ms += plan_ms;
+  e.extract(batch, layout, on_device, t);
   const float* d_scores =
       e.model(r, e.rows.data(), ranker::kFeatureStride, std::uint32_t(batch.num_docs()));
   e.copy_back(d_scores, scores.size(), t);
@@ -372,9 +440,13 @@ RankerTimings GpuRankerEngine::extract_features(const ranker::FeatureBatch& batc
   Impl& e = *impl_;
   RankerTimings t;
   const AttachedStreams* on_device = e.resident(batch);
-  const RequestLayout layout(batch, on_device != nullptr);
+  const auto t_plan = Clock::now();
+  e.units.plan(batch, e.feature_options.segment_bytes);
+  const double plan_ms = ms_since(t_plan);
+  const RequestLayout layout(batch, e.units, on_device != nullptr);
   e.copy_request(batch, layout, on_device != nullptr, t);
-  e.extract(batch, layout, on_device);
+  t.pack_ms += plan_ms;
+  e.extract(batch, layout, on_device, t);
   e.copy_back(e.rows.data(), rows.size(), t);
   if (!rows.empty()) std::memcpy(rows.data(), e.host_out.data(), rows.size() * sizeof(float));
   e.fill_gpu_times(t, true, false);

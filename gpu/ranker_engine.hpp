@@ -1,6 +1,7 @@
 // The GPU twin of the CPU ranker (paper 004, chapter 3; isn/ranker/cpu_ranker.hpp is the CPU
-// side): feature extraction over the candidates' forward-index streams, one thread per document
-// and many documents per launch (3.3, gpu/ranker_features_kernel.cu); the model-input transforms
+// side): feature extraction over the candidates' forward-index streams, one warp per document or
+// per segment of a long one, every candidate of a request at once (3.3,
+// gpu/ranker_features_kernel.cu); the model-input transforms
 // and decision trees, one thread per (document, input), every warp one kind of transform (3.4,
 // gpu/ranker_transform_kernel.cu); and the net as batched matrix products with cuBLAS (3.5.1,
 // gpu/ranker_net.cu). A ranker is uploaded once (3.6: model data stays on the device until the
@@ -32,8 +33,19 @@ struct RankerTimings {
   double copy_out_ms = 0;    // scores back
   std::uint64_t bytes_in = 0, bytes_out = 0;
   bool streams_resident = false;  // the candidates' streams were on the device already
+  std::uint64_t feature_units = 0;      // warps of the feature walk: streams and segments
+  std::uint64_t segmented_streams = 0;  // streams cut into segments
   double gpu_ms() const { return copy_in_ms + features_ms + transforms_ms + net_ms + copy_out_ms; }
   double copy_ms() const { return copy_in_ms + copy_out_ms; }
+};
+
+// How feature extraction cuts the work: a stream longer than segment_bytes is walked by one warp
+// per segment of that size (the longest candidates no longer hold up the launch), and the
+// tokens' codes are assembled by shuffles or by re-reading their bytes.
+struct FeatureOptions {
+  std::uint32_t segment_bytes = 4096;  // at least kMinSegmentBytes
+  bool shuffle_decode = true;
+  static constexpr std::uint32_t kMinSegmentBytes = 128;  // the first holds the whole head
 };
 
 // A ranker's transforms, tree nodes and weights in device memory.
@@ -62,6 +74,9 @@ class GpuRankerEngine {
   GpuRankerEngine& operator=(const GpuRankerEngine&) = delete;
 
   int device() const;
+  // Throws Error for a segment size below FeatureOptions::kMinSegmentBytes.
+  void set_feature_options(const FeatureOptions& options);
+  const FeatureOptions& feature_options() const;
   // Keeps a copy of [host, host + bytes) (a shard's forward index) on the device: requests whose
   // streams reference it (FeatureBatch::external_streams) then copy no stream bytes. Throws
   // CudaError (keeping nothing) when it does not fit. Requests that reference streams not

@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   std::size_t queries_per_point = 20;
   unsigned repeat = 5, threads = 0;
   int device = -1;
+  bool describe = false;
+  gpu::FeatureOptions feature_options;
+  std::string decode = "shuffle";
   app.add_option("--index", index_dir,
                  "index with a forward index (default: a synthetic one in --work)");
   app.add_option("--work", work, "where the synthetic index and the rankers are made")
@@ -106,6 +109,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU twin threads (default: all cores)");
   app.add_option("--gpu", device, "device ordinal");
   app.add_option("--out", out_path, "JSON output")->capture_default_str();
+  app.add_option("--segment-bytes", feature_options.segment_bytes,
+                 "GPU feature walk: streams longer than this are walked by a warp per segment")
+      ->capture_default_str();
+  app.add_option("--decode", decode, "GPU feature walk's token decoder")
+      ->check(CLI::IsMember({"shuffle", "reread"}))
+      ->capture_default_str();
+  app.add_flag("--describe", describe,
+               "print the candidates' stream sizes per point (the work the walks do) and exit; "
+               "needs no device");
   CLI11_PARSE(app, argc, argv);
   std::unique_ptr<tbb::global_control> limit;
   if (threads > 0)
@@ -113,7 +125,7 @@ int main(int argc, char** argv) {
                                                   threads);
   const int cpu_threads = threads > 0 ? int(threads) : tbb::info::default_concurrency();
   try {
-    if (gpu::ranker_device_count() == 0) {
+    if (!describe && gpu::ranker_device_count() == 0) {
       std::cerr << "bench_ranker: NO CUDA DEVICE: nothing measured\n";
       return 2;
     }
@@ -149,9 +161,34 @@ int main(int argc, char** argv) {
     EngineOptions eo;
     eo.engine = "cpu";
     const auto engine = make_engine(eo, shard, index.shard_id(0));
+    if (describe) {
+      fmt::print("{:>6} {:>3} {:>12} {:>12} {:>10} {:>10}\n", "docs", "q", "bytes/query",
+                 "bytes/doc", "max doc", "p99 doc");
+      for (const std::uint32_t docs : parse_list(docs_list)) {
+        std::vector<double> per_query, per_doc;
+        double longest = 0;
+        for (const FeatureBatch& b : requests(shard, fwd, *engine, queries, docs,
+                                              queries_per_point, alpha)) {
+          per_query.push_back(double(b.stream_bytes()));
+          for (const FeatureDoc& d : b.docs) {
+            per_doc.push_back(d.stream_bytes);
+            longest = std::max(longest, double(d.stream_bytes));
+          }
+        }
+        if (per_query.empty()) continue;
+        const double per_doc_mean =
+            std::accumulate(per_doc.begin(), per_doc.end(), 0.0) / double(per_doc.size());
+        fmt::print("{:>6} {:>3} {:>12.0f} {:>12.1f} {:>10.0f} {:>10.0f}\n", docs, per_query.size(),
+                   median(per_query), per_doc_mean, longest, metrics::percentile(per_doc, 99));
+      }
+      return 0;
+    }
     // Two GPU modes: the shard's forward index kept on the device (a request carries queries and
     // candidates only), and every request carrying its candidates' streams (paper 004's setting).
     gpu::GpuRankerEngine resident_engine(device), copying_engine(device);
+    feature_options.shuffle_decode = decode == "shuffle";
+    resident_engine.set_feature_options(feature_options);
+    copying_engine.set_feature_options(feature_options);
     resident_engine.attach_streams(fwd.data().data(), fwd.data().size());
     const nlohmann::json device_info = resident_engine.stats();
     const std::vector<std::string> rankers = [&] {
@@ -182,6 +219,7 @@ int main(int argc, char** argv) {
           gpu::GpuRankerEngine* engine;
           std::unique_ptr<gpu::DeviceRanker> ranker;
           std::vector<double> wall, device_ms, copy, fe, mit, net, pack;
+          std::uint64_t units = 0, segmented = 0;
         };
         Mode modes[2] = {{&resident_engine, resident_engine.upload(compiled), {}, {}, {}, {}, {}, {}, {}},
                          {&copying_engine, copying_engine.upload(compiled), {}, {}, {}, {}, {}, {}, {}}};
@@ -214,6 +252,7 @@ int main(int argc, char** argv) {
             m.mit.push_back(best.transforms_ms);
             m.net.push_back(best.net_ms);
             m.pack.push_back(best.pack_ms);
+            m.units += best.feature_units, m.segmented += best.segmented_streams;
             for (std::size_t i = 0; i < cs.size(); ++i)
               worst = std::max(worst, double(std::fabs(cs[i] - gs[i])) /
                                           std::max(1.0, double(std::fabs(cs[i]))));
@@ -243,6 +282,8 @@ int main(int argc, char** argv) {
                                 {"transforms_ms_median", median(m.mit)},
                                 {"net_ms_median", median(m.net)},
                                 {"pack_ms_median", median(m.pack)},
+                                {"feature_units", m.units},
+                                {"segmented_streams", m.segmented},
                                 {"gpu_ms", m.wall}};
         };
         nlohmann::json p = {
@@ -257,6 +298,18 @@ int main(int argc, char** argv) {
              std::accumulate(reqs.begin(), reqs.end(), 0.0,
                              [](double s, const FeatureBatch& b) { return s + double(b.bytes()); }) /
                  double(reqs.size())},
+            {"stream_bytes_per_query_mean",
+             std::accumulate(reqs.begin(), reqs.end(), 0.0,
+                             [](double s, const FeatureBatch& b) {
+                               return s + double(b.stream_bytes());
+                             }) /
+                 double(reqs.size())},
+            {"longest_stream_bytes",
+             std::accumulate(reqs.begin(), reqs.end(), std::uint32_t(0),
+                             [](std::uint32_t s, const FeatureBatch& b) {
+                               for (const FeatureDoc& d : b.docs) s = std::max(s, d.stream_bytes);
+                               return s;
+                             })},
             {"max_relative_difference", worst},
             {"top10_equal_queries", top10_same}};
         const auto& r = p["resident_streams"];
@@ -278,6 +331,8 @@ int main(int argc, char** argv) {
                                 {"avg_doc_length", index.params().collection.avg_doc_length},
                                 {"cpu_threads", cpu_threads},
                                 {"repeat", repeat},
+                                {"feature_segment_bytes", feature_options.segment_bytes},
+                                {"feature_decode", decode},
                                 {"device", device_info},
                                 {"note",
                                  "cpu: the CPU twin, documents in parallel on all cores (oneTBB); "

@@ -34,8 +34,10 @@ namespace {
 
 // A request of `queries` queries with candidates of random streams; `max_len` 0 gives empty
 // documents.
+// Tokens are drawn from `vocabulary` term IDs, of which the queries use the first 64: 80 makes
+// query terms dense, thousands rare.
 FeatureBatch random_batch(std::mt19937_64& rng, std::uint32_t queries, std::uint32_t docs_per_query,
-                          std::uint32_t max_len) {
+                          std::uint32_t max_len, std::uint32_t vocabulary = 80) {
   FeatureBatch b;
   b.params = {1.2f, 0.75f, float(max_len) / 2 + 1};
   for (std::uint32_t q = 0; q < queries; ++q) {
@@ -55,7 +57,7 @@ FeatureBatch random_batch(std::mt19937_64& rng, std::uint32_t queries, std::uint
       doc.stream_offset = b.streams.size();
       const std::uint32_t len = max_len ? std::uint32_t(rng() % max_len) : 0;
       for (std::uint32_t i = 0; i < len; ++i)
-        vbyte::append(std::uint32_t(rng() % 80) * 4099, b.streams);
+        vbyte::append(std::uint32_t(rng() % vocabulary) * 4099, b.streams);
       doc.stream_bytes = std::uint32_t(b.streams.size() - doc.stream_offset);
       doc.doc_length = len;
       doc.pagerank = float(rng() % 1000) / 1000.0f;
@@ -99,6 +101,39 @@ TEST(GpuRanker, FeatureExtractionEqualsTheCpuTwin) {
   FeatureBatch empty;
   std::vector<float> none;
   EXPECT_NO_THROW(engine.extract_features(empty, none));
+}
+
+// Long streams walked a warp per segment (two launches, the states merged) give the CPU twin's
+// features: dense and rare query terms (walk 2 from kept occurrences or from the stream again),
+// segments from the smallest allowed to the default, both token decoders.
+TEST(GpuRanker, SegmentedStreamsEqualTheCpuTwin) {
+  REQUIRE_GPU();
+  gpu::GpuRankerEngine engine;
+  EXPECT_THROW(engine.set_feature_options({64, true}), Error);
+  std::mt19937_64 rng(33);
+  std::vector<FeatureBatch> batches;
+  batches.push_back(random_batch(rng, 3, 40, 6000));        // dense
+  batches.push_back(random_batch(rng, 2, 60, 9000, 3000));  // rare
+  batches.push_back(random_batch(rng, 4, 200, 400, 200));   // short and long mixed below
+  for (const bool shuffle : {true, false}) {
+    for (const std::uint32_t segment : {128u, 300u, 4096u}) {
+      engine.set_feature_options({segment, shuffle});
+      for (const FeatureBatch& b : batches) {
+        std::vector<float> cpu(b.num_docs() * kFeatureStride), gpu(cpu.size());
+        extract_features(b, cpu);
+        const gpu::RankerTimings t = engine.extract_features(b, gpu);
+        std::uint64_t longer = 0;
+        for (const FeatureDoc& d : b.docs) longer += d.stream_bytes > segment;
+        EXPECT_EQ(t.segmented_streams, longer);
+        EXPECT_GE(t.feature_units, b.num_docs() + longer);
+        for (std::size_t i = 0; i < cpu.size(); ++i)
+          expect_near_rel(gpu[i], cpu[i], 1e-6,
+                          "segment " + std::to_string(segment) + (shuffle ? " shuffle" : " reread") +
+                              " doc " + std::to_string(i / kFeatureStride) + " feature " +
+                              std::string(feature_name(std::uint32_t(i % kFeatureStride))));
+      }
+    }
+  }
 }
 
 // Streams referenced in a forward index (not copied into the request): resident on the device
