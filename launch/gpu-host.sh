@@ -415,6 +415,16 @@ print(f"cluster --gpu-mem: {m['queries_per_second']:.0f} q/s; hit rate {lc.get('
       f"(bytes), post-processed {lc.get('post_processed_fraction', 0):.3f}, "
       f"{lc.get('bytes_shipped_per_batch', 0) / 1e6:.1f} MB shipped per batch")
 EOF
+      # Plots (throughput, hit rate, post-processed fraction against S_c / M) and the sweep's
+      # table, where a python with matplotlib is at hand (else: run it on the build machine).
+      if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+        /usr/bin/python3 launch/plot-list-cache.py "$OUT/cache_bench.json" "$OUT" \
+          > "$OUT/cache_table.md" 2> "$OUT/cache_plots.log" \
+          || echo "cache plots failed: $(tail -1 "$OUT/cache_plots.log")"
+      else
+        echo "cache plots: no matplotlib here; on the build machine:" \
+          "/usr/bin/python3 launch/plot-list-cache.py cache_bench.json DIR"
+      fi
       echo "cache done: $(elapsed)"
       ;;
     cache25m-index)
