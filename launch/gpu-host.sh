@@ -424,6 +424,7 @@ EOF
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_bench.json" \
         --model-out "$OUT/cache_model.json" --drift-spec "docs=$docs,seed=7" \
         --policies vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
+        --model-ratio 10 --model-shares 0.1,0.3 \
         ${CACHE_ARGS:-} > "$OUT/cache_bench.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|model|drifting|wrong|bench_list_cache)" "$OUT/cache_bench.log"
       echo "cache bench done: $(elapsed)"

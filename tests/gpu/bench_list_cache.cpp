@@ -293,7 +293,9 @@ int main(int argc, char** argv) {
   bool skip_sweep = false, skip_model = false;
   std::filesystem::path refit_file;
   std::string refit_policy, model_shares = "0.1,0.3";
-  double refit_ratio = 0;
+  double refit_ratio = 0, model_ratio = 0;
+  app.add_option("--model-ratio", model_ratio,
+                 "the ratio (one of --ratios) the model is fitted and compared at (default: the first)");
   app.add_option("--refit", refit_file,
                  "offline: fit the model again from this report's rows (no GPU, no index)");
   app.add_option("--refit-policy", refit_policy, "--refit: the policy (default: the report's)");
@@ -412,6 +414,10 @@ int main(int argc, char** argv) {
     std::vector<double> share_list, ratio_list;
     for (const auto& s : split(shares)) share_list.push_back(std::stod(s));
     for (const auto& r : split(ratios)) ratio_list.push_back(std::stod(r));
+    if (model_ratio > 0 &&
+        std::find(ratio_list.begin(), ratio_list.end(), model_ratio) == ratio_list.end())
+      throw InputError("--model-ratio", 0,
+                       fmt::format("{} is not one of --ratios {}", model_ratio, ratios));
     std::vector<unsigned> cap_list;
     for (const auto& c : split(caps)) cap_list.push_back(unsigned(std::stoul(c)));
     if (!cap_list.empty()) b.batch_size = cap_list.front();
@@ -464,9 +470,11 @@ int main(int argc, char** argv) {
       report["targets"] = targets;
     }
     if (!skip_sweep && !skip_model && !ratio_list.empty()) {
-      // The model on the first ratio's best VFB case: the sweep's rows plus rows at smaller
-      // batch caps (so that c(n) sees several n), fitted; its choice against the measured best.
-      const double ratio = ratio_list.front(), memory = postings / ratio;
+      // The model on the model ratio's best VFB case: the sweep's rows plus rows at small caches
+      // and at smaller batch caps (so that dq and c(n) see several S_c and n), fitted; its
+      // choice against the measured best.
+      const double ratio = model_ratio > 0 ? model_ratio : ratio_list.front();
+      const double memory = postings / ratio;
       PolicyCase pc = cases.front();
       double top = -1;
       for (const PolicyCase& c : cases) {
