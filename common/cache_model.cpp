@@ -45,8 +45,8 @@ CacheRunSample CacheRunSample::from_bench_row(const nlohmann::json& row) {
     s.transfer_seconds = row.at("h2d_seconds").get<double>();
     s.max_batch_queries = row.at("batch_cap").get<double>();
     s.shipped_query_bytes = lc.value("bytes_shipped", 0.0);
-    s.read_bytes = lc.value("bytes_hit", 0.0) + s.shipped_query_bytes +
-                   lc.value("bytes_unavailable", 0.0);
+    s.read_bytes =
+        lc.value("bytes_hit", 0.0) + s.shipped_query_bytes + lc.value("bytes_unavailable", 0.0);
     if (lc.contains("device") && lc["device"].contains("cache_used_bytes"))
       s.cache_used_bytes = lc["device"]["cache_used_bytes"].get<double>();
     return s;
@@ -107,7 +107,8 @@ ThroughputModel ThroughputModel::fit(std::span<const CacheRunSample> samples) {
       m.dq_points.insert(m.dq_points.begin(), {a.used, dq_min});
       m.fit_notes.push_back(fmt::format(
           "dq({:.0f}) = dq({:.0f}): the plans filled only {:.0f} bytes of the smallest measured "
-          "cache", a.used, c_min, a.used));
+          "cache",
+          a.used, c_min, a.used));
     }
     if (c_min > 0 && a.read_known) {
       const double dedup = a.shipped_query > 0 ? std::min(1.0, a.shipped / a.shipped_query) : 1.0;
@@ -306,18 +307,19 @@ nlohmann::json compare_with_measured(const ThroughputModel& model,
   auto share = [](const nlohmann::json& r) {
     return r.is_null() ? -1.0 : r["cache_share"].get<double>();
   };
-  return {{"max_response_ms", max_response_ms},
-          {"predicted_cache_share", predicted.cache_bytes / memory_bytes},
-          {"predicted_batch_queries", predicted.batch_queries},
-          {"predicted_queries_per_second", predicted.throughput},
-          {"feasible", predicted.feasible},
-          {"model_ranks_first_cache_share", share(ranked)},
-          {"model_ranks_first_batch_cap", ranked.is_null() ? 0u : ranked["batch_cap"].get<unsigned>()},
-          {"measured_cache_share", share(measured)},
-          {"measured_batch_cap", measured.is_null() ? 0u : measured["batch_cap"].get<unsigned>()},
-          {"measured_queries_per_second",
-           measured.is_null() ? 0.0 : measured["queries_per_second"].get<double>()},
-          {"rows", per_row}};
+  return {
+      {"max_response_ms", max_response_ms},
+      {"predicted_cache_share", predicted.cache_bytes / memory_bytes},
+      {"predicted_batch_queries", predicted.batch_queries},
+      {"predicted_queries_per_second", predicted.throughput},
+      {"feasible", predicted.feasible},
+      {"model_ranks_first_cache_share", share(ranked)},
+      {"model_ranks_first_batch_cap", ranked.is_null() ? 0u : ranked["batch_cap"].get<unsigned>()},
+      {"measured_cache_share", share(measured)},
+      {"measured_batch_cap", measured.is_null() ? 0u : measured["batch_cap"].get<unsigned>()},
+      {"measured_queries_per_second",
+       measured.is_null() ? 0.0 : measured["queries_per_second"].get<double>()},
+      {"rows", per_row}};
 }
 
 }  // namespace gpusearch

@@ -37,10 +37,10 @@ struct CacheRunSample {
   double transfer_seconds = 0;   // the batches' host-to-device copies, in all
   double max_batch_queries = 0;  // the engine's cap on n
   // Optional (0 or negative: unknown), for dq below the smallest measured cache:
-  double read_bytes = 0;          // what the queries read, counted per query (hit + shipped +
-                                  // cut off at a horizon): what a zero cache would ship
-  double shipped_query_bytes = 0; // shipped, counted per query (before a batch's deduplication)
-  double cache_used_bytes = -1;   // what the plan filled of the cache (<= cache_bytes)
+  double read_bytes = 0;           // what the queries read, counted per query (hit + shipped +
+                                   // cut off at a horizon): what a zero cache would ship
+  double shipped_query_bytes = 0;  // shipped, counted per query (before a batch's deduplication)
+  double cache_used_bytes = -1;    // what the plan filled of the cache (<= cache_bytes)
 
   // One row of bench_list_cache's JSON (a sweep or model row); InputError if a field is missing.
   static CacheRunSample from_bench_row(const nlohmann::json& row);
@@ -59,10 +59,10 @@ class ThroughputModel {
   // Least squares over the samples (at least two cache sizes and two batch volumes for a
   // meaningful fit; fewer give a flat c or dq). Throws InputError without samples.
   static ThroughputModel fit(std::span<const CacheRunSample> samples);
-  double c(double n) const;             // seconds per query
-  double t(double batch_bytes) const;   // seconds per byte, batches filling a lane (S_b / 2)
+  double c(double n) const;                    // seconds per query
+  double t(double batch_bytes) const;          // seconds per byte, batches filling a lane (S_b / 2)
   double t_for_copy(double copy_bytes) const;  // seconds per byte of a copy of copy_bytes
-  double dq(double cache_bytes) const;  // bytes per query
+  double dq(double cache_bytes) const;         // bytes per query
   // The model at one split, n capped by max_queries and by the response bound (<= 0: none).
   CacheSplit at(double cache_bytes, double batch_bytes, double max_queries,
                 double max_response_ms) const;
@@ -83,7 +83,7 @@ class ThroughputModel {
   double c0 = 0, c1 = 0;                 // c(n) = c0 + c1 / n
   double t_per_byte = 0, t_fixed_s = 0;  // a batch's copy: t_fixed_s + t_per_byte * bytes
   std::vector<std::pair<double, double>> dq_points;  // (S_c, bytes per query), by S_c
-  std::string note;  // what it was fitted on (policy, lambda, index)
+  std::string note;                    // what it was fitted on (policy, lambda, index)
   std::vector<std::string> fit_notes;  // how the fit read the runs (clamps, estimated points)
 };
 

@@ -191,8 +191,9 @@ nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase
 }
 
 // The model's choice against the measured rows, printed and as JSON, without and with a bound.
-nlohmann::json model_comparisons(const ThroughputModel& model, const std::vector<nlohmann::json>& rows,
-                                 double memory, double max_queries, double theta) {
+nlohmann::json model_comparisons(const ThroughputModel& model,
+                                 const std::vector<nlohmann::json>& rows, double memory,
+                                 double max_queries, double theta) {
   nlohmann::json cmp = nlohmann::json::array();
   for (double bound : {0.0, theta}) {
     nlohmann::json c = compare_with_measured(model, rows, memory, max_queries, bound);
@@ -247,7 +248,8 @@ int refit(const std::filesystem::path& file, std::string policy, double ratio, d
       theta = report["model"]["comparison"][1].value("max_response_ms", 0.0);
   }
   if (policy.empty() || ratio <= 0)
-    throw InputError(file.string(), 0, "no model in the report: name --refit-policy and --refit-ratio");
+    throw InputError(file.string(), 0,
+                     "no model in the report: name --refit-policy and --refit-ratio");
   const std::vector<nlohmann::json> rows = bench_rows(report, ratio, policy);
   if (rows.empty())
     throw InputError(file.string(), 0,
@@ -294,8 +296,9 @@ int main(int argc, char** argv) {
   std::filesystem::path refit_file;
   std::string refit_policy, model_shares = "0.1,0.3";
   double refit_ratio = 0, model_ratio = 0;
-  app.add_option("--model-ratio", model_ratio,
-                 "the ratio (one of --ratios) the model is fitted and compared at (default: the first)");
+  app.add_option(
+      "--model-ratio", model_ratio,
+      "the ratio (one of --ratios) the model is fitted and compared at (default: the first)");
   app.add_option("--refit", refit_file,
                  "offline: fit the model again from this report's rows (no GPU, no index)");
   app.add_option("--refit-policy", refit_policy, "--refit: the policy (default: the report's)");
@@ -340,7 +343,8 @@ int main(int argc, char** argv) {
   app.add_option("--call-size", call_size, "queries per search() call")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    if (!refit_file.empty()) return refit(refit_file, refit_policy, refit_ratio, theta_ms, model_out);
+    if (!refit_file.empty())
+      return refit(refit_file, refit_policy, refit_ratio, theta_ms, model_out);
     if (index_dir.empty() || out_file.empty())
       throw InputError("bench_list_cache", 0, "--index and --out are required (or --refit)");
     if (!gpu::gpu_available()) {

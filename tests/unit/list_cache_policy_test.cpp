@@ -110,7 +110,7 @@ TEST(ThroughputModel, FitRecoversTheParametersAndChoosesWithinTheBound) {
   EXPECT_NEAR(m.t_fixed_s, 1e-5, 1e-8);
   EXPECT_NEAR(m.dq(0.5 * memory), 0.5e6, 1.0);
   EXPECT_NEAR(m.dq(0.6 * memory), 0.4e6, 1.0);  // interpolated
-  EXPECT_NEAR(m.dq(0), 1e6, 1.0);                // every byte read
+  EXPECT_NEAR(m.dq(0), 1e6, 1.0);               // every byte read
   EXPECT_NEAR(m.dq(0.05 * memory), 0.95e6, 1.0);
   // The choice is the grid's best, and a response bound is met (and costs throughput).
   const CacheSplit free_choice = m.choose(memory, 1e6, 4096, 0);
@@ -151,10 +151,10 @@ TEST(ThroughputModel, SizingTakesTheModelsChoice) {
 // as: c(n) = c0 + c1 / n, a batch's copy a + t bytes, n = min(cap, lane / dq).
 struct World {
   double memory = 2e8, c0 = 2e-6, c1 = 5e-3, a = 3e-4, t = 7e-11;
-  double read = 229506;  // bytes each query reads
-  double dedup = 0.83;   // copied / shipped-per-query, within a batch
-  std::function<double(double)> dq;       // bytes copied per query at S_c
-  std::function<double(double)> used;     // bytes the plan fills of S_c
+  double read = 229506;                // bytes each query reads
+  double dedup = 0.83;                 // copied / shipped-per-query, within a batch
+  std::function<double(double)> dq;    // bytes copied per query at S_c
+  std::function<double(double)> used;  // bytes the plan fills of S_c
   nlohmann::json row(double share, unsigned cap) const {
     const double cache = share * memory, batch = memory - cache, d = dq(cache);
     const double queries = 10000;
@@ -211,8 +211,8 @@ TEST(ThroughputModel, DoesNotShipFromAnEmptyCacheWhatAFullOneShips) {
   EXPECT_TRUE(bench_rows(report, 2.5, "vfb:1").empty());
   const ThroughputModel m = fit_rows(rows);
   EXPECT_NEAR(m.dq(0.7 * w.memory), 4387.0, 1e-6);
-  EXPECT_NEAR(m.dq(0.35 * w.memory), 4387.0, 1e-6);         // the plan fits there too
-  EXPECT_NEAR(m.dq(0), w.read * w.dedup, 1e-6 * w.read);    // all that is read
+  EXPECT_NEAR(m.dq(0.35 * w.memory), 4387.0, 1e-6);       // the plan fits there too
+  EXPECT_NEAR(m.dq(0), w.read * w.dedup, 1e-6 * w.read);  // all that is read
   EXPECT_GT(m.c1, 0);
   const CacheSplit choice = m.choose(w.memory, w.memory * 0.01, 4096, 0);
   ASSERT_TRUE(choice.feasible);
