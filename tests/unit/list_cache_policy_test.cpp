@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -262,6 +264,30 @@ TEST(ThroughputModel, ChoosesTheMeasuredBestWhereTheCacheTradesAgainstTheBatch) 
   const nlohmann::json bounded = compare_with_measured(m, rows, w.memory, 4096, 8.0);
   EXPECT_TRUE(bounded["feasible"].get<bool>());
   EXPECT_LE(m.choose(w.memory, w.memory * 0.01, 4096, 8.0).response_ms, 8.0 + 1e-9);
+}
+
+// The committed H100 report (results/list-cache/h100-2026-11-24): fitted again from its model
+// rows, the model no longer chooses an empty cache (the run's own fit chose S_c = 0), knows that
+// a zero cache ships what queries read, and does not choose below the plan's fill (0.35 M).
+TEST(ThroughputModel, RefitOfTheH100RunChoosesACacheThatHoldsThePlan) {
+  const std::filesystem::path file = std::filesystem::path(GPUSEARCH_SOURCE_DIR) /
+                                     "tests/benchmarks/results/list-cache/h100-2026-11-24/"
+                                     "cache_bench.json";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  const nlohmann::json report = nlohmann::json::parse(in);
+  const auto rows = bench_rows(report, 2.5, "vfb:1+tails");
+  ASSERT_EQ(rows.size(), 6u);  // shares 0.6, 0.8, 0.9 at caps 4096 and 512
+  const ThroughputModel m = fit_rows(rows);
+  const double memory = rows.front().at("memory_bytes").get<double>();
+  EXPECT_GT(m.dq(0), 20 * m.dq(0.6 * memory));
+  EXPECT_DOUBLE_EQ(m.dq(0.35 * memory), m.dq(0.6 * memory));
+  const nlohmann::json cmp = compare_with_measured(m, rows, memory, 4096, 0);
+  EXPECT_GE(cmp["predicted_cache_share"].get<double>(), 0.34);
+  EXPECT_EQ(cmp["measured_cache_share"], 0.6);
+  EXPECT_EQ(cmp["model_ranks_first_cache_share"], 0.6);
+  // The run's own fit (the old one) is in the report: it chose 0.
+  EXPECT_EQ(report["model"]["comparison"][0]["predicted_cache_share"].get<double>(), 0.0);
 }
 
 // The online policy, fed one query mix and then another, ends near the offline plan of the
