@@ -103,7 +103,7 @@ ThroughputModel ThroughputModel::fit(std::span<const CacheRunSample> samples) {
     const double c_min = by_cache.begin()->first;
     const At& a = by_cache.begin()->second;
     const double dq_min = m.dq_points.front().second;
-    if (a.used_known && a.used < c_min * (1 - 1e-9) && a.used > 0) {
+    if (a.used_known && a.used < 0.99 * c_min && a.used > 0) {  // full to 1%: full
       m.dq_points.insert(m.dq_points.begin(), {a.used, dq_min});
       m.fit_notes.push_back(fmt::format(
           "dq({:.0f}) = dq({:.0f}): the plans filled only {:.0f} bytes of the smallest measured "
