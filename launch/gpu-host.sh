@@ -43,9 +43,13 @@
 #                engine's run
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
-#                mean length 900 about twice that, past one call's 10 minutes)
-#     cache25m   the 25M-document index served by one GPU through a memory budget of a tenth of its
-#                postings: exactness on a sample, throughput against the CPU engine
+#                mean length 900 about twice that, past one call's 10 minutes) in /tmp
+#     cache25m   the 25M-document index (built first, in the same call, unless this machine's
+#                /tmp has it: a released machine loses /tmp) served by one GPU through a memory
+#                budget of a tenth of its postings: exactness on a sample, throughput against the
+#                CPU engine and the whole-shard GPU engine. Run it alone, with carried binaries
+#                (GPUSEARCH_BIN=build/bin): the build is cut at CACHE25M_INDEX_LIMIT seconds so
+#                that the serving run fits before CACHE25M_DEADLINE (585 s after the start)
 #     ranker     second-stage ranking (issue 12): the GPU ranker tests against the CPU twin, then
 #                bench_ranker (latency per query against documents per query, 100 to 10,000,
 #                for R-S-BLG, R-M-BGD, R-L-D; GPU vs the CPU twin on all cores; copy share) on a
@@ -61,7 +65,8 @@
 #              BEFORE_BIN (a directory holding an earlier bench_gpu_engine, or for `cpu` an
 #              earlier bench_cpu_engine: run on the same index in the same call, the
 #              before/after baseline), CPU_ROUNDS, CPU_LIMIT (2000 queries), CPU_K (10,1000),
-#              CACHE_ARGS (extra bench_list_cache flags), CACHE25M_SPEC.
+#              CACHE_ARGS (extra bench_list_cache flags), CACHE25M_SPEC, CACHE25M_INDEX_LIMIT,
+#              CACHE25M_SERVE_S (150), CACHE25M_DEADLINE (585).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -145,6 +150,36 @@ bench_index() {
       > "$OUT/index_build.log" 2>&1 || { tail "$OUT/index_build.log"; return 1; }
   fi
   echo "synthetic index ready: $(elapsed)"
+}
+
+# The 25M-document index (CACHE25M_SPEC) in this machine's /tmp, built unless there; the build
+# stops at CACHE25M_INDEX_LIMIT seconds (default: what leaves CACHE25M_SERVE_S, 150 s, for
+# serving it before CACHE25M_DEADLINE, 585 s after the script's start), and then says how far it
+# got, so that a smaller spec can be chosen.
+cache25m_index() {
+  local spec=${CACHE25M_SPEC:-docs=25000000,seed=7,mean_length=400}
+  idx25=/tmp/gpusearch-cache25m
+  if [[ -f $idx25/manifest.json && "$(cat $idx25/spec.txt 2>/dev/null)" == "$spec" ]]; then
+    echo "cache25m index ($spec) already here: $(elapsed)"
+    return 0
+  fi
+  local limit=${CACHE25M_INDEX_LIMIT:-$(( ${CACHE25M_DEADLINE:-585} - ${CACHE25M_SERVE_S:-150} - ($(date +%s) - start) ))}
+  (( limit > 30 )) || { echo "cache25m index: no time left to build (${limit} s)"; return 1; }
+  local t0; t0=$(date +%s)
+  timeout "$limit" "$bin/gpusearch" index --synthetic "$spec" --out $idx25 --force \
+    > "$OUT/cache25m_index.log" 2>&1
+  local rc=$?
+  grep -E "indexed|postings .*bits|docs/s" "$OUT/cache25m_index.log" | tail -4
+  if (( rc != 0 )); then
+    (( rc == 124 )) && echo "cache25m index: stopped after ${limit} s ($spec); a smaller spec" \
+      "(CACHE25M_SPEC, e.g. mean_length=300) or carried binaries (GPUSEARCH_BIN) leave more time"
+    tail -3 "$OUT/cache25m_index.log"
+    rm -rf $idx25
+    return 1
+  fi
+  echo "$spec" > $idx25/spec.txt
+  du -sh $idx25 | sed 's/^/cache25m index size: /'
+  echo "cache25m index ($spec) built in $(( $(date +%s) - t0 )) s: $(elapsed)"
 }
 
 # The Debian descriptions index and the MS MARCO sample repeated $1 times (default 20).
@@ -389,6 +424,7 @@ EOF
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_bench.json" \
         --model-out "$OUT/cache_model.json" --drift-spec "docs=$docs,seed=7" \
         --policies vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
+        --model-ratio 10 --model-shares 0.1,0.3 \
         ${CACHE_ARGS:-} > "$OUT/cache_bench.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|model|drifting|wrong|bench_list_cache)" "$OUT/cache_bench.log"
       echo "cache bench done: $(elapsed)"
@@ -415,24 +451,30 @@ print(f"cluster --gpu-mem: {m['queries_per_second']:.0f} q/s; hit rate {lc.get('
       f"(bytes), post-processed {lc.get('post_processed_fraction', 0):.3f}, "
       f"{lc.get('bytes_shipped_per_batch', 0) / 1e6:.1f} MB shipped per batch")
 EOF
+      # Plots (throughput, hit rate, post-processed fraction against S_c / M) and the sweep's
+      # table, where a python with matplotlib is at hand (else: run it on the build machine).
+      if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+        /usr/bin/python3 launch/plot-list-cache.py "$OUT/cache_bench.json" "$OUT" \
+          > "$OUT/cache_table.md" 2> "$OUT/cache_plots.log" \
+          || echo "cache plots failed: $(tail -1 "$OUT/cache_plots.log")"
+      else
+        echo "cache plots: no matplotlib here; on the build machine:" \
+          "/usr/bin/python3 launch/plot-list-cache.py cache_bench.json DIR"
+      fi
       echo "cache done: $(elapsed)"
       ;;
     cache25m-index)
-      spec=${CACHE25M_SPEC:-docs=25000000,seed=7,mean_length=400}
-      idx25=/tmp/gpusearch-cache25m
-      if [[ ! -f $idx25/manifest.json ]]; then
-        "$bin/gpusearch" index --synthetic "$spec" --out $idx25 --force > "$OUT/cache25m_index.log" 2>&1 \
-          || { tail "$OUT/cache25m_index.log"; status=1; continue; }
-        echo "$spec" > $idx25/spec.txt
-      fi
-      grep -E "indexed|postings .*bits|docs/s" "$OUT/cache25m_index.log" 2>/dev/null
-      echo "cache25m-index ($(cat $idx25/spec.txt 2>/dev/null)) done: $(elapsed)"
+      cache25m_index || { status=1; continue; }
       ;;
     cache25m)
-      idx25=/tmp/gpusearch-cache25m
-      [[ -f $idx25/manifest.json ]] || { echo "run the cache25m-index step first"; status=1; continue; }
+      # One call: the index is built here when this machine's /tmp lacks it (a machine released
+      # between calls loses /tmp), then served. With carried binaries (GPUSEARCH_BIN) the build
+      # at the default spec takes about 5 minutes on 16 cores and the serving run 1-2.
+      cache25m_index || { status=1; continue; }
+      left=$(( ${CACHE25M_DEADLINE:-585} - ($(date +%s) - start) ))
+      (( left > 30 )) || { echo "cache25m: no time left to serve the index (${left} s)"; status=1; continue; }
       # shellcheck disable=SC2086
-      "$bin/bench_list_cache" --index $idx25 --out "$OUT/cache25m.json" --ratios 10 \
+      timeout $left "$bin/bench_list_cache" --index $idx25 --out "$OUT/cache25m.json" --ratios 10 \
         --policies vfb:1,qtf --shares 0.8 --skip-model --limit 10000 --cpu-limit 2000 --check 100 \
         --train-limit 5000 ${CACHE_ARGS:-} > "$OUT/cache25m.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|wrong|bench_list_cache)" "$OUT/cache25m.log"

@@ -190,18 +190,96 @@ nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase
   return row;
 }
 
-CacheRunSample sample_of(const nlohmann::json& row) {
-  CacheRunSample s;
-  const auto& lc = row.at("list_cache");
-  s.cache_bytes = row.at("cache_bytes").get<double>();
-  s.batch_bytes = row.at("batch_bytes").get<double>();
-  s.queries = row.at("queries").get<double>();
-  s.batches = lc.at("batches").get<double>();
-  s.wall_seconds = row.at("seconds").get<double>();
-  s.shipped_bytes = lc.at("bytes_shipped_total").get<double>();
-  s.transfer_seconds = row.at("h2d_seconds").get<double>();
-  s.max_batch_queries = row.at("batch_cap").get<double>();
-  return s;
+// The model's choice against the measured rows, printed and as JSON, without and with a bound.
+nlohmann::json model_comparisons(const ThroughputModel& model,
+                                 const std::vector<nlohmann::json>& rows, double memory,
+                                 double max_queries, double theta) {
+  nlohmann::json cmp = nlohmann::json::array();
+  for (double bound : {0.0, theta}) {
+    nlohmann::json c = compare_with_measured(model, rows, memory, max_queries, bound);
+    fmt::print(
+        "model ({:.3g} ms bound): predicted S_c/M {:.2f} (n {:.0f}, {:.0f} q/s); of the measured "
+        "splits it ranks {} first; measured best {}\n",
+        bound, c["predicted_cache_share"].get<double>(), c["predicted_batch_queries"].get<double>(),
+        c["predicted_queries_per_second"].get<double>(),
+        c["model_ranks_first_cache_share"].get<double>() < 0
+            ? std::string("none (no row meets the bound)")
+            : fmt::format("S_c/M {:.2f} cap {}", c["model_ranks_first_cache_share"].get<double>(),
+                          c["model_ranks_first_batch_cap"].get<unsigned>()),
+        c["measured_cache_share"].get<double>() < 0
+            ? std::string("none")
+            : fmt::format("{:.2f} cap {} ({:.0f} q/s)", c["measured_cache_share"].get<double>(),
+                          c["measured_batch_cap"].get<unsigned>(),
+                          c["measured_queries_per_second"].get<double>()));
+    cmp.push_back(std::move(c));
+  }
+  return cmp;
+}
+
+void print_fit(const ThroughputModel& m) {
+  fmt::print("model fit: c(n) = {:.3g} + {:.3g} / n s, copy {:.3g} s + {:.3g} s/B; dq:", m.c0, m.c1,
+             m.t_fixed_s, m.t_per_byte);
+  for (const auto& [c, d] : m.dq_points) fmt::print(" ({:.0f} B: {:.0f} B/q)", c, d);
+  fmt::print("\n");
+  for (const auto& n : m.fit_notes) fmt::print("  fit: {}\n", n);
+}
+
+// --refit: the model again from a report's measured rows, offline (no GPU, no index).
+int refit(const std::filesystem::path& file, std::string policy, double ratio, double theta,
+          const std::filesystem::path& model_out) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string(), 0, "cannot read the bench_list_cache report");
+  nlohmann::json report;
+  try {
+    report = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(file.string(), 0, fmt::format("malformed JSON: {}", e.what()));
+  }
+  // Default: what the run fitted (its model note "POLICY at RATIOx of INDEX").
+  if (report.contains("model") && report["model"].contains("fit")) {
+    const std::string note = report["model"]["fit"].value("note", "");
+    const auto at = note.find(" at ");
+    const auto x = note.find("x of ");
+    if (policy.empty() && at != std::string::npos) policy = note.substr(0, at);
+    if (ratio <= 0 && at != std::string::npos && x != std::string::npos)
+      ratio = std::stod(note.substr(at + 4, x - at - 4));
+    if (theta <= 0 && report["model"].contains("comparison") &&
+        report["model"]["comparison"].size() > 1)
+      theta = report["model"]["comparison"][1].value("max_response_ms", 0.0);
+  }
+  if (policy.empty() || ratio <= 0)
+    throw InputError(file.string(), 0,
+                     "no model in the report: name --refit-policy and --refit-ratio");
+  const std::vector<nlohmann::json> rows = bench_rows(report, ratio, policy);
+  if (rows.empty())
+    throw InputError(file.string(), 0,
+                     fmt::format("no measured rows for {} at {}x", policy, ratio));
+  std::vector<CacheRunSample> samples;
+  double max_cap = 0;
+  for (const auto& row : rows) {
+    samples.push_back(CacheRunSample::from_bench_row(row));
+    max_cap = std::max(max_cap, samples.back().max_batch_queries);
+  }
+  ThroughputModel model = ThroughputModel::fit(samples);
+  model.note = fmt::format("{} at {}x of {} (refit from {})", policy, ratio,
+                           report.value("index", std::string("?")), file.string());
+  fmt::print("refit: {} rows of {} at {}x\n", rows.size(), policy, ratio);
+  print_fit(model);
+  const double memory = rows.front().at("memory_bytes").get<double>();
+  const double cap = report.contains("model") && !report["model"]["rows"].empty()
+                         ? report["model"]["rows"][0].value("batch_cap", max_cap)
+                         : max_cap;
+  if (theta <= 0) theta = 10.0;
+  nlohmann::json cmp = model_comparisons(model, rows, memory, cap, theta);
+  for (const auto& c : cmp)
+    for (const auto& r : c["rows"])
+      if (c["max_response_ms"].get<double>() == 0)
+        fmt::print("  S_c/M {:.2f} cap {:>5.0f}: measured {:>8.0f} q/s, model {:>8.0f} q/s\n",
+                   r["cache_share"].get<double>(), r["batch_cap"].get<double>(),
+                   r["measured_queries_per_second"].get<double>(),
+                   r["predicted_queries_per_second"].get<double>());
+  if (!model_out.empty()) model.write(model_out);
+  return 0;
 }
 
 }  // namespace
@@ -215,10 +293,23 @@ int main(int argc, char** argv) {
   double theta_ms = 0;
   unsigned k = 10;
   bool skip_sweep = false, skip_model = false;
-  app.add_option("--index", index_dir, "index directory (one shard)")->required();
+  std::filesystem::path refit_file;
+  std::string refit_policy, model_shares = "0.1,0.3";
+  double refit_ratio = 0, model_ratio = 0;
+  app.add_option(
+      "--model-ratio", model_ratio,
+      "the ratio (one of --ratios) the model is fitted and compared at (default: the first)");
+  app.add_option("--refit", refit_file,
+                 "offline: fit the model again from this report's rows (no GPU, no index)");
+  app.add_option("--refit-policy", refit_policy, "--refit: the policy (default: the report's)");
+  app.add_option("--refit-ratio", refit_ratio, "--refit: the ratio (default: the report's)");
+  app.add_option("--model-shares", model_shares,
+                 "extra S_c / M measured for the model only (small caches: dq below the sweep)")
+      ->capture_default_str();
+  app.add_option("--index", index_dir, "index directory (one shard; not with --refit)");
   app.add_option("--train", train_file, "training log (default INDEX/queries.train.tsv)");
   app.add_option("--test", test_file, "test log (default INDEX/queries.test.tsv)");
-  app.add_option("--out", out_file, "JSON output")->required();
+  app.add_option("--out", out_file, "JSON output (not with --refit)");
   app.add_option("--mode", mode, "and, or, and-or")->capture_default_str();
   app.add_option("--scoring", scoring, "bm25 or bm25-pr")->capture_default_str();
   app.add_option("--k", k, "results per query")->capture_default_str();
@@ -252,6 +343,10 @@ int main(int argc, char** argv) {
   app.add_option("--call-size", call_size, "queries per search() call")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!refit_file.empty())
+      return refit(refit_file, refit_policy, refit_ratio, theta_ms, model_out);
+    if (index_dir.empty() || out_file.empty())
+      throw InputError("bench_list_cache", 0, "--index and --out are required (or --refit)");
     if (!gpu::gpu_available()) {
       std::cerr << "bench_list_cache: NO CUDA DEVICE\n";
       return 2;
@@ -323,6 +418,10 @@ int main(int argc, char** argv) {
     std::vector<double> share_list, ratio_list;
     for (const auto& s : split(shares)) share_list.push_back(std::stod(s));
     for (const auto& r : split(ratios)) ratio_list.push_back(std::stod(r));
+    if (model_ratio > 0 &&
+        std::find(ratio_list.begin(), ratio_list.end(), model_ratio) == ratio_list.end())
+      throw InputError("--model-ratio", 0,
+                       fmt::format("{} is not one of --ratios {}", model_ratio, ratios));
     std::vector<unsigned> cap_list;
     for (const auto& c : split(caps)) cap_list.push_back(unsigned(std::stoul(c)));
     if (!cap_list.empty()) b.batch_size = cap_list.front();
@@ -375,9 +474,11 @@ int main(int argc, char** argv) {
       report["targets"] = targets;
     }
     if (!skip_sweep && !skip_model && !ratio_list.empty()) {
-      // The model on the first ratio's best VFB case: the sweep's rows plus rows at smaller
-      // batch caps (so that c(n) sees several n), fitted; its choice against the measured best.
-      const double ratio = ratio_list.front(), memory = postings / ratio;
+      // The model on the model ratio's best VFB case: the sweep's rows plus rows at small caches
+      // and at smaller batch caps (so that dq and c(n) see several S_c and n), fitted; its
+      // choice against the measured best.
+      const double ratio = model_ratio > 0 ? model_ratio : ratio_list.front();
+      const double memory = postings / ratio;
       PolicyCase pc = cases.front();
       double top = -1;
       for (const PolicyCase& c : cases) {
@@ -391,45 +492,23 @@ int main(int argc, char** argv) {
       std::vector<nlohmann::json> rows;
       for (const auto& row : sweep)
         if (row["ratio"] == ratio && row["policy"] == pc.name()) rows.push_back(row);
+      // Small caches, measured for the model only (dq where the sweep does not reach), then
+      // every share at the other launch caps.
+      for (const auto& s : split(model_shares))
+        rows.push_back(sweep_row(b, ratio, memory, pc, std::stod(s), cap_list.front()));
       for (std::size_t c = 1; c < cap_list.size(); ++c)
         for (double share : share_list)
           rows.push_back(sweep_row(b, ratio, memory, pc, share, cap_list[c]));
       std::vector<CacheRunSample> samples;
-      for (const auto& row : rows) samples.push_back(sample_of(row));
+      for (const auto& row : rows) samples.push_back(CacheRunSample::from_bench_row(row));
       ThroughputModel model = ThroughputModel::fit(samples);
       model.note = fmt::format("{} at {}x of {}", pc.name(), ratio, index_dir.string());
+      print_fit(model);
       if (!model_out.empty()) model.write(model_out);
-      nlohmann::json cmp = nlohmann::json::array();
       double theta = theta_ms;
       if (theta <= 0)
         theta = best[fmt::format("{}x {}", ratio, pc.name())].value("batch_ms_p50", 10.0);
-      for (double bound : {0.0, theta}) {
-        const CacheSplit predicted = model.choose(memory, memory * 0.01, cap_list.front(), bound);
-        // The measured best: among the rows whose p95 batch time meets the bound.
-        nlohmann::json measured;
-        for (const auto& row : rows) {
-          if (bound > 0 && row["batch_ms_p95"].get<double>() > bound) continue;
-          if (measured.is_null() || row["queries_per_second"] > measured["queries_per_second"])
-            measured = row;
-        }
-        cmp.push_back({{"max_response_ms", bound},
-                       {"predicted_cache_share", predicted.cache_bytes / memory},
-                       {"predicted_batch_queries", predicted.batch_queries},
-                       {"predicted_queries_per_second", predicted.throughput},
-                       {"feasible", predicted.feasible},
-                       {"measured_cache_share",
-                        measured.is_null() ? -1.0 : measured["cache_share"].get<double>()},
-                       {"measured_batch_cap",
-                        measured.is_null() ? 0u : measured["batch_cap"].get<unsigned>()},
-                       {"measured_queries_per_second",
-                        measured.is_null() ? 0.0 : measured["queries_per_second"].get<double>()}});
-        fmt::print(
-            "model ({} ms bound): predicted S_c/M {:.2f} (n {:.0f}, {:.0f} q/s); measured "
-            "best {:.2f} ({:.0f} q/s)\n",
-            bound, predicted.cache_bytes / memory, predicted.batch_queries, predicted.throughput,
-            measured.is_null() ? -1.0 : measured["cache_share"].get<double>(),
-            measured.is_null() ? 0.0 : measured["queries_per_second"].get<double>());
-      }
+      const nlohmann::json cmp = model_comparisons(model, rows, memory, cap_list.front(), theta);
       report["model"] = {{"fit", model.to_json()}, {"rows", rows}, {"comparison", cmp}};
     }
     if (!drift_spec.empty() && !ratio_list.empty()) {

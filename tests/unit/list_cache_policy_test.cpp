@@ -3,6 +3,12 @@
 // online policy (common/online_cache_policy) following a query stream whose topic mix changes.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -67,8 +73,8 @@ TEST(ListCacheSizing, FractionSizesAndBadBudgets) {
   EXPECT_THROW(size_list_cache(o, 0, 200, 64), InputError);
 }
 
-// Runs as the model says they behave: c(n) = c0 + c1 / n, a copy of b bytes takes a + t b, and
-// dq falls linearly with the cache.
+// Runs as the model says they behave: c(n) = c0 + c1 / n, a copy of b bytes takes a + t b (per
+// batch), and dq falls linearly with the cache, from every byte read (1e6 per query) at zero.
 std::vector<CacheRunSample> synthetic_runs(double c0, double c1, double a, double t,
                                            double memory) {
   std::vector<CacheRunSample> runs;
@@ -84,9 +90,12 @@ std::vector<CacheRunSample> synthetic_runs(double c0, double c1, double a, doubl
       s.shipped_bytes = dq * s.queries;
       const double copy = a + t * (s.shipped_bytes / s.batches);
       s.transfer_seconds = copy * s.batches;
-      // wall = N (c(n) + t(S_b) dq) with t(S_b) = t + a / (S_b / 2), as the model reads it.
-      s.wall_seconds = s.queries * (c0 + c1 / n + (t + a / (s.batch_bytes / 2)) * dq);
+      // wall = N (c(n) + t dq) + batches a: each batch's copy pays its fixed part once.
+      s.wall_seconds = s.queries * (c0 + c1 / n + t * dq) + s.batches * a;
       s.max_batch_queries = max_n;
+      s.read_bytes = 1e6 * s.queries;
+      s.shipped_query_bytes = s.shipped_bytes;
+      s.cache_used_bytes = s.cache_bytes;
       runs.push_back(s);
     }
   }
@@ -103,6 +112,8 @@ TEST(ThroughputModel, FitRecoversTheParametersAndChoosesWithinTheBound) {
   EXPECT_NEAR(m.t_fixed_s, 1e-5, 1e-8);
   EXPECT_NEAR(m.dq(0.5 * memory), 0.5e6, 1.0);
   EXPECT_NEAR(m.dq(0.6 * memory), 0.4e6, 1.0);  // interpolated
+  EXPECT_NEAR(m.dq(0), 1e6, 1.0);               // every byte read
+  EXPECT_NEAR(m.dq(0.05 * memory), 0.95e6, 1.0);
   // The choice is the grid's best, and a response bound is met (and costs throughput).
   const CacheSplit free_choice = m.choose(memory, 1e6, 4096, 0);
   ASSERT_TRUE(free_choice.feasible);
@@ -136,6 +147,147 @@ TEST(ThroughputModel, SizingTakesTheModelsChoice) {
   EXPECT_LE(s.model_choice.at("predicted_batch_ms").get<double>(), 5.0 + 1e-9);
   o.model = tmp / "missing.json";
   EXPECT_THROW(size_list_cache(o, 0, 0, 4096), InputError);
+}
+
+// A bench_list_cache row (the fields CacheRunSample::from_bench_row reads) of a run that behaves
+// as: c(n) = c0 + c1 / n, a batch's copy a + t bytes, n = min(cap, lane / dq).
+struct World {
+  double memory = 2e8, c0 = 2e-6, c1 = 5e-3, a = 3e-4, t = 7e-11;
+  double read = 229506;                // bytes each query reads
+  double dedup = 0.83;                 // copied / shipped-per-query, within a batch
+  std::function<double(double)> dq;    // bytes copied per query at S_c
+  std::function<double(double)> used;  // bytes the plan fills of S_c
+  nlohmann::json row(double share, unsigned cap) const {
+    const double cache = share * memory, batch = memory - cache, d = dq(cache);
+    const double queries = 10000;
+    const double n = std::min(double(cap), std::floor(batch / 2 / d));
+    const double batches = std::ceil(queries / n);
+    const double shipped = d * queries;
+    const double seconds = queries * (c0 + t * d) + batches * (c1 + a);
+    return {{"ratio", 10.0},
+            {"policy", "vfb:1"},
+            {"memory_bytes", memory},
+            {"cache_share", share},
+            {"cache_bytes", cache},
+            {"batch_bytes", batch},
+            {"batch_cap", cap},
+            {"queries", queries},
+            {"seconds", seconds},
+            {"queries_per_second", queries / seconds},
+            {"h2d_seconds", batches * a + t * shipped},
+            {"batch_ms_p95", 1e3 * seconds / batches},
+            {"list_cache",
+             {{"batches", batches},
+              {"bytes_shipped_total", shipped},
+              {"bytes_shipped", shipped / dedup},
+              {"bytes_hit", read * queries - shipped / dedup},
+              {"bytes_unavailable", 0.0},
+              {"device", {{"cache_used_bytes", used(cache)}}}}}};
+  }
+};
+
+ThroughputModel fit_rows(const std::vector<nlohmann::json>& rows) {
+  std::vector<CacheRunSample> samples;
+  for (const auto& r : rows) samples.push_back(CacheRunSample::from_bench_row(r));
+  return ThroughputModel::fit(samples);
+}
+
+// The H100 run's case: every measured cache (0.6 to 0.9 of M) held the whole plan (35% of M)
+// and shipped the same bytes per query. dq is flat there, but not below: a zero cache ships all
+// that the queries read. The model once extrapolated dq flat to S_c = 0 and, spreading a
+// copy's fixed cost over the whole lane, chose S_c = 0.
+TEST(ThroughputModel, DoesNotShipFromAnEmptyCacheWhatAFullOneShips) {
+  World w;
+  w.memory = 5.18e8;
+  w.c1 = 1e-3;
+  w.dq = [&](double c) {  // a plan filling 35% of M, ships 4.4 KB per query beside it
+    const double knee = 0.35 * w.memory;
+    return c >= knee ? 4387.0 : 4387.0 + (w.read * w.dedup - 4387.0) * (1 - c / knee);
+  };
+  w.used = [&](double c) { return std::min(c, 0.35 * w.memory); };
+  nlohmann::json report = {{"sweep", nlohmann::json::array()}};
+  for (unsigned cap : {4096u, 512u})
+    for (double share : {0.6, 0.8, 0.9}) report["sweep"].push_back(w.row(share, cap));
+  const auto rows = bench_rows(report, 10.0, "vfb:1");
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_TRUE(bench_rows(report, 2.5, "vfb:1").empty());
+  const ThroughputModel m = fit_rows(rows);
+  EXPECT_NEAR(m.dq(0.7 * w.memory), 4387.0, 1e-6);
+  EXPECT_NEAR(m.dq(0.35 * w.memory), 4387.0, 1e-6);       // the plan fits there too
+  EXPECT_NEAR(m.dq(0), w.read * w.dedup, 1e-6 * w.read);  // all that is read
+  EXPECT_GT(m.c1, 0);
+  const CacheSplit choice = m.choose(w.memory, w.memory * 0.01, 4096, 0);
+  ASSERT_TRUE(choice.feasible);
+  EXPECT_GE(choice.cache_bytes / w.memory, 0.34);
+  EXPECT_LT(m.at(0, w.memory, 4096, 0).throughput, 0.5 * choice.throughput);
+  // Against the rows: the best measured split is the model's first.
+  const nlohmann::json cmp = compare_with_measured(m, rows, w.memory, 4096, 0);
+  EXPECT_EQ(cmp["model_ranks_first_cache_share"], cmp["measured_cache_share"]);
+  EXPECT_EQ(cmp["model_ranks_first_batch_cap"], cmp["measured_batch_cap"]);
+  EXPECT_EQ(cmp["measured_batch_cap"], 4096u);
+  // Older rows without reads or fill: no choice below the smallest measured cache.
+  std::vector<CacheRunSample> bare;
+  for (const auto& r : rows) {
+    CacheRunSample s = CacheRunSample::from_bench_row(r);
+    s.read_bytes = 0;
+    s.cache_used_bytes = -1;
+    bare.push_back(s);
+  }
+  const ThroughputModel old = ThroughputModel::fit(bare);
+  EXPECT_NEAR(old.dq_known_from(), 0.6 * w.memory, 1.0);
+  EXPECT_GE(old.choose(w.memory, w.memory * 0.01, 4096, 0).cache_bytes, 0.6 * w.memory - 1.0);
+}
+
+// Rows whose caches ship different bytes per query give different dq, and where a larger cache
+// costs batch volume (a lane of S_b / 2 holds fewer queries), the model ranks the measured best
+// split first and chooses next to it.
+TEST(ThroughputModel, ChoosesTheMeasuredBestWhereTheCacheTradesAgainstTheBatch) {
+  World w;
+  w.dq = [&](double c) { return 2e3 + 2e5 * std::pow(1 - c / w.memory, 3); };
+  w.used = [](double c) { return c; };
+  std::vector<nlohmann::json> rows;
+  for (unsigned cap : {4096u, 1024u})
+    for (double share : {0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98}) rows.push_back(w.row(share, cap));
+  const ThroughputModel m = fit_rows(rows);
+  for (double share : {0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98})
+    EXPECT_NEAR(m.dq(share * w.memory), w.dq(share * w.memory), 1e-6 * w.dq(0));
+  EXPECT_GT(m.dq(0.5 * w.memory), 2 * m.dq(0.8 * w.memory));
+  EXPECT_NEAR(m.c1, w.c1, 1e-3 * w.c1);
+  const nlohmann::json cmp = compare_with_measured(m, rows, w.memory, 4096, 0);
+  EXPECT_EQ(cmp["measured_cache_share"], 0.9);  // the world's best measured split
+  EXPECT_EQ(cmp["model_ranks_first_cache_share"], cmp["measured_cache_share"]);
+  EXPECT_EQ(cmp["model_ranks_first_batch_cap"], cmp["measured_batch_cap"]);
+  const double chosen = cmp["predicted_cache_share"].get<double>();
+  EXPECT_GT(chosen, 0.8);
+  EXPECT_LT(chosen, 0.95);
+  // A response bound below the measured best's batch time moves the choice and is met.
+  const nlohmann::json bounded = compare_with_measured(m, rows, w.memory, 4096, 8.0);
+  EXPECT_TRUE(bounded["feasible"].get<bool>());
+  EXPECT_LE(m.choose(w.memory, w.memory * 0.01, 4096, 8.0).response_ms, 8.0 + 1e-9);
+}
+
+// The committed H100 report (results/list-cache/h100-2026-11-24): fitted again from its model
+// rows, the model no longer chooses an empty cache (the run's own fit chose S_c = 0), knows that
+// a zero cache ships what queries read, and does not choose below the plan's fill (0.35 M).
+TEST(ThroughputModel, RefitOfTheH100RunChoosesACacheThatHoldsThePlan) {
+  const std::filesystem::path file = std::filesystem::path(GPUSEARCH_SOURCE_DIR) /
+                                     "tests/benchmarks/results/list-cache/h100-2026-11-24/"
+                                     "cache_bench.json";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  const nlohmann::json report = nlohmann::json::parse(in);
+  const auto rows = bench_rows(report, 2.5, "vfb:1+tails");
+  ASSERT_EQ(rows.size(), 6u);  // shares 0.6, 0.8, 0.9 at caps 4096 and 512
+  const ThroughputModel m = fit_rows(rows);
+  const double memory = rows.front().at("memory_bytes").get<double>();
+  EXPECT_GT(m.dq(0), 20 * m.dq(0.6 * memory));
+  EXPECT_DOUBLE_EQ(m.dq(0.35 * memory), m.dq(0.6 * memory));
+  const nlohmann::json cmp = compare_with_measured(m, rows, memory, 4096, 0);
+  EXPECT_GE(cmp["predicted_cache_share"].get<double>(), 0.34);
+  EXPECT_EQ(cmp["measured_cache_share"], 0.6);
+  EXPECT_EQ(cmp["model_ranks_first_cache_share"], 0.6);
+  // The run's own fit (the old one) is in the report: it chose 0.
+  EXPECT_EQ(report["model"]["comparison"][0]["predicted_cache_share"].get<double>(), 0.0);
 }
 
 // The online policy, fed one query mix and then another, ends near the offline plan of the
