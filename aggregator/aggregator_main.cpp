@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
       // short unless asked otherwise.
       if (timeline_opt->count() == 0) o.timeline_batches = 1000;
       o.front_end.max_text_bytes = o.limits.max_text_bytes;
+      o.front_end.second_stage = o.ranking.enabled();
       // SIGTERM ends a serving run as a shutdown request does: answers in flight are finished,
       // the run and metrics written.
       std::signal(SIGTERM, [](int) { g_stop_requested = true; });

@@ -16,6 +16,7 @@ struct FrontEndOptions {
   std::uint64_t traversal_limit_words = std::uint64_t(1) << 20;  // 8 MiB read per message
   unsigned nesting_limit = 16;
   std::size_t max_text_bytes = 1 << 16;  // query text (or joined terms)
+  bool second_stage = false;             // the cluster ranks with a ranker store: requests may name a ranker
   std::filesystem::path address_file;  // the bound ADDR:PORT is written here once listening
   std::filesystem::path token_file;    // the operator token for shutdown (mode 0600)
 };

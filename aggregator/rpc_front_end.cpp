@@ -280,6 +280,14 @@ class FrontendServer final : public fe::Frontend::Server {
       if (r.getK() > wire::kMaxK) return fail(fmt::format("k {} over the limit of {}", r.getK(), wire::kMaxK));
       p.k = r.getK();
     }
+    if (r.hasRanker() && r.getRanker().size() > 0) {
+      if (!o.second_stage)
+        return fail("this cluster has no second stage (started without --ranker-store): a "
+                    "request cannot name a ranker");
+      q.text.ranker = std::string(r.getRanker().cStr(), r.getRanker().size());
+      if (q.text.ranker.size() > 256 || q.text.ranker.find_first_of(" \t\r\n/") != std::string::npos)
+        return fail("bad ranker name (at most 256 bytes, no whitespace or '/')");
+    }
     q.params = p;
     if (r.getDeadlineMs() != 0) q.deadline = q.arrival + std::chrono::milliseconds(r.getDeadlineMs());
     const auto arrival = q.arrival;

@@ -50,7 +50,7 @@ struct FrontendConnection {
 
 void fill_request(fe::SearchRequest::Builder r, const std::string& id, const std::string& text,
                   const std::string& mode, const std::string& scoring, unsigned k,
-                  unsigned deadline_ms) {
+                  unsigned deadline_ms, const std::string& ranker) {
   r.setId(id.c_str());
   r.setText(text.c_str());
   if (!mode.empty()) {
@@ -67,6 +67,7 @@ void fill_request(fe::SearchRequest::Builder r, const std::string& id, const std
   }
   r.setK(k);
   r.setDeadlineMs(deadline_ms);
+  if (!ranker.empty()) r.setRanker(ranker.c_str());
 }
 
 std::string kind_of(const kj::Exception& e) {
@@ -103,7 +104,7 @@ int run_query_command(const QueryCommand& c) {
     }
     if (c.text.empty()) throw InputError("query", 0, "give the query text");
     auto req = conn.frontend.searchRequest();
-    fill_request(req.initRequest(), c.id, c.text, c.mode, c.scoring, c.k, c.deadline_ms);
+    fill_request(req.initRequest(), c.id, c.text, c.mode, c.scoring, c.k, c.deadline_ms, c.ranker);
     const auto t0 = Clock::now();
     // The response owns the message its reader points into: keep it alive (ASan found this).
     const auto response = req.send().wait(ws);
@@ -174,7 +175,8 @@ int run_load_command(const LoadCommand& c) {
     out.push_back({c.id_prefix + (pass == 0 ? q.id : fmt::format("{}~{}", q.id, pass)), {}, "", -1,
                    0, 0, false, false});
     auto req = conn.frontend.searchRequest();
-    fill_request(req.initRequest(), out[slot].id, q.text, c.mode, c.scoring, c.k, c.deadline_ms);
+    fill_request(req.initRequest(), out[slot].id, q.text, c.mode, c.scoring, c.k, c.deadline_ms,
+                 q.ranker.empty() ? c.ranker : q.ranker);
     const auto scheduled = t0 + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(t));
     // kj's timer reads the clock once per event-loop turn: the send can come a little before

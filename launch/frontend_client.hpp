@@ -17,6 +17,7 @@ struct QueryCommand {
   std::string mode, scoring;  // empty: the cluster's
   unsigned k = 0;             // 0: the cluster's
   unsigned deadline_ms = 0;
+  std::string ranker;         // empty: the cluster's
   bool stats = false;
   bool shutdown = false;
   std::filesystem::path token_file;
@@ -33,6 +34,7 @@ struct LoadCommand {
   std::string mode, scoring;
   unsigned k = 0;
   unsigned deadline_ms = 0;
+  std::string ranker;  // every request without its own (the query file's third column)
   std::uint64_t seed = 1;
   double drain_s = 30;  // after the last arrival, wait this long for answers
   std::size_t limit = 0;  // at most this many requests (0: as many as the duration gives)

@@ -273,6 +273,7 @@ int main(int argc, char** argv) {
   qry->add_option("--scoring", qc.scoring, "bm25 or bm25-pr (default: the cluster's)");
   qry->add_option("--k", qc.k, "results (default: the cluster's)")->check(CLI::Range(1u, 100000u));
   qry->add_option("--deadline-ms", qc.deadline_ms, "cut its batch early enough for this deadline");
+  qry->add_option("--ranker", qc.ranker, "second-stage ranker of the cluster's store (default: the cluster's)");
   qry->add_flag("--stats", qc.stats, "print the front end's counters (JSON) instead");
   qry->add_flag("--shutdown", qc.shutdown, "end the serving run (needs --token-file)");
   qry->add_option("--token-file", qc.token_file, "the aggregator's operator token file");
@@ -291,6 +292,8 @@ int main(int argc, char** argv) {
   load->add_option("--scoring", lc.scoring, "bm25 or bm25-pr (default: the cluster's)");
   load->add_option("--k", lc.k, "results (default: the cluster's)")->check(CLI::Range(1u, 100000u));
   load->add_option("--deadline-ms", lc.deadline_ms, "every request's deadline (SLA-driven batching)");
+  load->add_option("--ranker", lc.ranker,
+                   "second-stage ranker of requests whose query line has no third column");
   load->add_option("--seed", lc.seed, "Poisson arrivals' seed")->capture_default_str();
   load->add_option("--drain", lc.drain_s, "seconds to wait for answers after the last arrival")
       ->capture_default_str();

@@ -21,6 +21,10 @@ struct SearchRequest {
   scoring @7 :Wire.Scoring;
   deadlineMs @8 :UInt32;  # 0: none; else the batch holding it is cut early enough to meet it,
                           # and the answer comes by then: with deadlineExceeded if not merged yet
+  ranker @9 :Text;        # second-stage ranker of the cluster's store (as a query file's third
+                          # column); empty: the cluster's --ranker or --ranker-mix. Refused by a
+                          # cluster without a ranker store; an unknown name is answered by the
+                          # first stage and counted as a ranker fallback, as for query files.
 }
 
 struct Hit {

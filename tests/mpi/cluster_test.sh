@@ -446,7 +446,28 @@ case "$case_name" in
       --metrics "$tmp/m-one.json" "${rank[@]}" --ranker mix-007 --batch-size 8 > "$tmp/out.txt" 2>&1 ||
       { cat "$tmp/out.txt"; fail "--ranker: exit $?"; }
     "$gs" compare-runs "$tmp/ref-one.txt" "$tmp/run-one.txt" || fail "--ranker: differs from gpusearch search"
-    echo "PASS: two-stage cluster runs equal gpusearch search (mix, own rankers, one ranker); ranker hit rate coordinated $coordinated_rate, per-ISN LRU $lru_rate"
+    # Through the RPC front end: each request names its own ranker (the file's third column, sent
+    # by gpusearch load), the others get the mix's draw; the same answers as gpusearch search.
+    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 \
+      --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
+      "${rank[@]}" --ranker-mix 1.0 --batch-size 8 > "$tmp/serve.txt" 2>&1 &
+    serving=$!
+    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
+      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
+    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "ranker: the front end did not start listening"; }
+    addr=$(cat "$tmp/addr")
+    "$gs" load --connect "$addr" --queries "$tmp/q.tsv" --qps 200 --duration 10 --limit 100 \
+      --run "$tmp/rpc-load.txt" --metrics "$tmp/rpc-load.json" > "$tmp/load.txt" 2>&1 ||
+      { cat "$tmp/load.txt" "$tmp/serve.txt"; fail "ranker: load reported errors"; }
+    kill -TERM "$serving"
+    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
+    wait "$serving" || { cat "$tmp/serve.txt"; fail "ranker: serving run exit code $?"; }
+    "$gs" compare-runs "$tmp/ref-mix.txt" "$tmp/rpc-load.txt" ||
+      fail "ranker: RPC answers (own rankers named in the requests) differ from gpusearch search"
+    [ "$(metric "$tmp/rpc-m.json" "m['second_stage']['ranker_fallback_queries']")" = 0 ] ||
+      fail "ranker: RPC queries fell back to the first stage"
+    echo "PASS: two-stage cluster runs equal gpusearch search (mix, own rankers, one ranker, and through the RPC front end); ranker hit rate coordinated $coordinated_rate, per-ISN LRU $lru_rate"
     ;;
   badranker)
     "$gs" -q index --synthetic "docs=3000,seed=11,train_queries=5,test_queries=60,mean_length=120" \

@@ -220,3 +220,47 @@ TEST(RpcFrontEnd, ADeadlineAnswersAtTheDeadline) {
   EXPECT_EQ(stats.at("answered_after_deadline").get<int>(), 1);
   EXPECT_EQ(stats.at("answered").get<int>(), 1);
 }
+
+// A request may name its second-stage ranker (issue 12 through the front end): it reaches the
+// aggregator as a query file's third column does. A cluster without a ranker store refuses it,
+// and a malformed name is refused; neither is admitted.
+TEST(RpcFrontEnd, ARequestNamesItsRanker) {
+  for (const bool second_stage : {true, false}) {
+    FrontEndOptions o;
+    o.listen = "127.0.0.1:0";
+    o.second_stage = second_stage;
+    auto source = std::make_unique<RpcQuerySource>(o, SearchParams{}, [] {});
+    auto io = kj::setupAsyncIo();
+    auto& ws = io.waitScope;
+    auto& timer = io.provider->getTimer();
+    Client c(io, source->bound_address());
+    const auto with_ranker = [&](const std::string& id, const std::string& ranker) {
+      auto req = c.frontend.searchRequest();
+      auto r = req.initRequest();
+      r.setId(id.c_str());
+      r.setText("ranked query");
+      r.setRanker(ranker.c_str());
+      return req.send();
+    };
+    if (!second_stage) {
+      const kj::Exception e = failure_of(with_ranker("r1", "R-M-BGD"), ws);
+      EXPECT_NE(std::string(e.getDescription().cStr()).find("no second stage"), std::string::npos)
+          << e.getDescription().cStr();
+      EXPECT_EQ(source->stats().at("in_flight").get<int>(), 0);
+      continue;
+    }
+    const kj::Exception bad = failure_of(with_ranker("r0", "a b"), ws);
+    EXPECT_NE(std::string(bad.getDescription().cStr()).find("bad ranker name"), std::string::npos)
+        << bad.getDescription().cStr();
+    auto named = with_ranker("r1", "R-M-BGD");
+    auto plain = c.search("r2", "plain query");
+    auto got = wait_for(*source, 2, ws, timer);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].text.ranker, "R-M-BGD");
+    EXPECT_EQ(got[1].text.ranker, "");  // the cluster's --ranker or mix decides
+    source->answered(got[0].ticket, {{{"doc1", 2.0}}, false}, false, got[0].arrival);
+    source->answered(got[1].ticket, {{{"doc2", 1.0}}, false}, false, got[1].arrival);
+    EXPECT_EQ(named.wait(ws).getResponse().getHits().size(), 1u);
+    EXPECT_EQ(plain.wait(ws).getResponse().getHits().size(), 1u);
+  }
+}
