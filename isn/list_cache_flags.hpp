@@ -36,7 +36,7 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
                "gpu list cache: follow the served queries (decayed visiting frequencies, "
                "re-planned in the background, applied between batches)");
   app.add_option("--cache-half-life", o.half_life_queries,
-                 "gpu list cache online: queries after which a visit weighs half")
+                 "gpu list cache online: served queries after which a visit weighs half")
       ->capture_default_str();
   app.add_option("--cache-replan", o.replan_queries,
                  "gpu list cache online: a new plan every this many replayed queries")

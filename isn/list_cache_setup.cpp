@@ -239,8 +239,7 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     oo.sample_every = lo.sample_every;
     auto online = std::make_shared<OnlineCachePolicy>(shard, oo);
     if (!training.empty()) {  // the training log seeds the visits; its plan is already in
-      online->observe(training);
-      online->drain();
+      online->seed(training);
       online->take_plan();
     }
     engine->set_online_policy(online, lo.swap_bytes.empty()

@@ -85,14 +85,20 @@ struct Bench {
 };
 
 // One timed pass of `qs` through `engine` in calls of call_size, after a warm-up call.
+// With split > 0 (GPU list cache), the byte hit rate of the queries before the first call
+// boundary at or past `split` and of those after it (a drifting log's halves).
 nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>& qs,
-                         const std::vector<ReferenceAnswer>& refs) {
+                         const std::vector<ReferenceAnswer>& refs, std::size_t split = 0) {
   std::vector<ShardResult> out(qs.size());
   const std::size_t warm = std::min<std::size_t>(qs.size(), 512);
   engine.search(std::span<const Query>(qs.data(), warm), b.params,
                 std::span<ShardResult>(out.data(), warm));
   if (auto* g = dynamic_cast<gpu::GpuEngine*>(&engine)) g->clear_stats();
   std::vector<double> call_ms;
+  nlohmann::json at_split;  // the list-cache counters at the split (outside the timed calls)
+  double split_secs = 0;
+  std::size_t split_queries = 0;
+  auto* gpu_engine = dynamic_cast<gpu::GpuEngine*>(&engine);
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < qs.size(); i += b.call_size) {
     const std::size_t n = std::min(b.call_size, qs.size() - i);
@@ -100,8 +106,15 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
     engine.search(std::span<const Query>(qs.data() + i, n), b.params,
                   std::span<ShardResult>(out.data() + i, n));
     call_ms.push_back(1e3 * seconds_since(c0));
+    if (split > 0 && gpu_engine && at_split.is_null() && i + n >= split) {
+      const auto s0 = Clock::now();
+      const nlohmann::json st = gpu_engine->stats();
+      if (st.contains("list_cache")) at_split = st["list_cache"];
+      split_queries = i + n;
+      split_secs = seconds_since(s0);
+    }
   }
-  const double secs = seconds_since(t0);
+  const double secs = seconds_since(t0) - split_secs;
   nlohmann::json j = {{"queries", qs.size()},
                       {"seconds", secs},
                       {"queries_per_second", double(qs.size()) / secs},
@@ -123,7 +136,25 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
     const nlohmann::json stats = g->stats();
     if (stats.contains("list_cache")) {
       nlohmann::json lc = stats["list_cache"];
+      if (lc.contains("online_changes")) {
+        // The swaps the online plans caused (the first ones may fall in the warm-up call).
+        std::uint64_t copied = 0;
+        for (const auto& c : lc["online_changes"]) copied += c.value("bytes_copied", 0ull);
+        lc["online_cache_changes"] = lc["online_changes"].size();
+        lc["online_bytes_copied"] = copied;
+      }
       lc.erase("online_changes");
+      if (!at_split.is_null()) {
+        auto rate = [](double hit, double shipped) {
+          return hit + shipped > 0 ? hit / (hit + shipped) : 0.0;
+        };
+        const double h1 = at_split["bytes_hit"].get<double>(),
+                     s1 = at_split["bytes_shipped"].get<double>();
+        lc["split_queries"] = split_queries;
+        lc["hit_rate_bytes_first_half"] = rate(h1, s1);
+        lc["hit_rate_bytes_second_half"] =
+            rate(lc["bytes_hit"].get<double>() - h1, lc["bytes_shipped"].get<double>() - s1);
+      }
       j["list_cache"] = lc;
     }
   }
@@ -331,6 +362,25 @@ int main(int argc, char** argv) {
                  "drifting test log (query_drift=1 is added)");
   app.add_option("--drift-limit", drift_limit, "queries of the drifting log")
       ->capture_default_str();
+  // A cache smaller than the hot lists (10x), so that which lists it holds matters, and calls
+  // short enough that plans are taken between them.
+  double drift_ratio = 10, drift_half_life = 4000;
+  std::size_t drift_call = 1000, drift_replan = 250, drift_max_pending = 1000;
+  unsigned drift_sample = 4;
+  app.add_option("--drift-ratio", drift_ratio, "postings / M of the drift comparison")
+      ->capture_default_str();
+  app.add_option("--drift-call-size", drift_call,
+                 "queries per search() call of the drift comparison (plans go in between)")
+      ->capture_default_str();
+  app.add_option("--drift-half-life", drift_half_life, "online policy: --cache-half-life")
+      ->capture_default_str();
+  app.add_option("--drift-replan", drift_replan, "online policy: --cache-replan")
+      ->capture_default_str();
+  app.add_option("--drift-sample", drift_sample, "online policy: --cache-sample")
+      ->capture_default_str();
+  app.add_option("--drift-max-pending", drift_max_pending,
+                 "online policy: queries queued for replay (the oldest are dropped)")
+      ->capture_default_str();
   app.add_option("--model-out", model_out, "write the fitted throughput model (--cache-model)");
   app.add_flag("--skip-sweep", skip_sweep, "only the baselines and the online comparison");
   app.add_flag("--skip-model", skip_model, "no model runs");
@@ -511,8 +561,8 @@ int main(int argc, char** argv) {
       const nlohmann::json cmp = model_comparisons(model, rows, memory, cap_list.front(), theta);
       report["model"] = {{"fit", model.to_json()}, {"rows", rows}, {"comparison", cmp}};
     }
-    if (!drift_spec.empty() && !ratio_list.empty()) {
-      // Online against offline on the drifting log, at the first ratio's memory, VFB.
+    if (!drift_spec.empty()) {
+      // Online against offline on the drifting log, at --drift-ratio, VFB.
       SyntheticParams sp = SyntheticParams::parse(drift_spec);
       sp.query_drift = 1.0;
       sp.test_queries = drift_limit;
@@ -528,7 +578,7 @@ int main(int argc, char** argv) {
       tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t i) {
         drift_refs[i] = reference_answer(index, drifting[i], b.params, 2 * k + 20);
       });
-      const double memory = postings / ratio_list.front();
+      const double memory = postings / drift_ratio;
       const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
       const double share = 0.8;
       VisitLog visits = b.visits;
@@ -536,7 +586,7 @@ int main(int argc, char** argv) {
           admit_lists(shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
       nlohmann::json online_json = nlohmann::json::object();
       const std::size_t saved_call = b.call_size;
-      b.call_size = 1024;  // an ISN's batches: the online plans go in between them
+      b.call_size = drift_call;  // an ISN's batches: the online plans go in between them
       for (bool online : {false, true}) {
         auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
         std::shared_ptr<OnlineCachePolicy> policy;
@@ -546,28 +596,45 @@ int main(int argc, char** argv) {
           oo.budget_bytes = std::uint64_t(share * memory);
           oo.k = k;
           oo.scoring = b.params.scoring;
-          oo.half_life_queries = 1000;
-          oo.replan_queries = 250;
-          oo.sample_every = 2;
+          oo.half_life_queries = drift_half_life;
+          oo.replan_queries = drift_replan;
+          oo.sample_every = drift_sample;
+          oo.max_pending = drift_max_pending;
           policy = std::make_shared<OnlineCachePolicy>(shard, oo);
-          policy->observe(b.train);  // seeded with what the offline plan saw
-          policy->drain();
-          policy->take_plan();
+          policy->seed(b.train);  // what the offline plan saw, as the stream's past
+          policy->take_plan();    // the offline plan's equal: the engine holds that already
           e->set_online_policy(policy, std::uint64_t(share * memory / 8));
         }
-        nlohmann::json run = timed_run(b, *e, drifting, drift_refs);
-        if (policy) run["online_policy"] = policy->stats();
-        fmt::print("drifting log, {}: {:.0f} q/s, hit {:.3f} (bytes), post {:.3f}, wrong {}\n",
-                   online ? "online" : "offline", run["queries_per_second"].get<double>(),
-                   run["list_cache"]["hit_rate_bytes"].get<double>(),
-                   run["list_cache"]["post_processed_fraction"].get<double>(),
-                   run["wrong"].get<std::size_t>());
+        nlohmann::json run = timed_run(b, *e, drifting, drift_refs, drifting.size() / 2);
+        const auto& lc = run["list_cache"];
+        fmt::print(
+            "drifting log at {}x, {}: {:.0f} q/s, hit {:.3f} (bytes; halves {:.3f} / {:.3f}), "
+            "post {:.3f}, wrong {}\n",
+            drift_ratio, online ? "online" : "offline", run["queries_per_second"].get<double>(),
+            lc["hit_rate_bytes"].get<double>(), lc.value("hit_rate_bytes_first_half", 0.0),
+            lc.value("hit_rate_bytes_second_half", 0.0), lc["post_processed_fraction"].get<double>(),
+            run["wrong"].get<std::size_t>());
+        if (policy) {
+          run["online_policy"] = policy->stats();  // at the end of the run: what lagged
+          const auto& ps = run["online_policy"];
+          fmt::print(
+              "  online policy: {} plans (1 seeded), {} cache changes, {:.1f} MB copied by swaps, "
+              "{} replayed of {} observed ({} dropped), {} pending at the end, replay {:.3f} s, "
+              "planning {:.3f} s\n",
+              ps["plans"].get<std::uint64_t>(), lc.value("online_cache_changes", 0ull),
+              double(lc.value("online_bytes_copied", 0ull)) / 1e6,
+              ps["replayed"].get<std::uint64_t>(), ps["observed"].get<std::uint64_t>(),
+              ps["dropped"].get<std::uint64_t>(), ps["pending"].get<std::size_t>(),
+              ps["replay_seconds"].get<double>(), ps["plan_seconds"].get<double>());
+        }
         online_json[online ? "online" : "offline"] = run;
       }
       b.call_size = saved_call;
       online_json["online_over_offline"] =
           online_json["online"]["queries_per_second"].get<double>() /
           online_json["offline"]["queries_per_second"].get<double>();
+      online_json["ratio"] = drift_ratio;
+      online_json["call_size"] = drift_call;
       report["online"] = online_json;
     }
     std::ofstream out(out_file);
