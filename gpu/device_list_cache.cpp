@@ -85,12 +85,7 @@ CacheChange DeviceListCache::apply(std::span<const CachedList> target,
                                    std::uint64_t max_copy_bytes) {
   const auto start = std::chrono::steady_clock::now();
   CacheChange change = directory_.apply(target, max_copy_bytes);
-  const std::uint32_t* postings = shard_.postings().data();
-  for (const WordCopy& c : change.copies)
-    if (c.words > 0)
-      GPUSEARCH_CUDA_CHECK(cudaMemcpy(pool_.data() + c.pool_word_offset,
-                                      postings + c.host_word_begin, c.words * 4,
-                                      cudaMemcpyHostToDevice));
+  copy_to_pool(change.copies);
   if (!change.patches.empty()) {
     patch_scratch_.reserve(change.patches.size());
     GPUSEARCH_CUDA_CHECK(cudaMemcpy(patch_scratch_.data(), change.patches.data(),
@@ -106,6 +101,65 @@ CacheChange DeviceListCache::apply(std::span<const CachedList> target,
   bytes_applied_ += change.words_copied * 4;
   fill_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return change;
+}
+
+void DeviceListCache::copy_to_pool(std::span<const WordCopy> copies) {
+  const std::uint32_t* postings = shard_.postings().data();
+  constexpr std::uint64_t kMoveWords = sizeof(WordMove) / 4;
+  if (lane_words_ < 1024) {  // no shipping region to stage through: one copy per list
+    for (const WordCopy& c : copies)
+      if (c.words > 0)
+        GPUSEARCH_CUDA_CHECK(cudaMemcpy(pool_.data() + c.pool_word_offset,
+                                        postings + c.host_word_begin, c.words * 4,
+                                        cudaMemcpyHostToDevice));
+    return;
+  }
+  // A plan change touches thousands of lists: one pageable cudaMemcpy each cost far more than
+  // their bytes. The words go packed into lane 0's pinned staging, over in one copy to lane 0's
+  // region (no batch is in flight between calls), and a kernel moves each list to its place;
+  // chunks of one lane's size.
+  std::uint32_t* staging = staging_[0].data();
+  std::uint32_t* scratch = pool_.data() + align4(directory_.capacity_words());
+  CudaStream stream;
+  std::vector<WordMove> moves;
+  std::uint64_t packed = 0;
+  const auto flush = [&] {
+    if (moves.empty()) return;
+    const std::uint64_t moves_at = align4(packed);
+    std::memcpy(staging + moves_at, moves.data(), moves.size() * sizeof(WordMove));
+    GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(scratch, staging,
+                                         (moves_at + moves.size() * kMoveWords) * 4,
+                                         cudaMemcpyHostToDevice, stream.get()));
+    launch_move_words(pool_.data(), scratch, reinterpret_cast<const WordMove*>(scratch + moves_at),
+                      moves.size(), stream.get());
+    stream.synchronize();  // the staging buffer is the next chunk's
+    moves.clear();
+    packed = 0;
+  };
+  std::vector<std::uint64_t> host_begin;  // per move: its first word in the mapped shard
+  const auto pack_and_flush = [&] {
+    // The packing is a gather from the mapped shard (page faults included): lists in parallel.
+    tbb::parallel_for(std::size_t(0), moves.size(), [&](std::size_t i) {
+      std::memcpy(staging + moves[i].src, postings + host_begin[i], moves[i].words * 4);
+    });
+    flush();
+    host_begin.clear();
+  };
+  for (const WordCopy& c : copies) {
+    for (std::uint64_t done = 0; done < c.words;) {
+      const std::uint64_t fixed = align4(packed) + (moves.size() + 1) * kMoveWords + 4;
+      if (fixed + 64 > lane_words_) {
+        pack_and_flush();
+        continue;
+      }
+      const std::uint64_t n = std::min(c.words - done, lane_words_ - fixed);
+      moves.push_back({packed, c.pool_word_offset + done, n});
+      host_begin.push_back(c.host_word_begin + done);
+      packed += n;
+      done += n;
+    }
+  }
+  pack_and_flush();
 }
 
 void DeviceListCache::stage_batch(int lane, const ListBatch& batch, cudaStream_t stream) {

@@ -77,6 +77,8 @@ class DeviceListCache {
   DeviceBuffer<float> length_norm_f_;
   DeviceBuffer<float> pagerank_;
   DeviceBuffer<float> global_score_;
+  // Posting words from the mapped shard to their places in the cache region.
+  void copy_to_pool(std::span<const WordCopy> copies);
   DeviceBuffer<OffsetPatch> patch_scratch_;  // apply()'s table entries
   double fill_seconds_ = 0;
   std::uint64_t applies_ = 0, bytes_applied_ = 0;

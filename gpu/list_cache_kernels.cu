@@ -14,7 +14,20 @@ __global__ void scatter_offsets_kernel(std::uint64_t* table, const std::uint64_t
   if (i < count) table[pairs[2 * i]] = base + pairs[2 * i + 1];
 }
 
+__global__ void move_words_kernel(std::uint32_t* pool, const std::uint32_t* from,
+                                  const WordMove* moves) {
+  const WordMove m = moves[blockIdx.x];
+  for (std::uint64_t i = threadIdx.x; i < m.words; i += blockDim.x) pool[m.dst + i] = from[m.src + i];
+}
+
 }  // namespace
+
+void launch_move_words(std::uint32_t* pool, const std::uint32_t* from, const WordMove* moves,
+                       std::uint64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  move_words_kernel<<<static_cast<unsigned>(count), 256, 0, stream>>>(pool, from, moves);
+  GPUSEARCH_CUDA_CHECK_LAUNCH("move_words_kernel");
+}
 
 void launch_scatter_offsets(std::uint64_t* table, const std::uint64_t* slot_offset_pairs,
                             std::uint64_t count, std::uint64_t base, cudaStream_t stream) {

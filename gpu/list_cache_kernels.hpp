@@ -13,4 +13,12 @@ namespace gpusearch::gpu {
 void launch_scatter_offsets(std::uint64_t* table, const std::uint64_t* slot_offset_pairs,
                             std::uint64_t count, std::uint64_t base, cudaStream_t stream);
 
+// One run of posting words to move within the pool: pool[dst, dst + words) = from[src, ...).
+struct WordMove {
+  std::uint64_t src = 0, dst = 0, words = 0;
+};
+// Every move of `moves` (device memory), one thread block each.
+void launch_move_words(std::uint32_t* pool, const std::uint32_t* from, const WordMove* moves,
+                       std::uint64_t count, cudaStream_t stream);
+
 }  // namespace gpusearch::gpu

@@ -377,8 +377,9 @@ int main(int argc, char** argv) {
   // A cache smaller than the hot lists (10x), so that which lists it holds matters, and calls
   // short enough that plans are taken between them.
   double drift_ratio = 10, drift_half_life = 4000;
-  std::size_t drift_call = 1000, drift_replan = 250, drift_max_pending = 1000;
-  double drift_arrivals = 0;
+  std::size_t drift_call = 1000, drift_replan = 500, drift_max_pending = 1000;
+  double drift_arrivals = 4000, drift_swap_fraction = 1.0 / 16;
+  unsigned drift_rounds = 3;
   unsigned drift_sample = 4;
   app.add_option("--drift-ratio", drift_ratio, "postings / M of the drift comparison")
       ->capture_default_str();
@@ -389,6 +390,11 @@ int main(int argc, char** argv) {
                  "queries per second arriving in the drift comparison (0: as fast as served); "
                  "a GPU serves a 10,000-query log in under 0.1 s, before any background plan can "
                  "finish, so an arrival rate gives the online policy the time a live stream would")
+      ->capture_default_str();
+  app.add_option("--drift-rounds", drift_rounds, "offline/online rounds, alternating (medians)")
+      ->capture_default_str();
+  app.add_option("--drift-swap-fraction", drift_swap_fraction,
+                 "online policy: bytes one plan change may copy, as a fraction of S_c")
       ->capture_default_str();
   app.add_option("--drift-half-life", drift_half_life, "online policy: --cache-half-life")
       ->capture_default_str();
@@ -605,6 +611,10 @@ int main(int argc, char** argv) {
       nlohmann::json online_json = nlohmann::json::object();
       const std::size_t saved_call = b.call_size;
       b.call_size = drift_call;  // an ISN's batches: the online plans go in between them
+      // Rounds alternate offline and online (this host's rates move by 20% between runs);
+      // the JSON keeps the last round's runs and every round's rates.
+      std::vector<double> rate_off, rate_on;
+      for (unsigned round = 0; round < drift_rounds; ++round)
       for (bool online : {false, true}) {
         auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
         std::shared_ptr<OnlineCachePolicy> policy;
@@ -621,7 +631,7 @@ int main(int argc, char** argv) {
           policy = std::make_shared<OnlineCachePolicy>(shard, oo);
           policy->seed(b.train);  // what the offline plan saw, as the stream's past
           policy->take_plan();    // the offline plan's equal: the engine holds that already
-          e->set_online_policy(policy, std::uint64_t(share * memory / 8));
+          e->set_online_policy(policy, std::uint64_t(share * memory * drift_swap_fraction));
         }
         nlohmann::json run =
             timed_run(b, *e, drifting, drift_refs, drifting.size() / 2, drift_arrivals);
@@ -648,14 +658,23 @@ int main(int argc, char** argv) {
               ps["dropped"].get<std::uint64_t>(), ps["pending"].get<std::size_t>(),
               ps["replay_seconds"].get<double>(), ps["plan_seconds"].get<double>());
         }
+        (online ? rate_on : rate_off)
+            .push_back(run[drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"]
+                           .get<double>());
         online_json[online ? "online" : "offline"] = run;
       }
       b.call_size = saved_call;
       const char* rate = drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second";
-      online_json["online_over_offline"] =
-          online_json["online"][rate].get<double>() / online_json["offline"][rate].get<double>();
+      const double med_on = metrics::percentile(rate_on, 50), med_off = metrics::percentile(rate_off, 50);
+      online_json["online_over_offline"] = med_on / med_off;
+      online_json["rounds"] = drift_rounds;
+      online_json["online_rates"] = rate_on;
+      online_json["offline_rates"] = rate_off;
+      fmt::print("drifting log at {}x, {} rounds: online / offline = {:.3f} (medians {:.0f} / {:.0f} {})\n",
+                 drift_ratio, drift_rounds, med_on / med_off, med_on, med_off, rate);
       online_json["online_over_offline_measure"] = rate;
       online_json["arrivals_per_second"] = drift_arrivals;
+      online_json["swap_fraction"] = drift_swap_fraction;
       online_json["ratio"] = drift_ratio;
       online_json["call_size"] = drift_call;
       report["online"] = online_json;
