@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace gpusearch::cpu {
@@ -184,69 +185,124 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               ahead, [&](DocId d) { __builtin_prefetch(ctx.norm_codes + d); });
     }
 
-    // Candidates in docID order.
-    for (std::uint32_t word = 0; word < words; ++word) {
-      std::uint64_t bits = matched[word];
-      matched[word] = 0;
-      while (bits) {
-        const DocId i = word * 64 + DocId(std::countr_zero(bits));
-        bits &= bits - 1;
-        const DocId d = wmin + i;
-        const double partial = acc[i];
-        acc[i] = 0;
-        ++counters.docs_scored;
-        const double static_part = has_static ? ctx.static_score(d) : 0.0;
-        if (non_essential == 0) {
-          const double score = partial + static_part;
+    // The non-essential lists' block maxima at the current candidate, cumulated from the
+    // weakest list (block_bound[j]: lists order[0..j]); they hold for every docID up to
+    // `bb_last` (the first block end among those lists), so consecutive candidates in the same
+    // blocks reuse them instead of moving every list's shallow pointer again. Each list's
+    // block maximum is at most its window bound (the block overlaps the window), so the sum
+    // is a bound at least as tight as `non_essential_bound`.
+    DocId bb_last = 0;
+    bool bb_valid = false;
+
+    // Candidates in docID order. Two loops, by whether any list is non-essential, each
+    // instantiated with and without a static part, so that the common loops (no probes, bm25)
+    // carry no test for either.
+    std::uint64_t scored = 0;
+    const auto all_essential = [&](auto with_static) {
+      std::uint64_t n = 0;
+      for (std::uint32_t word = 0; word < words; ++word) {
+        std::uint64_t bits = matched[word];
+        if (!bits) continue;
+        matched[word] = 0;
+        const DocId base = word * 64;
+        do {
+          const DocId i = base + DocId(std::countr_zero(bits));
+          bits &= bits - 1;
+          ++n;
+          double score = acc[i];
+          acc[i] = 0;
+          if constexpr (decltype(with_static)::value) score += ctx.static_score(wmin + i);
           if (!(score < threshold)) {
-            top.push(score, d);
+            top.push(score, wmin + i);
             threshold = top.threshold();
           }
-          continue;
-        }
-        if (!below(partial + static_part + non_essential_bound, threshold)) {
-          // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
-          double upper = 0;
-          for (std::size_t j = 0; j < non_essential; ++j)
-            block_bound[j] = upper += terms[order[j]].block_max_score(d);
-          double sum = partial + static_part;
-          bool pruned = false;
-          std::uint64_t gained = 0;  // non-essential terms found at d
-          for (std::size_t j = non_essential; j-- > 0;) {
-            if (below(sum + block_bound[j], threshold)) {
-              pruned = true;
-              break;
-            }
-            const std::uint32_t t = order[j];
-            PostingCursor& c = terms[t];
-            c.next_geq(d);
-            if (c.docid() == d) {
-              const double v = c.weight() * impact(c.freq(), ctx.cached_norm(d));
-              sum += v;
-              ne_contrib[t] = v;
-              gained |= std::uint64_t(1) << t;
-            }
-          }
-          if (!pruned) {
-            double score = partial + static_part;
-            if (gained) {
-              // The reference's order: every term of d in query-term order.
-              double terms_sum = 0;
-              for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
-                const unsigned t = unsigned(std::countr_zero(m));
-                terms_sum += (gained >> t) & 1 ? ne_contrib[t] : contrib[t * window + i];
-              }
-              score = terms_sum + static_part;
-            }
-            if (!(score < threshold)) {
-              top.push(score, d);
-              threshold = top.threshold();
-            }
-          }
-        }
-        term_mask[i] = 0;
+        } while (bits);
       }
+      scored += n;
+    };
+    const auto with_probes = [&](auto with_static) {
+      std::uint64_t n = 0;
+      for (std::uint32_t word = 0; word < words; ++word) {
+        std::uint64_t bits = matched[word];
+        if (!bits) continue;
+        matched[word] = 0;
+        const DocId base = word * 64;
+        do {
+          const DocId i = base + DocId(std::countr_zero(bits));
+          bits &= bits - 1;
+          ++n;
+          const DocId d = wmin + i;
+          const double partial = acc[i];
+          acc[i] = 0;
+          double static_part = 0;
+          if constexpr (decltype(with_static)::value) static_part = ctx.static_score(d);
+          const double ne_bound = bb_valid && d <= bb_last ? block_bound[non_essential - 1]
+                                                           : non_essential_bound;
+          if (!below(partial + static_part + ne_bound, threshold)) {
+            // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
+            if (!bb_valid || d > bb_last) {
+              double upper = 0;
+              DocId last = kNoDoc;
+              for (std::size_t j = 0; j < non_essential; ++j) {
+                PostingCursor& c = terms[order[j]];
+                block_bound[j] = upper += c.block_max_score(d);
+                last = std::min(last, c.block_max_last());
+              }
+              bb_last = last;
+              bb_valid = true;
+            }
+            double sum = partial + static_part;
+            bool pruned = false;
+            std::uint64_t gained = 0;  // non-essential terms found at d
+            for (std::size_t j = non_essential; j-- > 0;) {
+              if (below(sum + block_bound[j], threshold)) {
+                pruned = true;
+                break;
+              }
+              const std::uint32_t t = order[j];
+              PostingCursor& c = terms[t];
+              c.next_geq(d);
+              if (c.docid() == d) {
+                const double v = c.weight() * impact(c.freq(), ctx.cached_norm(d));
+                sum += v;
+                ne_contrib[t] = v;
+                gained |= std::uint64_t(1) << t;
+              }
+            }
+            if (!pruned) {
+              double score = partial + static_part;
+              if (gained) {
+                // The reference's order: every term of d in query-term order.
+                double terms_sum = 0;
+                for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
+                  const unsigned t = unsigned(std::countr_zero(m));
+                  terms_sum += (gained >> t) & 1 ? ne_contrib[t] : contrib[t * window + i];
+                }
+                score = terms_sum + static_part;
+              }
+              if (!(score < threshold)) {
+                top.push(score, d);
+                threshold = top.threshold();
+              }
+            }
+          }
+          term_mask[i] = 0;
+        } while (bits);
+      }
+      scored += n;
+    };
+    if (non_essential == 0) {
+      if (has_static)
+        all_essential(std::true_type{});
+      else
+        all_essential(std::false_type{});
+    } else {
+      if (has_static)
+        with_probes(std::true_type{});
+      else
+        with_probes(std::false_type{});
     }
+    counters.docs_scored += scored;
 
     if (non_essential == 0) {
       // Every live list stands at or past wmax: the next window starts at the next posting.
