@@ -18,11 +18,16 @@ struct WindowScratch {
   std::vector<std::uint64_t> matched;    // bit i: some essential list holds wmin + i
   std::vector<std::uint64_t> term_mask;  // bit t: essential term t holds wmin + i
   std::vector<double> contrib;  // [t * window + i]: term t's score there (if in the mask)
+  // Candidates that pass the first bound test (window offset, partial score); no invariant.
+  std::vector<DocId> survivor;
+  std::vector<double> survivor_partial;
   unsigned window = 0;
   void prepare(unsigned window_docs, std::size_t terms) {
     if (window != window_docs) {
       window = window_docs;
       acc.assign(window_docs, 0.0);
+      survivor.assign(window_docs, 0);
+      survivor_partial.assign(window_docs, 0.0);
       matched.assign((window_docs + 63) / 64, 0);
       term_mask.assign(window_docs, 0);
       contrib.clear();
@@ -221,7 +226,15 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       scored += n;
     };
     const auto with_probes = [&](auto with_static) {
+      // First pass, without a branch per candidate (whether a candidate passes is a coin toss
+      // for the branch predictor): partial score plus the static part plus the non-essential
+      // lists' window bounds against the threshold as it stands; the survivors keep their
+      // partial score, the others their accumulators and masks cleared.
+      DocId* const surv = scratch.survivor.data();
+      double* const surv_partial = scratch.survivor_partial.data();
+      std::uint32_t ns = 0;
       std::uint64_t n = 0;
+      const double first_threshold = threshold;
       for (std::uint32_t word = 0; word < words; ++word) {
         std::uint64_t bits = matched[word];
         if (!bits) continue;
@@ -231,14 +244,26 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           const DocId i = base + DocId(std::countr_zero(bits));
           bits &= bits - 1;
           ++n;
-          const DocId d = wmin + i;
-          const double partial = acc[i];
+          double partial = acc[i];
           acc[i] = 0;
-          double static_part = 0;
-          if constexpr (decltype(with_static)::value) static_part = ctx.static_score(d);
+          if constexpr (decltype(with_static)::value) partial += ctx.static_score(wmin + i);
+          const bool pass = !below(partial + non_essential_bound, first_threshold);
+          surv[ns] = i;
+          surv_partial[ns] = partial;
+          ns += pass;
+          term_mask[i] &= -std::uint64_t(pass);
+        } while (bits);
+      }
+      scored += n;
+      for (std::uint32_t q = 0; q < ns; ++q) {
+        {
+          const DocId i = surv[q];
+          const DocId d = wmin + i;
+          // With the static part (the probes add to it; the term sum below excludes it).
+          const double partial_static = surv_partial[q];
           const double ne_bound = bb_valid && d <= bb_last ? block_bound[non_essential - 1]
                                                            : non_essential_bound;
-          if (!below(partial + static_part + ne_bound, threshold)) {
+          if (!below(partial_static + ne_bound, threshold)) {
             // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
             if (!bb_valid || d > bb_last) {
               double upper = 0;
@@ -251,7 +276,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               bb_last = last;
               bb_valid = true;
             }
-            double sum = partial + static_part;
+            double sum = partial_static;
             bool pruned = false;
             std::uint64_t gained = 0;  // non-essential terms found at d
             for (std::size_t j = non_essential; j-- > 0;) {
@@ -270,7 +295,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               }
             }
             if (!pruned) {
-              double score = partial + static_part;
+              double score = partial_static;
               if (gained) {
                 // The reference's order: every term of d in query-term order.
                 double terms_sum = 0;
@@ -278,7 +303,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
                   const unsigned t = unsigned(std::countr_zero(m));
                   terms_sum += (gained >> t) & 1 ? ne_contrib[t] : contrib[t * window + i];
                 }
-                score = terms_sum + static_part;
+                score = terms_sum;
+                if constexpr (decltype(with_static)::value) score += ctx.static_score(d);
               }
               if (!(score < threshold)) {
                 top.push(score, d);
@@ -287,9 +313,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
             }
           }
           term_mask[i] = 0;
-        } while (bits);
+        }
       }
-      scored += n;
     };
     if (non_essential == 0) {
       if (has_static)
