@@ -128,6 +128,15 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
 
     // Essential lists, term-at-a-time in query-term order.
     const bool keep_scores = non_essential > 0;
+    // One essential list (and some non-essential ones): its postings are the candidates, in
+    // docID order, each with its own term's score as partial score, so the first bound test
+    // runs as they are scored and only its survivors are kept (no accumulators, no bitmap).
+    const bool single_essential = non_essential > 0 && live - non_essential == 1;
+    DocId* const surv = scratch.survivor.data();
+    double* const surv_partial = scratch.survivor_partial.data();
+    std::uint32_t ns = 0;      // survivors of the first bound test (windows with probes)
+    std::uint64_t scored = 0;  // candidates
+    const double first_threshold = threshold;
     std::uint32_t words = 0;  // matched[0, words) may be nonzero
     for (std::size_t t = 0; t < n; ++t) {
       if (!essential[t]) continue;
@@ -151,7 +160,26 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         }
         if (m) last_doc = docs[m - 1];
       };
-      if (keep_scores) {
+      if (single_essential) {
+        double* const c_t = contrib + t * window;
+        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
+                                       std::uint32_t m) {
+          score_run(docs, fr, m);
+          for (std::uint32_t j = 0; j < m; ++j) {
+            const DocId i = docs[j] - wmin;
+            double partial = v[j];
+            if (has_static) partial += ctx.static_score(docs[j]);
+            const bool pass = !below(partial + non_essential_bound, first_threshold);
+            c_t[i] = v[j];
+            surv[ns] = i;
+            surv_partial[ns] = partial;
+            ns += pass;
+          }
+          scored += m;
+        });
+        const std::uint64_t term_bit = std::uint64_t(1) << t;
+        for (std::uint32_t q = 0; q < ns; ++q) term_mask[surv[q]] = term_bit;
+      } else if (keep_scores) {
         double* const c_t = contrib + t * window;
         const std::uint64_t term_bit = std::uint64_t(1) << t;
         c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
@@ -176,7 +204,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           }
         });
       }
-      if (last_doc != kNoDoc) words = std::max(words, ((last_doc - wmin) >> 6) + 1);
+      if (!single_essential && last_doc != kNoDoc)
+        words = std::max(words, ((last_doc - wmin) >> 6) + 1);
     }
 
     // The essential lists' decoded postings of the next window: start loading their norms
@@ -202,7 +231,6 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
     // Candidates in docID order. Two loops, by whether any list is non-essential, each
     // instantiated with and without a static part, so that the common loops (no probes, bm25)
     // carry no test for either.
-    std::uint64_t scored = 0;
     const auto all_essential = [&](auto with_static) {
       std::uint64_t n = 0;
       for (std::uint32_t word = 0; word < words; ++word) {
@@ -230,11 +258,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       // for the branch predictor): partial score plus the static part plus the non-essential
       // lists' window bounds against the threshold as it stands; the survivors keep their
       // partial score, the others their accumulators and masks cleared.
-      DocId* const surv = scratch.survivor.data();
-      double* const surv_partial = scratch.survivor_partial.data();
-      std::uint32_t ns = 0;
       std::uint64_t n = 0;
-      const double first_threshold = threshold;
       for (std::uint32_t word = 0; word < words; ++word) {
         std::uint64_t bits = matched[word];
         if (!bits) continue;
