@@ -370,12 +370,12 @@ EOF
       ls -la "$OUT"
       ;;
     cpu)
-      # The "before" bench_cpu_engine: BEFORE_BIN if given, else built here (CPU only, the
+      # The "before" bench_cpu_engine: BEFORE_BIN if it holds one, else built here (CPU only, the
       # after build's compiler and packages) from CPU_BEFORE_SRC (a source tree of the issue's
       # "before", e.g. `git archive bca9879 | tar -x -C cpu-before-src` carried with the tree)
       # or, where the tree has its git history, from a worktree at CPU_BEFORE_REF (bca9879).
       cpu_before=${BEFORE_BIN:-}
-      if [[ -z $cpu_before ]]; then
+      if [[ ! -x $cpu_before/bench_cpu_engine ]]; then
         cpu_before=$OUT/cpu-before-build/bin
         if [[ ! -x $cpu_before/bench_cpu_engine ]]; then
           src=${CPU_BEFORE_SRC:-}
@@ -405,10 +405,9 @@ EOF
           "CPU_BEFORE_SRC (a source tree of bca9879)" >&2
         status=1; continue
       fi
-      BEFORE_BIN=$cpu_before
       bench_index || { status=1; continue; }
       real_data 1 || { status=1; continue; }
-      BEFORE_BIN=$BEFORE_BIN AFTER_BIN=$bin SYN_INDEX=$idx DEBIAN_INDEX=$ridx QUERIES=$queries \
+      BEFORE_BIN=$cpu_before AFTER_BIN=$bin SYN_INDEX=$idx DEBIAN_INDEX=$ridx QUERIES=$queries \
         OUT="$OUT/cpu" ROUNDS=${CPU_ROUNDS:-3} LIMIT=${CPU_LIMIT:-2000} K=${CPU_K:-10,1000} \
         SCORINGS=${CPU_SCORINGS:-bm25} BEFORE_ALGORITHMS=${CPU_ALGORITHMS:-exhaustive,bmw,maxscore} \
         AFTER_ALGORITHMS=${CPU_ALGORITHMS:-exhaustive,bmw,maxscore} launch/bench-cpu-compare.sh > "$OUT/cpu.log" 2>&1 || status=1
