@@ -33,8 +33,11 @@
 #                files of 16 MiB: run it last)
 #     cpu        the CPU engine before/after (issue 17): bench_cpu_engine of BEFORE_BIN and of
 #                this build, alternating CPU_ROUNDS times (3), on the synthetic index and on
-#                Debian + MS MARCO, bm25 and bm25-pr, k = 10 and 1000 (launch/bench-cpu-compare.sh);
-#                single-thread latency and all-core throughput; the table is $OUT/cpu/compare.md
+#                Debian + MS MARCO, CPU_SCORINGS (bm25; "bm25 bm25-pr" takes twice as long),
+#                CPU_ALGORITHMS (exhaustive,bmw,maxscore), k = 10 and 1000 (launch/bench-cpu-compare.sh);
+#                single-thread latency and all-core throughput; the table is $OUT/cpu/compare.md.
+#                The "before" binary: BEFORE_BIN, else built here (about a minute on 16 cores)
+#                from CPU_BEFORE_SRC or a git worktree at CPU_BEFORE_REF (bca9879)
 #     cache      the GPU list cache (issue 10, paper 000): its GPU tests, bench_list_cache on the
 #                2.5M-document index (shard at 2.5x and 10x the budget: VFB, Qtf, QtfDf against
 #                the whole-shard GPU engine and the CPU engine, the throughput model's split
@@ -64,7 +67,8 @@
 #              SCHED_ARGS (extra bench_scheduler flags), SCHED_SECONDS (1.0 per rate),
 #              BEFORE_BIN (a directory holding an earlier bench_gpu_engine, or for `cpu` an
 #              earlier bench_cpu_engine: run on the same index in the same call, the
-#              before/after baseline), CPU_ROUNDS, CPU_LIMIT (2000 queries), CPU_K (10,1000),
+#              before/after baseline), CPU_BEFORE_SRC, CPU_BEFORE_REF, CPU_ROUNDS, CPU_LIMIT
+#              (2000 queries), CPU_K (10,1000), CPU_SCORINGS, CPU_ALGORITHMS,
 #              CACHE_ARGS (extra bench_list_cache flags), CACHE25M_SPEC, CACHE25M_INDEX_LIMIT,
 #              CACHE25M_SERVE_S (150), CACHE25M_DEADLINE (585).
 set -uo pipefail
@@ -401,14 +405,47 @@ EOF
       ls -la "$OUT"
       ;;
     cpu)
-      if [[ -z ${BEFORE_BIN:-} || ! -x ${BEFORE_BIN}/bench_cpu_engine ]]; then
-        echo "cpu: BEFORE_BIN must hold the earlier bench_cpu_engine" >&2; status=1; continue
+      # The "before" bench_cpu_engine: BEFORE_BIN if it holds one, else built here (CPU only, the
+      # after build's compiler and packages) from CPU_BEFORE_SRC (a source tree of the issue's
+      # "before", e.g. `git archive bca9879 | tar -x -C cpu-before-src` carried with the tree)
+      # or, where the tree has its git history, from a worktree at CPU_BEFORE_REF (bca9879).
+      cpu_before=${BEFORE_BIN:-}
+      if [[ ! -x $cpu_before/bench_cpu_engine ]]; then
+        cpu_before=$OUT/cpu-before-build/bin
+        if [[ ! -x $cpu_before/bench_cpu_engine ]]; then
+          src=${CPU_BEFORE_SRC:-}
+          if [[ -z $src ]]; then
+            src=$OUT/cpu-before-src
+            rm -rf "$src"
+            git -C "$root" worktree add --force --detach "$src" "${CPU_BEFORE_REF:-bca9879}" \
+              > "$OUT/cpu-before-src.log" 2>&1 || src=""
+          fi
+          if [[ -n $src && -f $src/CMakeLists.txt ]]; then
+            bcc=${cc:-gcc-12} bcxx=${cxx:-g++-12}
+            command -v "$bcxx" > /dev/null || { bcc=gcc; bcxx=g++; }
+            bgen=(); command -v ninja > /dev/null && bgen=(-G Ninja)
+            { cmake -S "$src" -B "$OUT/cpu-before-build" "${bgen[@]}" -DCMAKE_BUILD_TYPE=Release \
+                -DGPUSEARCH_CUDA=OFF -DCMAKE_C_COMPILER=$bcc -DCMAKE_CXX_COMPILER=$bcxx \
+                -DCMAKE_PREFIX_PATH=$deps/usr -DCAPNP_EXECUTABLE=$deps/usr/bin/capnp \
+                -DCAPNPC_CXX_EXECUTABLE=$deps/usr/bin/capnpc-c++ \
+                -DCAPNP_INCLUDE_DIRECTORY=$deps/usr/include -DCAPNPC_IMPORT_DIRS=$deps/usr/include &&
+              cmake --build "$OUT/cpu-before-build" -j"$(nproc)" --target bench_cpu_engine; } \
+              > "$OUT/cpu-before-build.log" 2>&1 || tail -20 "$OUT/cpu-before-build.log"
+            echo "cpu: before built from $src: $(elapsed)"
+          fi
+        fi
+      fi
+      if [[ ! -x $cpu_before/bench_cpu_engine ]]; then
+        echo "cpu: no earlier bench_cpu_engine: set BEFORE_BIN (a directory holding it) or" \
+          "CPU_BEFORE_SRC (a source tree of bca9879)" >&2
+        status=1; continue
       fi
       bench_index || { status=1; continue; }
       real_data 1 || { status=1; continue; }
-      BEFORE_BIN=$BEFORE_BIN AFTER_BIN=$bin SYN_INDEX=$idx DEBIAN_INDEX=$ridx QUERIES=$queries \
+      BEFORE_BIN=$cpu_before AFTER_BIN=$bin SYN_INDEX=$idx DEBIAN_INDEX=$ridx QUERIES=$queries \
         OUT="$OUT/cpu" ROUNDS=${CPU_ROUNDS:-3} LIMIT=${CPU_LIMIT:-2000} K=${CPU_K:-10,1000} \
-        launch/bench-cpu-compare.sh > "$OUT/cpu.log" 2>&1 || status=1
+        SCORINGS=${CPU_SCORINGS:-bm25} BEFORE_ALGORITHMS=${CPU_ALGORITHMS:-exhaustive,bmw,maxscore} \
+        AFTER_ALGORITHMS=${CPU_ALGORITHMS:-exhaustive,bmw,maxscore} launch/bench-cpu-compare.sh > "$OUT/cpu.log" 2>&1 || status=1
       grep -E "best before|round . done" "$OUT/cpu.log" | tail -12
       echo "cpu done: $(elapsed)"
       ;;

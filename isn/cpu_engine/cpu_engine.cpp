@@ -171,9 +171,15 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
       case Algorithm::kBmw:
         stats = block_max_wand(ctx, cursors, top, counters);
         break;
-      case Algorithm::kMaxScore:
-        stats = windowed_maxscore(ctx, cursors, top, counters, options_.window_docs);
+      case Algorithm::kMaxScore: {
+        std::uint64_t postings = 0;
+        for (const PostingCursor& c : cursors) postings += c.df();
+        if (postings * options_.daat_docs_per_posting < ctx.num_docs)
+          stats = block_max_maxscore(ctx, cursors, top, counters);
+        else
+          stats = windowed_maxscore(ctx, cursors, top, counters, options_.window_docs);
         break;
+      }
       case Algorithm::kMaxScoreDaat:
         stats = block_max_maxscore(ctx, cursors, top, counters);
         break;

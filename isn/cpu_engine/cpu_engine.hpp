@@ -39,6 +39,12 @@ struct CpuEngineOptions {
   bool gs_early_termination = true;
   // Documents per window of the windowed MaxScore (windowed_maxscore.hpp).
   unsigned window_docs = 4096;
+  // `maxscore` runs the document-at-a-time block-max MaxScore (`maxscore-daat`) for a query
+  // whose lists hold together fewer than one posting per this many documents of the shard:
+  // sparse lists cross mostly empty windows, whose fixed cost the windowed algorithm pays
+  // (synthetic 2.5M shard, k = 10: DAAT faster up to about 8K postings, windowed above; Debian
+  // descriptions, 64K documents: up to about 500). 0: always windowed.
+  unsigned daat_docs_per_posting = 256;
   // Multiplies every term upper bound the pruning algorithms use (list and block maxima). 1;
   // tests set it below 1 to prove that a weakened bound gives a wrong answer they catch.
   double bound_scale = 1.0;

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <emmintrin.h>
+
 #include "common/block_codec.hpp"
 #include "common/search_result.hpp"
 #include "common/shard_index.hpp"
@@ -140,23 +142,38 @@ class PostingCursor {
     set_current();
   }
 
-  // The first position >= pos_ of the decoded block whose docID is >= d (the block's last docID
-  // is >= d). Near: a linear scan; far (MaxScore's probes of long non-essential lists jump
-  // through a block): a branch-free binary search.
-  std::uint32_t position_in_block(DocId d) const {
-    std::uint32_t p = pos_;
-    if (count_ - p > 16 && docs_[p + 15] < d) {
-      const DocId* base = docs_ + p + 16;
-      std::uint32_t n = count_ - p - 16;
-      while (n > 1) {
-        const std::uint32_t half = n / 2;
-        base = base[half] < d ? base + half : base;
-        n -= half;
-      }
-      return std::uint32_t(base - docs_) + (*base < d);
+  // How many of the 16 docIDs from `p` are below d (SSE2 compares; the decoded block is padded
+  // with kNoDoc, so reading 16 is always safe and the padding never counts).
+  static std::uint32_t count_below16(const DocId* p, DocId d) {
+    const __m128i bias = _mm_set1_epi32(std::int32_t(0x80000000u));  // unsigned order
+    const __m128i key = _mm_xor_si128(_mm_set1_epi32(std::int32_t(d)), bias);
+    int mask = 0;
+    for (int i = 0; i < 4; ++i) {
+      const __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p) + i),
+                                      bias);
+      mask |= _mm_movemask_ps(_mm_castsi128_ps(_mm_cmplt_epi32(v, key))) << (4 * i);
     }
-    while (docs_[p] < d) ++p;
-    return p;
+    // The docIDs are increasing, so the set bits are a prefix: count them with one bit scan
+    // (no popcnt instruction in the baseline x86-64 target).
+    return std::uint32_t(__builtin_ctz(~unsigned(mask)));
+  }
+
+  // The first position >= pos_ of the decoded block whose docID is >= d (the block's last docID
+  // is >= d). Near (within 16 postings, the common case): a branch-free count; far
+  // (MaxScore's probes of long non-essential lists jump through a block): a branch-free binary
+  // search.
+  std::uint32_t position_in_block(DocId d) const {
+    const std::uint32_t p = pos_;
+    const std::uint32_t near = count_below16(docs_ + p, d);
+    if (near < 16) return p + near;
+    const DocId* base = docs_ + p + 16;
+    std::uint32_t n = count_ - p - 16;  // > 0: the block's last docID is >= d
+    while (n > 1) {
+      const std::uint32_t half = n / 2;
+      base = base[half] < d ? base + half : base;
+      n -= half;
+    }
+    return std::uint32_t(base - docs_) + (*base < d);
   }
 
  public:
@@ -215,7 +232,9 @@ class PostingCursor {
       std::uint32_t stop = count_;
       if (last_[block_] >= limit) {
         stop = pos_;
-        while (docs_[stop] < limit) ++stop;  // the block's last docID is >= limit
+        std::uint32_t c;  // the block's last docID is >= limit
+        while ((c = count_below16(docs_ + stop, limit)) == 16) stop += 16;
+        stop += c;
       }
       f(docs_ + pos_, freqs_ + pos_, stop - pos_);
       if (stop < count_) {
@@ -253,6 +272,9 @@ class PostingCursor {
                                       shard_->block_floor(*info_, global), docs_);
     block_ = b;
     count_ = b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
+    const __m128i none = _mm_set1_epi32(-1);  // kNoDoc padding, see count_below16
+    for (std::uint32_t i = 0; i < kPad; i += 4)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(docs_ + count_ + i), none);
     freqs_decoded_ = false;
     pending_ = false;
     ++blocks_decoded_;
@@ -277,7 +299,8 @@ class PostingCursor {
   std::uint32_t num_blocks_ = 0, block_ = kNone, shallow_ = 0, pos_ = 0, count_ = 0;
   std::uint32_t blocks_in_range_ = 0, blocks_decoded_ = 0;
   bool freqs_decoded_ = false, pending_ = false;
-  alignas(16) DocId docs_[kBlockSize];
+  static constexpr std::uint32_t kPad = 16;
+  alignas(16) DocId docs_[kBlockSize + kPad];
   alignas(16) std::uint32_t freqs_[kBlockSize];
 };
 

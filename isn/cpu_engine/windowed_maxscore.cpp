@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace gpusearch::cpu {
@@ -17,11 +18,16 @@ struct WindowScratch {
   std::vector<std::uint64_t> matched;    // bit i: some essential list holds wmin + i
   std::vector<std::uint64_t> term_mask;  // bit t: essential term t holds wmin + i
   std::vector<double> contrib;  // [t * window + i]: term t's score there (if in the mask)
+  // Candidates that pass the first bound test (window offset, partial score); no invariant.
+  std::vector<DocId> survivor;
+  std::vector<double> survivor_partial;
   unsigned window = 0;
   void prepare(unsigned window_docs, std::size_t terms) {
     if (window != window_docs) {
       window = window_docs;
       acc.assign(window_docs, 0.0);
+      survivor.assign(window_docs, 0);
+      survivor_partial.assign(window_docs, 0.0);
       matched.assign((window_docs + 63) / 64, 0);
       term_mask.assign(window_docs, 0);
       contrib.clear();
@@ -122,6 +128,15 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
 
     // Essential lists, term-at-a-time in query-term order.
     const bool keep_scores = non_essential > 0;
+    // One essential list (and some non-essential ones): its postings are the candidates, in
+    // docID order, each with its own term's score as partial score, so the first bound test
+    // runs as they are scored and only its survivors are kept (no accumulators, no bitmap).
+    const bool single_essential = non_essential > 0 && live - non_essential == 1;
+    DocId* const surv = scratch.survivor.data();
+    double* const surv_partial = scratch.survivor_partial.data();
+    std::uint32_t ns = 0;      // survivors of the first bound test (windows with probes)
+    std::uint64_t scored = 0;  // candidates
+    const double first_threshold = threshold;
     std::uint32_t words = 0;  // matched[0, words) may be nonzero
     for (std::size_t t = 0; t < n; ++t) {
       if (!essential[t]) continue;
@@ -145,7 +160,26 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         }
         if (m) last_doc = docs[m - 1];
       };
-      if (keep_scores) {
+      if (single_essential) {
+        double* const c_t = contrib + t * window;
+        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
+                                       std::uint32_t m) {
+          score_run(docs, fr, m);
+          for (std::uint32_t j = 0; j < m; ++j) {
+            const DocId i = docs[j] - wmin;
+            double partial = v[j];
+            if (has_static) partial += ctx.static_score(docs[j]);
+            const bool pass = !below(partial + non_essential_bound, first_threshold);
+            c_t[i] = v[j];
+            surv[ns] = i;
+            surv_partial[ns] = partial;
+            ns += pass;
+          }
+          scored += m;
+        });
+        const std::uint64_t term_bit = std::uint64_t(1) << t;
+        for (std::uint32_t q = 0; q < ns; ++q) term_mask[surv[q]] = term_bit;
+      } else if (keep_scores) {
         double* const c_t = contrib + t * window;
         const std::uint64_t term_bit = std::uint64_t(1) << t;
         c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
@@ -170,7 +204,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           }
         });
       }
-      if (last_doc != kNoDoc) words = std::max(words, ((last_doc - wmin) >> 6) + 1);
+      if (!single_essential && last_doc != kNoDoc)
+        words = std::max(words, ((last_doc - wmin) >> 6) + 1);
     }
 
     // The essential lists' decoded postings of the next window: start loading their norms
@@ -184,69 +219,139 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
               ahead, [&](DocId d) { __builtin_prefetch(ctx.norm_codes + d); });
     }
 
-    // Candidates in docID order.
-    for (std::uint32_t word = 0; word < words; ++word) {
-      std::uint64_t bits = matched[word];
-      matched[word] = 0;
-      while (bits) {
-        const DocId i = word * 64 + DocId(std::countr_zero(bits));
-        bits &= bits - 1;
-        const DocId d = wmin + i;
-        const double partial = acc[i];
-        acc[i] = 0;
-        ++counters.docs_scored;
-        const double static_part = has_static ? ctx.static_score(d) : 0.0;
-        if (non_essential == 0) {
-          const double score = partial + static_part;
+    // The non-essential lists' block maxima at the current candidate, cumulated from the
+    // weakest list (block_bound[j]: lists order[0..j]); they hold for every docID up to
+    // `bb_last` (the first block end among those lists), so consecutive candidates in the same
+    // blocks reuse them instead of moving every list's shallow pointer again. Each list's
+    // block maximum is at most its window bound (the block overlaps the window), so the sum
+    // is a bound at least as tight as `non_essential_bound`.
+    DocId bb_last = 0;
+    bool bb_valid = false;
+
+    // Candidates in docID order. Two loops, by whether any list is non-essential, each
+    // instantiated with and without a static part, so that the common loops (no probes, bm25)
+    // carry no test for either.
+    const auto all_essential = [&](auto with_static) {
+      std::uint64_t n = 0;
+      for (std::uint32_t word = 0; word < words; ++word) {
+        std::uint64_t bits = matched[word];
+        if (!bits) continue;
+        matched[word] = 0;
+        const DocId base = word * 64;
+        do {
+          const DocId i = base + DocId(std::countr_zero(bits));
+          bits &= bits - 1;
+          ++n;
+          double score = acc[i];
+          acc[i] = 0;
+          if constexpr (decltype(with_static)::value) score += ctx.static_score(wmin + i);
           if (!(score < threshold)) {
-            top.push(score, d);
+            top.push(score, wmin + i);
             threshold = top.threshold();
           }
-          continue;
-        }
-        if (!below(partial + static_part + non_essential_bound, threshold)) {
-          // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
-          double upper = 0;
-          for (std::size_t j = 0; j < non_essential; ++j)
-            block_bound[j] = upper += terms[order[j]].block_max_score(d);
-          double sum = partial + static_part;
-          bool pruned = false;
-          std::uint64_t gained = 0;  // non-essential terms found at d
-          for (std::size_t j = non_essential; j-- > 0;) {
-            if (below(sum + block_bound[j], threshold)) {
-              pruned = true;
-              break;
-            }
-            const std::uint32_t t = order[j];
-            PostingCursor& c = terms[t];
-            c.next_geq(d);
-            if (c.docid() == d) {
-              const double v = c.weight() * impact(c.freq(), ctx.cached_norm(d));
-              sum += v;
-              ne_contrib[t] = v;
-              gained |= std::uint64_t(1) << t;
-            }
-          }
-          if (!pruned) {
-            double score = partial + static_part;
-            if (gained) {
-              // The reference's order: every term of d in query-term order.
-              double terms_sum = 0;
-              for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
-                const unsigned t = unsigned(std::countr_zero(m));
-                terms_sum += (gained >> t) & 1 ? ne_contrib[t] : contrib[t * window + i];
-              }
-              score = terms_sum + static_part;
-            }
-            if (!(score < threshold)) {
-              top.push(score, d);
-              threshold = top.threshold();
-            }
-          }
-        }
-        term_mask[i] = 0;
+        } while (bits);
       }
+      scored += n;
+    };
+    const auto with_probes = [&](auto with_static) {
+      // First pass, without a branch per candidate (whether a candidate passes is a coin toss
+      // for the branch predictor): partial score plus the static part plus the non-essential
+      // lists' window bounds against the threshold as it stands; the survivors keep their
+      // partial score, the others their accumulators and masks cleared.
+      std::uint64_t n = 0;
+      for (std::uint32_t word = 0; word < words; ++word) {
+        std::uint64_t bits = matched[word];
+        if (!bits) continue;
+        matched[word] = 0;
+        const DocId base = word * 64;
+        do {
+          const DocId i = base + DocId(std::countr_zero(bits));
+          bits &= bits - 1;
+          ++n;
+          double partial = acc[i];
+          acc[i] = 0;
+          if constexpr (decltype(with_static)::value) partial += ctx.static_score(wmin + i);
+          const bool pass = !below(partial + non_essential_bound, first_threshold);
+          surv[ns] = i;
+          surv_partial[ns] = partial;
+          ns += pass;
+          term_mask[i] &= -std::uint64_t(pass);
+        } while (bits);
+      }
+      scored += n;
+      for (std::uint32_t q = 0; q < ns; ++q) {
+        {
+          const DocId i = surv[q];
+          const DocId d = wmin + i;
+          // With the static part (the probes add to it; the term sum below excludes it).
+          const double partial_static = surv_partial[q];
+          const double ne_bound = bb_valid && d <= bb_last ? block_bound[non_essential - 1]
+                                                           : non_essential_bound;
+          if (!below(partial_static + ne_bound, threshold)) {
+            // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
+            if (!bb_valid || d > bb_last) {
+              double upper = 0;
+              DocId last = kNoDoc;
+              for (std::size_t j = 0; j < non_essential; ++j) {
+                PostingCursor& c = terms[order[j]];
+                block_bound[j] = upper += c.block_max_score(d);
+                last = std::min(last, c.block_max_last());
+              }
+              bb_last = last;
+              bb_valid = true;
+            }
+            double sum = partial_static;
+            bool pruned = false;
+            std::uint64_t gained = 0;  // non-essential terms found at d
+            for (std::size_t j = non_essential; j-- > 0;) {
+              if (below(sum + block_bound[j], threshold)) {
+                pruned = true;
+                break;
+              }
+              const std::uint32_t t = order[j];
+              PostingCursor& c = terms[t];
+              c.next_geq(d);
+              if (c.docid() == d) {
+                const double v = c.weight() * impact(c.freq(), ctx.cached_norm(d));
+                sum += v;
+                ne_contrib[t] = v;
+                gained |= std::uint64_t(1) << t;
+              }
+            }
+            if (!pruned) {
+              double score = partial_static;
+              if (gained) {
+                // The reference's order: every term of d in query-term order.
+                double terms_sum = 0;
+                for (std::uint64_t m = gained | term_mask[i]; m; m &= m - 1) {
+                  const unsigned t = unsigned(std::countr_zero(m));
+                  terms_sum += (gained >> t) & 1 ? ne_contrib[t] : contrib[t * window + i];
+                }
+                score = terms_sum;
+                if constexpr (decltype(with_static)::value) score += ctx.static_score(d);
+              }
+              if (!(score < threshold)) {
+                top.push(score, d);
+                threshold = top.threshold();
+              }
+            }
+          }
+          term_mask[i] = 0;
+        }
+      }
+    };
+    if (non_essential == 0) {
+      if (has_static)
+        all_essential(std::true_type{});
+      else
+        all_essential(std::false_type{});
+    } else {
+      if (has_static)
+        with_probes(std::true_type{});
+      else
+        with_probes(std::false_type{});
     }
+    counters.docs_scored += scored;
 
     if (non_essential == 0) {
       // Every live list stands at or past wmax: the next window starts at the next posting.

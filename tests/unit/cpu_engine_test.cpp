@@ -319,6 +319,7 @@ TEST_F(CpuEngineTest, WindowedMaxScoreAtEveryWindowSize) {
   for (unsigned window : {64u, 700u, 1u << 16}) {
     cpu::CpuEngineOptions o;
     o.window_docs = window;
+    o.daat_docs_per_posting = 0;  // the windowed algorithm for every query
     for (const char* name : {"one", "three", "tiers"}) {
       const Index index = open(name);
       EXPECT_GT(check_index(index, queries(index, 25), {1, 10, 100, 1000}, {1, 3},
@@ -335,6 +336,7 @@ std::size_t count_wrong(const Index& index, const std::vector<Query>& queries, c
   cpu::CpuEngineOptions o;
   o.algorithm = a;
   o.bound_scale = scale;
+  o.daat_docs_per_posting = 0;  // kMaxScore: the windowed algorithm for every query
   std::size_t wrong = 0;
   for (Scoring scoring : kScorings) {
     for (Mode mode : {Mode::kOr, Mode::kAnd}) {
