@@ -231,7 +231,9 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
     // Candidates in docID order. Two loops, by whether any list is non-essential, each
     // instantiated with and without a static part, so that the common loops (no probes, bm25)
     // carry no test for either.
-    const auto all_essential = [&](auto with_static) {
+    // Every candidate in docID order, its bit and accumulator cleared: f(i, score) with the
+    // static part added when with_static says so. Returns the candidates visited.
+    const auto for_each_candidate = [&](auto with_static, auto&& f) {
       std::uint64_t n = 0;
       for (std::uint32_t word = 0; word < words; ++word) {
         std::uint64_t bits = matched[word];
@@ -245,40 +247,31 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           double score = acc[i];
           acc[i] = 0;
           if constexpr (decltype(with_static)::value) score += ctx.static_score(wmin + i);
-          if (!(score < threshold)) {
-            top.push(score, wmin + i);
-            threshold = top.threshold();
-          }
+          f(i, score);
         } while (bits);
       }
-      scored += n;
+      return n;
+    };
+    const auto all_essential = [&](auto with_static) {
+      scored += for_each_candidate(with_static, [&](DocId i, double score) {
+        if (!(score < threshold)) {
+          top.push(score, wmin + i);
+          threshold = top.threshold();
+        }
+      });
     };
     const auto with_probes = [&](auto with_static) {
       // First pass, without a branch per candidate (whether a candidate passes is a coin toss
       // for the branch predictor): partial score plus the static part plus the non-essential
       // lists' window bounds against the threshold as it stands; the survivors keep their
       // partial score, the others their accumulators and masks cleared.
-      std::uint64_t n = 0;
-      for (std::uint32_t word = 0; word < words; ++word) {
-        std::uint64_t bits = matched[word];
-        if (!bits) continue;
-        matched[word] = 0;
-        const DocId base = word * 64;
-        do {
-          const DocId i = base + DocId(std::countr_zero(bits));
-          bits &= bits - 1;
-          ++n;
-          double partial = acc[i];
-          acc[i] = 0;
-          if constexpr (decltype(with_static)::value) partial += ctx.static_score(wmin + i);
-          const bool pass = !below(partial + non_essential_bound, first_threshold);
-          surv[ns] = i;
-          surv_partial[ns] = partial;
-          ns += pass;
-          term_mask[i] &= -std::uint64_t(pass);
-        } while (bits);
-      }
-      scored += n;
+      scored += for_each_candidate(with_static, [&](DocId i, double partial) {
+        const bool pass = !below(partial + non_essential_bound, first_threshold);
+        surv[ns] = i;
+        surv_partial[ns] = partial;
+        ns += pass;
+        term_mask[i] &= -std::uint64_t(pass);
+      });
       for (std::uint32_t q = 0; q < ns; ++q) {
         {
           const DocId i = surv[q];
