@@ -56,6 +56,27 @@ synthetic_index() {  # synthetic_index SHARDS DIR
     --shards "$1" --out "$2" >/dev/null
 }
 cluster() { "$root/launch/cluster.sh" -q "$@"; }
+# serve ARGS...: a serving cluster (--listen on a free loopback port) in the background, its
+# output in $tmp/serve.txt; sets $serving and $addr. A failing check must not leave it behind:
+# the EXIT trap stops it (SIGTERM: shutdown), then makes sure.
+serve() {
+  rm -f "$tmp/addr"
+  "$root/launch/cluster.sh" -q --listen 127.0.0.1:0 --address-file "$tmp/addr" "$@" \
+    > "$tmp/serve.txt" 2>&1 &
+  serving=$!
+  trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
+    pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+  for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
+  [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
+  addr=$(cat "$tmp/addr")
+}
+# stop_serving: SIGTERM ends the serving run; it must exit 0 within 30 s.
+stop_serving() {
+  kill -TERM "$serving"
+  for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$serving" 2>/dev/null && { kill -9 "$serving"; fail "SIGTERM did not end the serving run"; }
+  wait "$serving" || { cat "$tmp/serve.txt"; fail "serving run exit code $?"; }
+}
 check_equal() {  # check_equal INDEX QUERIES ISNS MODE K [cluster flags...]
   local index=$1 queries=$2 isns=$3 mode=$4 k=$5
   shift 5
@@ -245,17 +266,8 @@ case "$case_name" in
   rpc)
     synthetic_index 2 "$tmp/idx"
     q=$tmp/idx/queries.test.tsv
-    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 --mode and-or \
-      --k 10 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
-      > "$tmp/serve.txt" 2>&1 &
-    serving=$!
-    # A failing check must not leave the serving cluster behind: stop it (SIGTERM: shutdown),
-    # then make sure.
-    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
-      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
-    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
-    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
-    addr=$(cat "$tmp/addr")
+    serve --index "$tmp/idx" --isns 2 --mode and-or --k 10 --run "$tmp/rpc-run.txt" \
+      --metrics "$tmp/rpc-m.json"
     case "$addr" in 127.0.0.1:*) ;; *) fail "not bound to loopback: $addr" ;; esac
     # Open-loop load: all 150 queries at 300/s (Poisson), each answered once, no error.
     "$gs" load --connect "$addr" --queries "$q" --qps 300 --poisson --duration 10 --limit 150 \
@@ -272,10 +284,7 @@ case "$case_name" in
     "$gs" query --connect "$addr" --shutdown --token-file "$tmp/bad-token" 2> "$tmp/refused.txt" &&
       fail "shutdown accepted without the token"
     grep -q "shutdown refused" "$tmp/refused.txt" || fail "no clear refusal"
-    kill -TERM "$serving"
-    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$serving" 2>/dev/null && { kill -9 "$serving"; fail "SIGTERM did not end the serving run"; }
-    wait "$serving" || { cat "$tmp/serve.txt"; fail "serving run exit code $?"; }
+    stop_serving
     [ "$(metric "$tmp/rpc-m.json" 'm["queries"]["run"]')" = 151 ] || fail "aggregator: expected 151 answered"
     [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered"]')" = 151 ] || fail "front end: expected 151 answered"
     # The same answers as the replay's, in the client's run and in the cluster's own.
@@ -292,15 +301,8 @@ case "$case_name" in
     synthetic_index 2 "$tmp/idx"
     q=$tmp/idx/queries.test.tsv
     # ISN 2 sleeps 1 s before each batch; the cluster's own batch deadline is far (5 s).
-    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 --mode and-or \
-      --k 10 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
-      --inject-delay-ms 1000 --inject-delay-rank 2 --deadline-ms 5000 > "$tmp/serve.txt" 2>&1 &
-    serving=$!
-    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
-      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
-    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
-    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "the front end did not start listening"; }
-    addr=$(cat "$tmp/addr")
+    serve --index "$tmp/idx" --isns 2 --mode and-or --k 10 --run "$tmp/rpc-run.txt" \
+      --metrics "$tmp/rpc-m.json" --inject-delay-ms 1000 --inject-delay-rank 2 --deadline-ms 5000
     text=$(head -1 "$q" | cut -f2)
     # A 100 ms deadline: answered at the deadline, flagged, long before the slow ISN's answer.
     "$gs" query --connect "$addr" --deadline-ms 100 --id late "$text" > "$tmp/late.txt" ||
@@ -313,9 +315,7 @@ case "$case_name" in
     "$gs" query --connect "$addr" --id ontime "$text" > "$tmp/ontime.txt" || fail "gpusearch query failed"
     grep -Eq "^query ontime: [1-9][0-9]* hits" "$tmp/ontime.txt" && ! grep -Eq "DEADLINE|PARTIAL" "$tmp/ontime.txt" ||
       { cat "$tmp/ontime.txt"; fail "no full answer"; }
-    kill -TERM "$serving"
-    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
-    wait "$serving" || { cat "$tmp/serve.txt"; fail "serving run exit code $?"; }
+    stop_serving
     [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["deadline_exceeded"]')" = 1 ] || fail "front end: deadline_exceeded"
     [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered_after_deadline"]')" = 1 ] || fail "front end: the late answer"
     [ "$(metric "$tmp/rpc-m.json" 'm["front_end"]["answered"]')" = 1 ] || fail "front end: answered"
@@ -448,21 +448,12 @@ case "$case_name" in
     "$gs" compare-runs "$tmp/ref-one.txt" "$tmp/run-one.txt" || fail "--ranker: differs from gpusearch search"
     # Through the RPC front end: each request names its own ranker (the file's third column, sent
     # by gpusearch load), the others get the mix's draw; the same answers as gpusearch search.
-    "$root/launch/cluster.sh" -q --index "$tmp/idx" --listen 127.0.0.1:0 --isns 2 \
-      --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" --address-file "$tmp/addr" \
-      "${rank[@]}" --ranker-mix 1.0 --batch-size 8 > "$tmp/serve.txt" 2>&1 &
-    serving=$!
-    trap 'if kill -0 "$serving" 2>/dev/null; then kill -TERM "$serving" || true; sleep 3;
-      pkill -9 -P "$serving" || true; kill -9 "$serving" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
-    for _ in $(seq 1 300); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
-    [ -s "$tmp/addr" ] || { cat "$tmp/serve.txt"; fail "ranker: the front end did not start listening"; }
-    addr=$(cat "$tmp/addr")
+    serve --index "$tmp/idx" --isns 2 --run "$tmp/rpc-run.txt" --metrics "$tmp/rpc-m.json" \
+      "${rank[@]}" --ranker-mix 1.0 --batch-size 8
     "$gs" load --connect "$addr" --queries "$tmp/q.tsv" --qps 200 --duration 10 --limit 100 \
       --run "$tmp/rpc-load.txt" --metrics "$tmp/rpc-load.json" > "$tmp/load.txt" 2>&1 ||
       { cat "$tmp/load.txt" "$tmp/serve.txt"; fail "ranker: load reported errors"; }
-    kill -TERM "$serving"
-    for _ in $(seq 1 300); do kill -0 "$serving" 2>/dev/null || break; sleep 0.1; done
-    wait "$serving" || { cat "$tmp/serve.txt"; fail "ranker: serving run exit code $?"; }
+    stop_serving
     "$gs" compare-runs "$tmp/ref-mix.txt" "$tmp/rpc-load.txt" ||
       fail "ranker: RPC answers (own rankers named in the requests) differ from gpusearch search"
     [ "$(metric "$tmp/rpc-m.json" "m['second_stage']['ranker_fallback_queries']")" = 0 ] ||
