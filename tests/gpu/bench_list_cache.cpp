@@ -392,6 +392,7 @@ int main(int argc, char** argv) {
                  "finish, so an arrival rate gives the online policy the time a live stream would")
       ->capture_default_str();
   app.add_option("--drift-rounds", drift_rounds, "offline/online rounds, alternating (medians)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--drift-swap-fraction", drift_swap_fraction,
                  "online policy: bytes one plan change may copy, as a fraction of S_c")
