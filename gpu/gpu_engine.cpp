@@ -8,6 +8,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include "common/reference_engine.hpp"
 #include "common/scoring.hpp"
@@ -22,6 +24,9 @@
 namespace gpusearch::gpu {
 
 namespace {
+
+// Hits per batch above which the results are unpacked on every core (see finish()).
+constexpr std::size_t kParallelUnpackHits = 16 * 1024;
 
 constexpr std::size_t align_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
@@ -46,11 +51,14 @@ struct Lane {
 struct BatchRegions {
   std::size_t terms_at = 0, order_at = 0, and_seg_at = 0, or_seg_at = 0, in_bytes = 0;
   std::size_t hits_at = 0, out_bytes = 0;
-  std::size_t partial_count_at = 0, theta_and_at = 0, theta_or_at = 0, scratch_bytes = 0;
+  std::size_t or_topk_at = 0, partial_count_at = 0, theta_and_at = 0, theta_or_at = 0,
+              scratch_bytes = 0;
 };
 
+// or_topk_row: bytes of an OR segment's global top-k row, 0 when the OR kernel keeps its top-k
+// in shared memory. Scratch past theta_and_at is zeroed per batch; the rows before it are not.
 BatchRegions batch_regions(std::size_t nq, std::size_t nt, std::size_t and_segments,
-                           std::size_t or_segments, unsigned k) {
+                           std::size_t or_segments, unsigned k, std::size_t or_topk_row = 0) {
   BatchRegions r;
   r.terms_at = align_up(nq * sizeof(QueryDesc), 16);
   r.order_at = r.terms_at + align_up(nt * sizeof(TermDesc), 16);
@@ -60,7 +68,8 @@ BatchRegions batch_regions(std::size_t nq, std::size_t nt, std::size_t and_segme
   r.hits_at = align_up(nq * sizeof(QueryOut), 16);
   r.out_bytes = r.hits_at + nq * 2 * std::size_t(k) * sizeof(HitOut);
   const std::size_t rows = std::max(and_segments, or_segments);
-  r.partial_count_at = align_up(rows * std::size_t(k) * sizeof(HitOut), 16);
+  r.or_topk_at = align_up(rows * std::size_t(k) * sizeof(HitOut), 16);
+  r.partial_count_at = r.or_topk_at + align_up(or_segments * or_topk_row, 16);
   r.theta_and_at = r.partial_count_at + align_up(rows * 4, 16);
   r.theta_or_at = r.theta_and_at + nq * 8;
   r.scratch_bytes = r.theta_or_at + nq * 8;
@@ -165,6 +174,10 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   if (options.or_threads < 32 || options.or_threads > 1024 ||
       (options.or_threads & (options.or_threads - 1)) != 0)
     throw InputError("--or-threads", 0, "must be 32, 64, 128, 256, 512 or 1024");
+  if (options.or_topk_memory != "auto" && options.or_topk_memory != "shared" &&
+      options.or_topk_memory != "global")
+    throw InputError("--or-topk-memory", 0,
+                     fmt::format("unknown '{}' (auto, shared, global)", options.or_topk_memory));
   if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
     throw InputError("--gpu-max-segments", 0,
                      fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
@@ -411,6 +424,20 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     }
   };
 
+  OrKernelConfig or_config{m.options.or_window, m.options.or_threads, m.options.or_stage_blocks};
+  or_config.topk_memory = m.options.or_topk_memory == "global"   ? OrKernelConfig::TopKMemory::kGlobal
+                          : m.options.or_topk_memory == "shared" ? OrKernelConfig::TopKMemory::kShared
+                                                                 : OrKernelConfig::TopKMemory::kAuto;
+  // Bytes of an OR segment's global top-k row for a launch of `segments` OR segments whose
+  // longest query has max_terms terms; 0 where the OR kernel keeps its top-k in shared memory.
+  // (The buffers are sized with a batch's planned segments, never fewer than it launches, and
+  // auto chooses global memory only above a number of segments: sized for every launch.)
+  auto or_topk_row = [&](unsigned max_terms, std::size_t segments) -> std::size_t {
+    return run_or && or_topk_in_global(k, max_terms, or_config, segments)
+               ? or_topk_row_bytes(k, or_config.threads)
+               : 0;
+  };
+
   // Buffers grow once per call, ahead of the pipeline, to the largest batch's needs: never a
   // cudaMalloc or cudaFree (each synchronizes the device) between the batches of a call.
   std::vector<SegmentPlan> and_plan, or_plan;
@@ -421,12 +448,14 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       const std::size_t begin = bounds[bi], end = bounds[bi + 1];
       plan_batch(begin, end, and_plan, or_plan);
       std::size_t nt = 0, nas = 0, nos = 0;
+      unsigned max_terms = 1;
       for (std::size_t j = begin; j < end; ++j) {
         nt += queries[gpu_queries[j]].terms.size();
+        max_terms = std::max<unsigned>(max_terms, unsigned(queries[gpu_queries[j]].terms.size()));
         nas += run_and ? and_plan[j - begin].count : 0;
         nos += run_or ? or_plan[j - begin].count : 0;
       }
-      largest = batch_regions(end - begin, nt, nas, nos, k);
+      largest = batch_regions(end - begin, nt, nas, nos, k, or_topk_row(max_terms, nos));
       largest_in = std::max(largest_in, largest.in_bytes);
       largest_out = std::max(largest_out, largest.out_bytes + (m.rows_on_device ? row_meta_bytes(end - begin) : 0));
       largest_scratch = std::max(largest_scratch, largest.scratch_bytes);
@@ -466,7 +495,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       }
       return v;
     };
-    for (std::size_t slot = 0; slot < nq; ++slot) {
+    auto unpack = [&](std::size_t slot) {
       const QueryOut& o = qout[slot];
       const HitOut* h = hits + slot * 2 * std::size_t(k);
       ShardResult& r = out[lane.query_index[slot]];
@@ -484,6 +513,19 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
         r.and_matches = o.and_matches;
         if (o.and_matches < k) r.or_hits = to_ranked(h + k, o.num_or_hits, slot, "or");
       }
+    };
+    // At k = 1000 a batch of 4,096 carries 4 M hits, each a random read of the shard's GS ranks:
+    // done on one thread, it outlasted the next batch's kernels (the pipeline waited on it), so
+    // large batches are unpacked on every core. Small ones stay on this thread.
+    if (nq * std::size_t(k) >= kParallelUnpackHits)
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nq, 4),
+                        [&](const tbb::blocked_range<std::size_t>& r) {
+                          for (std::size_t slot = r.begin(); slot < r.end(); ++slot) unpack(slot);
+                        });
+    else
+      for (std::size_t slot = 0; slot < nq; ++slot) unpack(slot);
+    for (std::size_t slot = 0; slot < nq; ++slot) {
+      const QueryOut& o = qout[slot];
       lane.stats.postings_bytes_read += o.bytes_read;
       lane.stats.postings_decoded += o.postings_decoded;
       lane.stats.early_termination_rounds_saved += o.rounds_saved;
@@ -564,7 +606,9 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.and_segment_count = std::uint32_t(and_segments.size()) - d.and_segment_begin;
       d.or_segment_count = std::uint32_t(or_segments.size()) - d.or_segment_begin;
     }
-    const BatchRegions R = batch_regions(nq, nt, and_segments.size(), or_segments.size(), k);
+    const std::size_t topk_row = or_topk_row(max_terms, or_segments.size());
+    const BatchRegions R =
+        batch_regions(nq, nt, and_segments.size(), or_segments.size(), k, topk_row);
     lane.in_bytes = R.in_bytes;
     lane.out_bytes = R.out_bytes;
     // Reserved for the call's largest batch above; these only check that.
@@ -659,6 +703,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     bp.hits = reinterpret_cast<HitOut*>(lane.dev_out.data() + R.hits_at);
     bp.partial_hits = reinterpret_cast<HitOut*>(lane.dev_scratch.data());
     bp.partial_count = reinterpret_cast<std::uint32_t*>(lane.dev_scratch.data() + R.partial_count_at);
+    bp.or_topk_rows = topk_row != 0 ? lane.dev_scratch.data() + R.or_topk_at : nullptr;
     bp.theta_and = reinterpret_cast<unsigned long long*>(lane.dev_scratch.data() + R.theta_and_at);
     bp.theta_or = reinterpret_cast<unsigned long long*>(lane.dev_scratch.data() + R.theta_or_at);
     bp.num_queries = std::uint32_t(nq);
@@ -673,8 +718,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       launch_topk_merge(bp, MergePhase::kAnd, s);
     }
     if (run_or) {
-      launch_or_kernel(view, bp,
-                       {m.options.or_window, m.options.or_threads, m.options.or_stage_blocks}, s);
+      launch_or_kernel(view, bp, or_config, s);
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
     }
@@ -736,6 +780,7 @@ nlohmann::json GpuEngine::stats() const {
       {"batch_size", impl_ ? impl_->options.batch_size : 0},
       {"or_window", impl_ ? impl_->options.or_window : 0},
       {"or_threads", impl_ ? impl_->options.or_threads : 0},
+      {"or_topk_memory", impl_ ? impl_->options.or_topk_memory : std::string("auto")},
       {"or_stage_blocks", impl_ ? impl_->options.or_stage_blocks : false},
       {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
       {"blocks_per_sm", impl_ ? impl_->options.blocks_per_sm : 0},

@@ -1,6 +1,7 @@
 #include "gpu/kernel_limits.hpp"
 
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <utility>
 
@@ -17,6 +18,7 @@ struct Limits {
   std::mutex mutex;
   std::map<int, int> multiprocessors;                            // by device
   std::map<std::pair<int, const void*>, int> dynamic_shared;     // by device and kernel
+  std::map<std::tuple<int, const void*, int, std::size_t>, int> resident;  // occupancy
 };
 
 Limits& limits() {
@@ -75,6 +77,23 @@ int device_multiprocessors() {
   configure_query_kernels();
   std::lock_guard lock(limits().mutex);
   return limits().multiprocessors.at(device);
+}
+
+int resident_blocks(const void* kernel, int threads, std::size_t dynamic_bytes) {
+  const int device = current_device();
+  const auto key = std::make_tuple(device, kernel, threads, dynamic_bytes);
+  {
+    Limits& l = limits();
+    std::lock_guard lock(l.mutex);
+    if (auto it = l.resident.find(key); it != l.resident.end()) return it->second;
+  }
+  configure_query_kernels();  // the dynamic limits are raised before the calculator runs
+  int blocks = 0;
+  GPUSEARCH_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_bytes));
+  std::lock_guard lock(limits().mutex);
+  limits().resident[key] = blocks;
+  return blocks;
 }
 
 void check_shared_budget(std::size_t bytes, const void* kernel, const char* name,

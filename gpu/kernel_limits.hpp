@@ -24,6 +24,9 @@ void register_topk_merge_kernel(KernelRegistry& registry);
 
 // Multiprocessors of the current device (cached).
 int device_multiprocessors();
+// Blocks of `kernel` that fit on one multiprocessor of the current device with `threads`
+// threads and `dynamic_bytes` of dynamic shared memory (the occupancy calculator, cached).
+int resident_blocks(const void* kernel, int threads, std::size_t dynamic_bytes);
 // Throws Error naming the kernel when `bytes` of dynamic shared memory exceed what it may use
 // on the current device (cached after configure_query_kernels()).
 void check_shared_budget(std::size_t bytes, const void* kernel, const char* name,

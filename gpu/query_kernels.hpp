@@ -32,6 +32,9 @@ struct BatchPointers {
   HitOut* hits;                   // 2k per query slot: [0, k) first answer, [k, 2k) and-or's OR
   HitOut* partial_hits;           // k per segment row: a segment's local top-k
   std::uint32_t* partial_count;   // per segment row: entries in its partial_hits row
+  // Per OR segment row, or_topk_row_bytes() each: the OR kernel's running top-k when it lives
+  // in global memory (or_topk_in_global); null when it lives in shared memory.
+  std::byte* or_topk_rows;
   unsigned long long* theta_and;  // per query: best k-th score any AND segment has (double bits)
   unsigned long long* theta_or;   // the same for the OR phase
   std::uint32_t num_queries;
@@ -49,8 +52,25 @@ struct OrKernelConfig {
   unsigned window = 8192;
   unsigned threads = 256;
   bool stage_blocks = false;
+  // Where a segment's running top-k (k plus a buffer, 12 bytes an entry) lives. Auto: in shared
+  // memory unless moving it to a global-memory row lets more blocks reside per multiprocessor
+  // (k = 1000: 24 KB of the block's 66 KB, 3 blocks instead of 4) and the launch has more
+  // segments than the device holds at the lower residency; the kernel is latency-bound, so
+  // there a resident block is worth more than the flushes' slower memory (H100, k = 1000: 1.13x
+  // to 1.25x at batches of 1,024 and 4,096), while a launch that fits anyway only pays for the
+  // slower flushes (0.81x at batch 64).
+  enum class TopKMemory { kAuto, kShared, kGlobal };
+  TopKMemory topk_memory = TopKMemory::kAuto;
 };
-std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config);
+// The kernel's dynamic shared memory; without the top-k arrays when they are in global memory.
+std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config,
+                                   bool topk_in_global = false);
+// Whether a launch of `segments` OR segments keeps its top-k in global memory
+// (config.topk_memory; auto decided by the resident blocks either way on the current device).
+bool or_topk_in_global(unsigned k, unsigned max_terms, const OrKernelConfig& config,
+                       std::size_t segments);
+// Bytes of one OR segment's global top-k row.
+std::size_t or_topk_row_bytes(unsigned k, unsigned threads);
 std::size_t bmw_kernel_shared_bytes(unsigned k, unsigned threads);
 // Reads the current device's limits once and raises the kernels' dynamic shared-memory limits
 // to its maximum; later launches on the device check their budget against the cached limit.

@@ -34,7 +34,8 @@ struct OrLayout {
       warp_stage, top_score, top_doc, total;
 };
 __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, unsigned window,
-                                                 unsigned threads, bool stage) {
+                                                 unsigned threads, bool stage,
+                                                 bool topk_in_global) {
   const unsigned warps = threads / 32;
   OrLayout l{};
   std::size_t o = 0;
@@ -60,12 +61,20 @@ __host__ __device__ constexpr OrLayout or_layout(unsigned k, unsigned terms, uns
   // loads, at the cost of shared memory that could hold more resident blocks: a choice.
   l.warp_stage = o; o = align16(o + (stage ? warps * kStageWords * 4 : 0));
   // Room for k plus at least one offer per thread, rounded up to a power of two (bitonic
-  // flush); the rounding's slack is buffer too (top-k entries are 12 bytes).
+  // flush); the rounding's slack is buffer too (top-k entries are 12 bytes). In global memory
+  // instead (or_topk_row_bytes per segment row) where that leaves room for more blocks.
   const unsigned cap = topk_capacity(k, threads);
-  l.top_score = o; o = align16(o + cap * 8);
-  l.top_doc = o; o = align16(o + cap * 4);
+  if (!topk_in_global) {
+    l.top_score = o; o = align16(o + cap * 8);
+    l.top_doc = o; o = align16(o + cap * 4);
+  }
   l.total = o;
   return l;
+}
+
+// One segment's global top-k row: cap scores (double), then cap docIDs.
+__host__ __device__ constexpr std::size_t or_topk_row_stride(unsigned k, unsigned threads) {
+  return align16(std::size_t(topk_capacity(k, threads)) * 12);
 }
 
 enum Control : std::uint32_t { kProcess = 0, kSkipWindow = 1, kStop = 2 };
@@ -141,7 +150,8 @@ __global__ void __launch_bounds__(kThreads)
     if (tid == 0) batch.partial_count[row] = 0;
     return;
   }
-  const OrLayout L = or_layout(batch.k, batch.max_terms, window, kThreads, stage);
+  const bool topk_in_global = batch.or_topk_rows != nullptr;
+  const OrLayout L = or_layout(batch.k, batch.max_terms, window, kThreads, stage, topk_in_global);
   const unsigned topk_buffer = topk_capacity(batch.k, kThreads) - batch.k;
   auto& st = *carve<TopKState>(smem, L.state);
   auto* counters = carve<unsigned long long>(smem, L.counters);
@@ -158,8 +168,17 @@ __global__ void __launch_bounds__(kThreads)
   auto* next_floor = carve<std::uint32_t>(smem, L.next_floor);
   auto* acc = carve<float>(smem, L.acc);
   auto* bitmap = carve<std::uint32_t>(smem, L.bitmap);
-  auto* top_score = carve<double>(smem, L.top_score);
-  auto* top_doc = carve<std::uint32_t>(smem, L.top_doc);
+  // A global top-k row is read and written by this block only: __syncthreads() orders its
+  // accesses as it does shared memory's.
+  std::byte* const topk_row =
+      topk_in_global ? batch.or_topk_rows + std::size_t(row) * or_topk_row_stride(batch.k, kThreads)
+                     : nullptr;
+  auto* top_score = topk_in_global ? reinterpret_cast<double*>(topk_row)
+                                   : carve<double>(smem, L.top_score);
+  auto* top_doc =
+      topk_in_global
+          ? reinterpret_cast<std::uint32_t*>(topk_row + 8 * std::size_t(topk_capacity(batch.k, kThreads)))
+          : carve<std::uint32_t>(smem, L.top_doc);
   std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
   std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
   std::uint32_t* my_stage =
@@ -444,15 +463,39 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config) {
-  return or_layout(k, max_terms, config.window, config.threads, config.stage_blocks).total;
+std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config,
+                                   bool topk_in_global) {
+  return or_layout(k, max_terms, config.window, config.threads, config.stage_blocks, topk_in_global)
+      .total;
+}
+
+std::size_t or_topk_row_bytes(unsigned k, unsigned threads) {
+  return or_topk_row_stride(k, threads);
 }
 
 namespace {
 template <unsigned kThreads>
+const void* or_kernel_entry() {
+  return reinterpret_cast<const void*>(ranked_or_kernel<kThreads>);
+}
+
+const void* or_kernel_for(unsigned threads) {
+  switch (threads) {
+    case 32: return or_kernel_entry<32>();
+    case 64: return or_kernel_entry<64>();
+    case 128: return or_kernel_entry<128>();
+    case 256: return or_kernel_entry<256>();
+    case 512: return or_kernel_entry<512>();
+    case 1024: return or_kernel_entry<1024>();
+    default: throw std::invalid_argument("OR kernel block size must be 32, 64, 128, 256, 512 or 1024");
+  }
+}
+
+template <unsigned kThreads>
 void launch_or_kernel_with(const ShardView& shard, const BatchPointers& batch,
                            const OrKernelConfig& config, cudaStream_t stream) {
-  const std::size_t bytes = or_kernel_shared_bytes(batch.k, batch.max_terms, config);
+  const std::size_t bytes =
+      or_kernel_shared_bytes(batch.k, batch.max_terms, config, batch.or_topk_rows != nullptr);
   check_shared_budget(bytes, reinterpret_cast<const void*>(ranked_or_kernel<kThreads>),
                       "ranked_or_kernel", "lower k or --or-window");
   ranked_or_kernel<kThreads><<<batch.num_or_segments, kThreads, bytes, stream>>>(
@@ -460,6 +503,19 @@ void launch_or_kernel_with(const ShardView& shard, const BatchPointers& batch,
   GPUSEARCH_CUDA_CHECK_LAUNCH("ranked_or_kernel");
 }
 }  // namespace
+
+bool or_topk_in_global(unsigned k, unsigned max_terms, const OrKernelConfig& config,
+                       std::size_t segments) {
+  using M = OrKernelConfig::TopKMemory;
+  if (config.topk_memory != M::kAuto) return config.topk_memory == M::kGlobal;
+  const void* kernel = or_kernel_for(config.threads);
+  const int threads = static_cast<int>(config.threads);
+  const int in_shared =
+      resident_blocks(kernel, threads, or_kernel_shared_bytes(k, max_terms, config, false));
+  return resident_blocks(kernel, threads, or_kernel_shared_bytes(k, max_terms, config, true)) >
+             in_shared &&
+         segments > std::size_t(in_shared) * std::size_t(device_multiprocessors());
+}
 
 void launch_or_kernel(const ShardView& shard, const BatchPointers& batch,
                       const OrKernelConfig& config, cudaStream_t stream) {
