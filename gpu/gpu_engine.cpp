@@ -51,14 +51,16 @@ struct Lane {
 struct BatchRegions {
   std::size_t terms_at = 0, order_at = 0, and_seg_at = 0, or_seg_at = 0, in_bytes = 0;
   std::size_t hits_at = 0, out_bytes = 0;
-  std::size_t or_topk_at = 0, partial_count_at = 0, theta_and_at = 0, theta_or_at = 0,
+  std::size_t topk_rows_at = 0, partial_count_at = 0, theta_and_at = 0, theta_or_at = 0,
               scratch_bytes = 0;
 };
 
-// or_topk_row: bytes of an OR segment's global top-k row, 0 when the OR kernel keeps its top-k
-// in shared memory. Scratch past theta_and_at is zeroed per batch; the rows before it are not.
+// and_topk_row / or_topk_row: bytes of an AND / OR segment's global top-k row, 0 where the
+// kernel keeps its top-k in shared memory; the kernels run in turn, so one region serves both.
+// Scratch past theta_and_at is zeroed per batch; the rows before it are not.
 BatchRegions batch_regions(std::size_t nq, std::size_t nt, std::size_t and_segments,
-                           std::size_t or_segments, unsigned k, std::size_t or_topk_row = 0) {
+                           std::size_t or_segments, unsigned k, std::size_t and_topk_row = 0,
+                           std::size_t or_topk_row = 0) {
   BatchRegions r;
   r.terms_at = align_up(nq * sizeof(QueryDesc), 16);
   r.order_at = r.terms_at + align_up(nt * sizeof(TermDesc), 16);
@@ -68,8 +70,10 @@ BatchRegions batch_regions(std::size_t nq, std::size_t nt, std::size_t and_segme
   r.hits_at = align_up(nq * sizeof(QueryOut), 16);
   r.out_bytes = r.hits_at + nq * 2 * std::size_t(k) * sizeof(HitOut);
   const std::size_t rows = std::max(and_segments, or_segments);
-  r.or_topk_at = align_up(rows * std::size_t(k) * sizeof(HitOut), 16);
-  r.partial_count_at = r.or_topk_at + align_up(or_segments * or_topk_row, 16);
+  r.topk_rows_at = align_up(rows * std::size_t(k) * sizeof(HitOut), 16);
+  r.partial_count_at =
+      r.topk_rows_at +
+      align_up(std::max(and_segments * and_topk_row, or_segments * or_topk_row), 16);
   r.theta_and_at = r.partial_count_at + align_up(rows * 4, 16);
   r.theta_or_at = r.theta_and_at + nq * 8;
   r.scratch_bytes = r.theta_or_at + nq * 8;
@@ -174,10 +178,10 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   if (options.or_threads < 32 || options.or_threads > 1024 ||
       (options.or_threads & (options.or_threads - 1)) != 0)
     throw InputError("--or-threads", 0, "must be 32, 64, 128, 256, 512 or 1024");
-  if (options.or_topk_memory != "auto" && options.or_topk_memory != "shared" &&
-      options.or_topk_memory != "global")
-    throw InputError("--or-topk-memory", 0,
-                     fmt::format("unknown '{}' (auto, shared, global)", options.or_topk_memory));
+  if (options.topk_memory != "auto" && options.topk_memory != "shared" &&
+      options.topk_memory != "global")
+    throw InputError("--topk-memory", 0,
+                     fmt::format("unknown '{}' (auto, shared, global)", options.topk_memory));
   if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
     throw InputError("--gpu-max-segments", 0,
                      fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
@@ -425,13 +429,18 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   };
 
   OrKernelConfig or_config{m.options.or_window, m.options.or_threads, m.options.or_stage_blocks};
-  or_config.topk_memory = m.options.or_topk_memory == "global"   ? OrKernelConfig::TopKMemory::kGlobal
-                          : m.options.or_topk_memory == "shared" ? OrKernelConfig::TopKMemory::kShared
-                                                                 : OrKernelConfig::TopKMemory::kAuto;
-  // Bytes of an OR segment's global top-k row for a launch of `segments` OR segments whose
-  // longest query has max_terms terms; 0 where the OR kernel keeps its top-k in shared memory.
+  or_config.topk_memory = m.options.topk_memory == "global"   ? TopKMemory::kGlobal
+                          : m.options.topk_memory == "shared" ? TopKMemory::kShared
+                                                              : TopKMemory::kAuto;
+  // Bytes of an AND / OR segment's global top-k row for a launch of `segments` segments whose
+  // longest query has max_terms terms; 0 where the kernel keeps its top-k in shared memory.
   // (The buffers are sized with a batch's planned segments, never fewer than it launches, and
   // auto chooses global memory only above a number of segments: sized for every launch.)
+  auto and_topk_row = [&](unsigned max_terms, std::size_t segments) -> std::size_t {
+    return run_and && and_topk_in_global(k, max_terms, or_config.topk_memory, segments)
+               ? and_topk_row_bytes(k)
+               : 0;
+  };
   auto or_topk_row = [&](unsigned max_terms, std::size_t segments) -> std::size_t {
     return run_or && or_topk_in_global(k, max_terms, or_config, segments)
                ? or_topk_row_bytes(k, or_config.threads)
@@ -455,7 +464,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
         nas += run_and ? and_plan[j - begin].count : 0;
         nos += run_or ? or_plan[j - begin].count : 0;
       }
-      largest = batch_regions(end - begin, nt, nas, nos, k, or_topk_row(max_terms, nos));
+      largest = batch_regions(end - begin, nt, nas, nos, k, and_topk_row(max_terms, nas),
+                              or_topk_row(max_terms, nos));
       largest_in = std::max(largest_in, largest.in_bytes);
       largest_out = std::max(largest_out, largest.out_bytes + (m.rows_on_device ? row_meta_bytes(end - begin) : 0));
       largest_scratch = std::max(largest_scratch, largest.scratch_bytes);
@@ -606,9 +616,10 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.and_segment_count = std::uint32_t(and_segments.size()) - d.and_segment_begin;
       d.or_segment_count = std::uint32_t(or_segments.size()) - d.or_segment_begin;
     }
-    const std::size_t topk_row = or_topk_row(max_terms, or_segments.size());
+    const std::size_t and_row = and_topk_row(max_terms, and_segments.size());
+    const std::size_t or_row = or_topk_row(max_terms, or_segments.size());
     const BatchRegions R =
-        batch_regions(nq, nt, and_segments.size(), or_segments.size(), k, topk_row);
+        batch_regions(nq, nt, and_segments.size(), or_segments.size(), k, and_row, or_row);
     lane.in_bytes = R.in_bytes;
     lane.out_bytes = R.out_bytes;
     // Reserved for the call's largest batch above; these only check that.
@@ -703,7 +714,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     bp.hits = reinterpret_cast<HitOut*>(lane.dev_out.data() + R.hits_at);
     bp.partial_hits = reinterpret_cast<HitOut*>(lane.dev_scratch.data());
     bp.partial_count = reinterpret_cast<std::uint32_t*>(lane.dev_scratch.data() + R.partial_count_at);
-    bp.or_topk_rows = topk_row != 0 ? lane.dev_scratch.data() + R.or_topk_at : nullptr;
+    bp.and_topk_rows = and_row != 0 ? lane.dev_scratch.data() + R.topk_rows_at : nullptr;
+    bp.or_topk_rows = or_row != 0 ? lane.dev_scratch.data() + R.topk_rows_at : nullptr;
     bp.theta_and = reinterpret_cast<unsigned long long*>(lane.dev_scratch.data() + R.theta_and_at);
     bp.theta_or = reinterpret_cast<unsigned long long*>(lane.dev_scratch.data() + R.theta_or_at);
     bp.num_queries = std::uint32_t(nq);
@@ -780,7 +792,7 @@ nlohmann::json GpuEngine::stats() const {
       {"batch_size", impl_ ? impl_->options.batch_size : 0},
       {"or_window", impl_ ? impl_->options.or_window : 0},
       {"or_threads", impl_ ? impl_->options.or_threads : 0},
-      {"or_topk_memory", impl_ ? impl_->options.or_topk_memory : std::string("auto")},
+      {"topk_memory", impl_ ? impl_->options.topk_memory : std::string("auto")},
       {"or_stage_blocks", impl_ ? impl_->options.or_stage_blocks : false},
       {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
       {"blocks_per_sm", impl_ ? impl_->options.blocks_per_sm : 0},

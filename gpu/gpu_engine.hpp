@@ -35,9 +35,10 @@ struct GpuEngineOptions {
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned or_threads = 256;      // threads per OR segment (32 ... 1024) sharing a window
   bool or_stage_blocks = false;   // OR: stage each posting block in shared memory to decode it
-  // OR: where each segment's running top-k lives: auto (shared memory unless a global-memory
-  // row lets more blocks reside, as at k = 1000), shared or global (query_kernels.hpp).
-  std::string or_topk_memory = "auto";
+  // AND and OR: where each segment's running top-k lives: auto (shared memory unless a
+  // global-memory row lets more blocks reside, as at k = 1000), shared or global
+  // (query_kernels.hpp, TopKMemory).
+  std::string topk_memory = "auto";
   unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
   // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query

@@ -32,8 +32,10 @@ struct BatchPointers {
   HitOut* hits;                   // 2k per query slot: [0, k) first answer, [k, 2k) and-or's OR
   HitOut* partial_hits;           // k per segment row: a segment's local top-k
   std::uint32_t* partial_count;   // per segment row: entries in its partial_hits row
-  // Per OR segment row, or_topk_row_bytes() each: the OR kernel's running top-k when it lives
-  // in global memory (or_topk_in_global); null when it lives in shared memory.
+  // Per AND / OR segment row, and_topk_row_bytes() / or_topk_row_bytes() each: the kernel's
+  // running top-k when it lives in global memory (and_topk_in_global, or_topk_in_global); null
+  // when it lives in shared memory. The two kernels run one after the other: one region.
+  std::byte* and_topk_rows;
   std::byte* or_topk_rows;
   unsigned long long* theta_and;  // per query: best k-th score any AND segment has (double bits)
   unsigned long long* theta_or;   // the same for the OR phase
@@ -44,22 +46,28 @@ struct BatchPointers {
   float bound_scale;        // 1, except in the test that weakens every pruning bound
 };
 
-// Shared memory the kernels need for a batch (bytes).
-std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms);
+// Where a segment's running top-k (k plus a buffer, 12 bytes an entry) lives. Auto: in shared
+// memory unless moving it to a global-memory row lets more blocks reside per multiprocessor
+// (k = 1000: 24 KB of the OR block's 66 KB, 3 blocks instead of 4) and the launch has more
+// segments than the device holds at the lower residency; the kernels are latency-bound, so
+// there a resident block is worth more than the flushes' slower memory (H100, OR at k = 1000:
+// 1.13x to 1.25x at batches of 1,024 and 4,096), while a launch that fits anyway only pays for
+// the slower flushes (0.81x at batch 64).
+enum class TopKMemory { kAuto, kShared, kGlobal };
+
+// Shared memory the kernels need for a batch (bytes); without the top-k arrays when they are
+// in global memory.
+std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms, bool topk_in_global = false);
+// Whether a launch of `segments` AND segments keeps its top-k in global memory.
+bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::size_t segments);
+// Bytes of one AND segment's global top-k row.
+std::size_t and_topk_row_bytes(unsigned k);
 // The OR kernel's shape: accumulator window (documents), threads per segment, and whether
 // each warp stages a posting block's words in shared memory before decoding it.
 struct OrKernelConfig {
   unsigned window = 8192;
   unsigned threads = 256;
   bool stage_blocks = false;
-  // Where a segment's running top-k (k plus a buffer, 12 bytes an entry) lives. Auto: in shared
-  // memory unless moving it to a global-memory row lets more blocks reside per multiprocessor
-  // (k = 1000: 24 KB of the block's 66 KB, 3 blocks instead of 4) and the launch has more
-  // segments than the device holds at the lower residency; the kernel is latency-bound, so
-  // there a resident block is worth more than the flushes' slower memory (H100, k = 1000: 1.13x
-  // to 1.25x at batches of 1,024 and 4,096), while a launch that fits anyway only pays for the
-  // slower flushes (0.81x at batch 64).
-  enum class TopKMemory { kAuto, kShared, kGlobal };
   TopKMemory topk_memory = TopKMemory::kAuto;
 };
 // The kernel's dynamic shared memory; without the top-k arrays when they are in global memory.

@@ -24,7 +24,8 @@ struct AndLayout {
   std::size_t state, counters, cursor, cand_doc, alive, bidx, run_list, tf, warp_docs, warp_freqs,
       warp_stage, top_score, top_doc, total;
 };
-__host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
+__host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms,
+                                                   bool topk_in_global) {
   AndLayout l{};
   std::size_t o = 0;
   l.state = o; o = align16(o + sizeof(TopKState) + 16);
@@ -41,10 +42,17 @@ __host__ __device__ constexpr AndLayout and_layout(unsigned k, unsigned terms) {
   // Room for k plus at least one offer per thread, rounded up to a power of two (bitonic
   // flush); the rounding's slack is buffer too.
   const unsigned cap = topk_capacity(k, kThreadsPerQuery);
-  l.top_score = o; o = align16(o + cap * 8);
-  l.top_doc = o; o = align16(o + cap * 4);
+  if (!topk_in_global) {  // else a global-memory row per segment (and_topk_row_bytes)
+    l.top_score = o; o = align16(o + cap * 8);
+    l.top_doc = o; o = align16(o + cap * 4);
+  }
   l.total = o;
   return l;
+}
+
+// One segment's global top-k row: cap scores (double), then cap docIDs.
+__host__ __device__ constexpr std::size_t and_topk_row_stride(unsigned k) {
+  return align16(std::size_t(topk_capacity(k, kThreadsPerQuery)) * 12);
 }
 
 __global__ void __launch_bounds__(kThreadsPerQuery)
@@ -65,7 +73,8 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
     return;
   }
 
-  const AndLayout L = and_layout(batch.k, batch.max_terms);
+  const bool topk_in_global = batch.and_topk_rows != nullptr;
+  const AndLayout L = and_layout(batch.k, batch.max_terms, topk_in_global);
   auto& st = *carve<TopKState>(smem, L.state);
   auto* counters = carve<unsigned long long>(smem, L.counters);
   auto* cursor = carve<std::uint64_t>(smem, L.cursor);
@@ -74,8 +83,16 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
   auto* bidx = carve<std::uint64_t>(smem, L.bidx);
   auto* run_list = carve<std::uint32_t>(smem, L.run_list);
   auto* tf = carve<std::uint32_t>(smem, L.tf);
-  auto* top_score = carve<double>(smem, L.top_score);
-  auto* top_doc = carve<std::uint32_t>(smem, L.top_doc);
+  // A global top-k row is this block's alone: __syncthreads() orders it as shared memory.
+  std::byte* const topk_row =
+      topk_in_global ? batch.and_topk_rows + std::size_t(row) * and_topk_row_stride(batch.k)
+                     : nullptr;
+  auto* top_score = topk_in_global ? reinterpret_cast<double*>(topk_row)
+                                   : carve<double>(smem, L.top_score);
+  auto* top_doc = topk_in_global
+                      ? reinterpret_cast<std::uint32_t*>(
+                            topk_row + 8 * std::size_t(topk_capacity(batch.k, kThreadsPerQuery)))
+                      : carve<std::uint32_t>(smem, L.top_doc);
   std::uint32_t* my_docs = carve<std::uint32_t>(smem, L.warp_docs) + warp * kValuesPerBlock;
   std::uint32_t* my_freqs = carve<std::uint32_t>(smem, L.warp_freqs) + warp * kValuesPerBlock;
   std::uint32_t* my_stage = carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords;
@@ -277,13 +294,27 @@ __global__ void __launch_bounds__(kThreadsPerQuery)
 
 }  // namespace
 
-std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms) {
-  return and_layout(k, max_terms).total;
+std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms, bool topk_in_global) {
+  return and_layout(k, max_terms, topk_in_global).total;
+}
+
+std::size_t and_topk_row_bytes(unsigned k) { return and_topk_row_stride(k); }
+
+bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::size_t segments) {
+  if (memory != TopKMemory::kAuto) return memory == TopKMemory::kGlobal;
+  const auto* kernel = reinterpret_cast<const void*>(ranked_and_kernel);
+  const int threads = static_cast<int>(kThreadsPerQuery);
+  const int in_shared =
+      resident_blocks(kernel, threads, and_kernel_shared_bytes(k, max_terms, false));
+  return resident_blocks(kernel, threads, and_kernel_shared_bytes(k, max_terms, true)) >
+             in_shared &&
+         segments > std::size_t(in_shared) * std::size_t(device_multiprocessors());
 }
 
 void launch_and_kernel(const ShardView& shard, const BatchPointers& batch, cudaStream_t stream) {
   if (batch.num_and_segments == 0) return;
-  const std::size_t bytes = and_kernel_shared_bytes(batch.k, batch.max_terms);
+  const std::size_t bytes =
+      and_kernel_shared_bytes(batch.k, batch.max_terms, batch.and_topk_rows != nullptr);
   check_shared_budget(bytes, reinterpret_cast<const void*>(ranked_and_kernel), "ranked_and_kernel",
                       "lower k");
   ranked_and_kernel<<<batch.num_and_segments, kThreadsPerQuery, bytes, stream>>>(shard, batch);

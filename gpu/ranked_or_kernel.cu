@@ -506,8 +506,7 @@ void launch_or_kernel_with(const ShardView& shard, const BatchPointers& batch,
 
 bool or_topk_in_global(unsigned k, unsigned max_terms, const OrKernelConfig& config,
                        std::size_t segments) {
-  using M = OrKernelConfig::TopKMemory;
-  if (config.topk_memory != M::kAuto) return config.topk_memory == M::kGlobal;
+  if (config.topk_memory != TopKMemory::kAuto) return config.topk_memory == TopKMemory::kGlobal;
   const void* kernel = or_kernel_for(config.threads);
   const int threads = static_cast<int>(config.threads);
   const int in_shared =

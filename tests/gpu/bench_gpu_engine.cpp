@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   unsigned k = 10, cpu_threads = std::thread::hardware_concurrency();
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
   bool or_stage = false;
-  std::string or_topk_memory = "auto";
+  std::string topk_memory_default = "auto";
   unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
@@ -112,8 +112,8 @@ int main(int argc, char** argv) {
   app.add_option("--or-threads", or_threads, "threads per OR segment")->capture_default_str();
   app.add_option("--or-stage", or_stage, "OR: stage posting blocks in shared memory")
       ->capture_default_str();
-  app.add_option("--or-topk-memory", or_topk_memory,
-                 "OR: where a segment's top-k lives (auto, shared, global)")
+  app.add_option("--topk-memory", topk_memory_default,
+                 "AND and OR: where a segment's top-k lives (auto, shared, global)")
       ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
   app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target")
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
         const unsigned window = spec_parts.size() > 1 ? unsigned(std::stoul(spec_parts[1])) : or_window;
         const unsigned threads = spec_parts.size() > 2 ? unsigned(std::stoul(spec_parts[2])) : or_threads;
         const bool stage = spec_parts.size() > 3 ? spec_parts[3] == "1" : or_stage;
-        const std::string topk_memory = spec_parts.size() > 4 ? spec_parts[4] : or_topk_memory;
+        const std::string topk_memory = spec_parts.size() > 4 ? spec_parts[4] : topk_memory_default;
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
           go.or_window = window;
           go.or_threads = threads;
           go.or_stage_blocks = stage;
-          go.or_topk_memory = topk_memory;
+          go.topk_memory = topk_memory;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
@@ -366,7 +366,7 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"or_topk_memory", topk_memory},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"topk_memory", topk_memory},
               {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},

@@ -339,17 +339,18 @@ TEST_F(GpuTest, BadOptionsAreRejected) {
   g.bmw_threads = 48;
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
   g = {};
-  g.or_topk_memory = "texture";
+  g.topk_memory = "texture";
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
   g = {};
   g.device = 1000;
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
 }
 
-// The OR kernel's top-k in shared memory and in a global-memory row (auto picks the latter where
-// it lets more blocks reside, e.g. k = 1000): both against the reference, every k, window and
-// exhaustive, small windows (many flushes per segment) and several segments per query.
-TEST_F(GpuTest, OrTopKInSharedOrGlobalMemoryIsExact) {
+// The AND and OR kernels' top-k in shared memory and in a global-memory row (auto picks the
+// latter where it lets more blocks reside, e.g. k = 1000): both against the reference, every
+// mode and k, window and exhaustive, small windows (many flushes per segment) and several
+// segments per query.
+TEST_F(GpuTest, TopKInSharedOrGlobalMemoryIsExact) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=20000,seed=23,test_queries=120,mean_length=250", 2);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 120);
@@ -359,7 +360,7 @@ TEST_F(GpuTest, OrTopKInSharedOrGlobalMemoryIsExact) {
       for (unsigned window : {1024u, 8192u}) {
         gpu::GpuEngineOptions o;
         o.algorithm = algorithm;
-        o.or_topk_memory = memory;
+        o.topk_memory = memory;
         o.or_window = window;
         o.batch_size = 64;
         o.max_segments_per_query = 4;
