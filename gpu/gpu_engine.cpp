@@ -436,13 +436,14 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   // longest query has max_terms terms; 0 where the kernel keeps its top-k in shared memory.
   // (The buffers are sized with a batch's planned segments, never fewer than it launches, and
   // auto chooses global memory only above a number of segments: sized for every launch.)
-  auto and_topk_row = [&](unsigned max_terms, std::size_t segments) -> std::size_t {
-    return run_and && and_topk_in_global(k, max_terms, or_config.topk_memory, segments)
+  auto and_topk_row = [&](unsigned max_terms, std::size_t segments,
+                          std::size_t nq) -> std::size_t {
+    return run_and && and_topk_in_global(k, max_terms, or_config.topk_memory, segments, nq)
                ? and_topk_row_bytes(k)
                : 0;
   };
-  auto or_topk_row = [&](unsigned max_terms, std::size_t segments) -> std::size_t {
-    return run_or && or_topk_in_global(k, max_terms, or_config, segments)
+  auto or_topk_row = [&](unsigned max_terms, std::size_t segments, std::size_t nq) -> std::size_t {
+    return run_or && or_topk_in_global(k, max_terms, or_config, segments, nq)
                ? or_topk_row_bytes(k, or_config.threads)
                : 0;
   };
@@ -464,8 +465,12 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
         nas += run_and ? and_plan[j - begin].count : 0;
         nos += run_or ? or_plan[j - begin].count : 0;
       }
-      largest = batch_regions(end - begin, nt, nas, nos, k, and_topk_row(max_terms, nas),
-                              or_topk_row(max_terms, nos));
+      // The sizing may call for rows where the launch (fewer segments) does not: never less.
+      largest = batch_regions(end - begin, nt, nas, nos, k,
+                              std::max(and_topk_row(max_terms, nas, end - begin),
+                                       and_topk_row(max_terms, nas, nas)),
+                              std::max(or_topk_row(max_terms, nos, end - begin),
+                                       or_topk_row(max_terms, nos, nos)));
       largest_in = std::max(largest_in, largest.in_bytes);
       largest_out = std::max(largest_out, largest.out_bytes + (m.rows_on_device ? row_meta_bytes(end - begin) : 0));
       largest_scratch = std::max(largest_scratch, largest.scratch_bytes);
@@ -616,8 +621,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.and_segment_count = std::uint32_t(and_segments.size()) - d.and_segment_begin;
       d.or_segment_count = std::uint32_t(or_segments.size()) - d.or_segment_begin;
     }
-    const std::size_t and_row = and_topk_row(max_terms, and_segments.size());
-    const std::size_t or_row = or_topk_row(max_terms, or_segments.size());
+    const std::size_t and_row = and_topk_row(max_terms, and_segments.size(), nq);
+    const std::size_t or_row = or_topk_row(max_terms, or_segments.size(), nq);
     const BatchRegions R =
         batch_regions(nq, nt, and_segments.size(), or_segments.size(), k, and_row, or_row);
     lane.in_bytes = R.in_bytes;

@@ -48,18 +48,20 @@ struct BatchPointers {
 
 // Where a segment's running top-k (k plus a buffer, 12 bytes an entry) lives. Auto: in shared
 // memory unless moving it to a global-memory row lets more blocks reside per multiprocessor
-// (k = 1000: 24 KB of the OR block's 66 KB, 3 blocks instead of 4) and the launch has more
-// segments than the device holds at the lower residency; the kernels are latency-bound, so
-// there a resident block is worth more than the flushes' slower memory (H100, OR at k = 1000:
-// 1.13x to 1.25x at batches of 1,024 and 4,096), while a launch that fits anyway only pays for
-// the slower flushes (0.81x at batch 64).
+// (k = 1000: 24 KB of the OR block's 66 KB, 3 blocks instead of 4), the launch has more
+// segments than the device holds at the lower residency, and its segments are long (at most two
+// per query: each segment pays its own flushes). The kernels are latency-bound, so there a
+// resident block is worth more than the flushes' slower memory (H100, OR at k = 1000: 1.13x to
+// 1.25x at batches of 1,024 and 4,096, one segment a query), while many short segments pay for
+// the slower flushes (0.81x at batch 64, 16 segments a query).
 enum class TopKMemory { kAuto, kShared, kGlobal };
 
 // Shared memory the kernels need for a batch (bytes); without the top-k arrays when they are
 // in global memory.
 std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms, bool topk_in_global = false);
 // Whether a launch of `segments` AND segments keeps its top-k in global memory.
-bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::size_t segments);
+bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::size_t segments,
+                        std::size_t queries);
 // Bytes of one AND segment's global top-k row.
 std::size_t and_topk_row_bytes(unsigned k);
 // The OR kernel's shape: accumulator window (documents), threads per segment, and whether
@@ -73,10 +75,10 @@ struct OrKernelConfig {
 // The kernel's dynamic shared memory; without the top-k arrays when they are in global memory.
 std::size_t or_kernel_shared_bytes(unsigned k, unsigned max_terms, const OrKernelConfig& config,
                                    bool topk_in_global = false);
-// Whether a launch of `segments` OR segments keeps its top-k in global memory
-// (config.topk_memory; auto decided by the resident blocks either way on the current device).
+// Whether a launch of `segments` OR segments for `queries` queries keeps its top-k in global
+// memory (config.topk_memory; auto decided as above on the current device).
 bool or_topk_in_global(unsigned k, unsigned max_terms, const OrKernelConfig& config,
-                       std::size_t segments);
+                       std::size_t segments, std::size_t queries);
 // Bytes of one OR segment's global top-k row.
 std::size_t or_topk_row_bytes(unsigned k, unsigned threads);
 std::size_t bmw_kernel_shared_bytes(unsigned k, unsigned threads);

@@ -300,7 +300,8 @@ std::size_t and_kernel_shared_bytes(unsigned k, unsigned max_terms, bool topk_in
 
 std::size_t and_topk_row_bytes(unsigned k) { return and_topk_row_stride(k); }
 
-bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::size_t segments) {
+bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::size_t segments,
+                        std::size_t queries) {
   if (memory != TopKMemory::kAuto) return memory == TopKMemory::kGlobal;
   const auto* kernel = reinterpret_cast<const void*>(ranked_and_kernel);
   const int threads = static_cast<int>(kThreadsPerQuery);
@@ -308,7 +309,8 @@ bool and_topk_in_global(unsigned k, unsigned max_terms, TopKMemory memory, std::
       resident_blocks(kernel, threads, and_kernel_shared_bytes(k, max_terms, false));
   return resident_blocks(kernel, threads, and_kernel_shared_bytes(k, max_terms, true)) >
              in_shared &&
-         segments > std::size_t(in_shared) * std::size_t(device_multiprocessors());
+         segments > std::size_t(in_shared) * std::size_t(device_multiprocessors()) &&
+         segments <= 2 * queries;
 }
 
 void launch_and_kernel(const ShardView& shard, const BatchPointers& batch, cudaStream_t stream) {

@@ -505,7 +505,7 @@ void launch_or_kernel_with(const ShardView& shard, const BatchPointers& batch,
 }  // namespace
 
 bool or_topk_in_global(unsigned k, unsigned max_terms, const OrKernelConfig& config,
-                       std::size_t segments) {
+                       std::size_t segments, std::size_t queries) {
   if (config.topk_memory != TopKMemory::kAuto) return config.topk_memory == TopKMemory::kGlobal;
   const void* kernel = or_kernel_for(config.threads);
   const int threads = static_cast<int>(config.threads);
@@ -513,7 +513,8 @@ bool or_topk_in_global(unsigned k, unsigned max_terms, const OrKernelConfig& con
       resident_blocks(kernel, threads, or_kernel_shared_bytes(k, max_terms, config, false));
   return resident_blocks(kernel, threads, or_kernel_shared_bytes(k, max_terms, config, true)) >
              in_shared &&
-         segments > std::size_t(in_shared) * std::size_t(device_multiprocessors());
+         segments > std::size_t(in_shared) * std::size_t(device_multiprocessors()) &&
+         segments <= 2 * queries;
 }
 
 void launch_or_kernel(const ShardView& shard, const BatchPointers& batch,

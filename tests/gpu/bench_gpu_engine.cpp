@@ -172,9 +172,9 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("device-to-device copy: {:.0f} GB/s\n", copy_gbps);
     {
       gpu::OrKernelConfig c{or_window, or_threads, or_stage};
-      const bool global = gpu::or_topk_in_global(k, 4, c, std::size_t(1) << 20);
-      std::cerr << fmt::format("OR top-k at k = {} (auto, 4-term batch, launches that fill the "
-                               "device): {} memory\n", k, global ? "global" : "shared");
+      const bool global = gpu::or_topk_in_global(k, 4, c, 4096, 4096);
+      std::cerr << fmt::format("OR top-k at k = {} (auto, 4,096 queries of 4 terms in 4,096 "
+                               "segments): {} memory\n", k, global ? "global" : "shared");
       out["or_topk_auto_global"] = global;
     }
 
