@@ -18,8 +18,17 @@ double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> te
   std::vector<double> scores;
   alignas(16) DocId docs[kBlockSize + PostingCursor::kDecodePadding];
   alignas(16) std::uint32_t freqs[kBlockSize];
-  for (const PostingCursor& c : terms) {
-    if (c.docid() == kNoDoc || c.df() < k) continue;
+  // Lists of highest maximum first: a later list whose best block cannot beat the seed so far
+  // is passed over without decoding.
+  std::uint32_t order[64];
+  const std::size_t n = std::min<std::size_t>(terms.size(), 64);
+  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](std::uint32_t a, std::uint32_t b) {
+    return terms[a].max_score() > terms[b].max_score();
+  });
+  for (std::size_t oi = 0; oi < n; ++oi) {
+    const PostingCursor& c = terms[order[oi]];
+    if (c.docid() == kNoDoc || c.df() < k || !(c.max_score() > seed)) continue;
     const std::uint32_t nb = c.num_blocks();
     // The `budget` blocks of highest maxima (a partial insertion sort: budget is small).
     best.clear();
