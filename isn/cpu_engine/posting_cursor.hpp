@@ -274,7 +274,8 @@ class PostingCursor {
     const std::uint32_t* fp =
         codec::decode_docids(shard_->block_data(global), shard_->block_floor(*info_, global), docs);
     codec::decode_freqs(fp, freqs);
-    const std::uint32_t count = b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
+    const std::uint32_t count =
+        b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
     if (counters_) counters_->postings_decoded += count;
     return count;
   }

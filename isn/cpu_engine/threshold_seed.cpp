@@ -8,8 +8,8 @@
 
 namespace gpusearch::cpu {
 
-double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms,
-                      std::size_t k, unsigned blocks_per_term, double scale) {
+double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
+                      unsigned blocks_per_term, double scale) {
   double seed = -std::numeric_limits<double>::infinity();
   if (k == 0 || blocks_per_term == 0) return seed;
   // Enough blocks to hold k postings, and `blocks_per_term` to choose from.

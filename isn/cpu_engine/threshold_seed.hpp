@@ -18,7 +18,7 @@ namespace gpusearch::cpu {
 // `blocks_per_term` blocks (about k / 128 more when k needs them), documents of the cursors'
 // range only; -inf when no list has k postings there. `scale` multiplies the result: 1, except
 // in the test that proves an inflated seed is caught. The cursors do not move.
-double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms,
-                      std::size_t k, unsigned blocks_per_term, double scale = 1.0);
+double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
+                      unsigned blocks_per_term, double scale = 1.0);
 
 }  // namespace gpusearch::cpu
