@@ -9,6 +9,7 @@
 
 #include "common/scoring.hpp"
 #include "isn/cpu_engine/daat_algorithms.hpp"
+#include "isn/cpu_engine/threshold_seed.hpp"
 #include "isn/cpu_engine/windowed_maxscore.hpp"
 
 namespace gpusearch::cpu {
@@ -161,6 +162,10 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   if (conjunctive) {
     stats = ranked_and(ctx, cursors, top, counters, a != Algorithm::kExhaustive);
   } else {
+    // Pruning OR algorithms start from a lower bound of the k-th score (threshold_seed.hpp).
+    if (a != Algorithm::kExhaustive && options_.seed_blocks_per_term > 0)
+      top.raise_floor(seed_threshold(ctx, cursors, params.k, options_.seed_blocks_per_term,
+                                     options_.seed_scale));
     switch (a) {
       case Algorithm::kExhaustive:
         stats = ranked_or(ctx, cursors, top, counters);

@@ -45,6 +45,13 @@ struct CpuEngineOptions {
   // (synthetic 2.5M shard, k = 10: DAAT faster up to about 8K postings, windowed above; Debian
   // descriptions, 64K documents: up to about 500). 0: always windowed.
   unsigned daat_docs_per_posting = 256;
+  // OR mode, pruning algorithms: before the first document, the blocks of highest block maxima
+  // of each list (this many, plus those k needs) are decoded and scored for their term alone;
+  // the k-th best such score is a lower bound of the k-th score, the starting threshold
+  // (threshold_seed.hpp). 0: no seed. `seed_scale` multiplies it: 1; above 1 only in the test
+  // that proves an inflated seed gives a wrong answer it catches.
+  unsigned seed_blocks_per_term = 1;
+  double seed_scale = 1.0;
   // Multiplies every term upper bound the pruning algorithms use (list and block maxima). 1;
   // tests set it below 1 to prove that a weakened bound gives a wrong answer they catch.
   double bound_scale = 1.0;

@@ -36,6 +36,7 @@ class PostingCursor {
     last_ = shard.block_last_docid().data() + info.first_block;
     block_max_ = shard.block_max_impact().data() + info.first_block;
     num_blocks_ = info.num_blocks;
+    begin_ = begin;
     end_ = end;
     counters_ = counters;
     // Blocks that can hold docIDs in [begin, end): the skipped-block count is taken against them.
@@ -259,6 +260,27 @@ class PostingCursor {
     if (docid_ == kNoDoc || pending_) return;
     for (std::uint32_t i = pos_; i < count_ && docs_[i] < bound; ++i) f(docs_[i]);
   }
+  // Random access to the list's blocks, apart from the cursor (which does not move):
+  // threshold_seed.cpp decodes the blocks of highest block maxima before a query starts.
+  std::uint32_t num_blocks() const { return num_blocks_; }
+  float block_max_impact(std::uint32_t b) const { return block_max_[b]; }
+  DocId range_begin() const { return begin_; }
+  DocId range_end() const { return end_; }
+  // Decodes block b into docs (kBlockSize + 16 entries) and freqs (kBlockSize); returns its
+  // posting count. Counts the postings as decoded, not the block (the cursor may decode it
+  // again; blocks decoded and skipped still add up to the list's blocks).
+  std::uint32_t decode_block(std::uint32_t b, DocId* docs, std::uint32_t* freqs) const {
+    const std::uint64_t global = info_->first_block + b;
+    const std::uint32_t* fp =
+        codec::decode_docids(shard_->block_data(global), shard_->block_floor(*info_, global), docs);
+    codec::decode_freqs(fp, freqs);
+    const std::uint32_t count =
+        b + 1 == num_blocks_ ? info_->df_shard - b * kBlockSize : kBlockSize;
+    if (counters_) counters_->postings_decoded += count;
+    return count;
+  }
+  static constexpr std::uint32_t kDecodePadding = 16;
+
   // Last docID of the shallow block (kNoDoc past the list's end): the bound of
   // block_max_score() holds up to it.
   DocId block_max_last() const { return shallow_ < num_blocks_ ? last_[shallow_] : kNoDoc; }
@@ -295,7 +317,7 @@ class PostingCursor {
   const std::uint32_t* freq_part_ = nullptr;
   QueryCounters* counters_ = nullptr;
   double weight_ = 0, bound_weight_ = 0, max_score_ = 0;
-  DocId docid_ = kNoDoc, end_ = kNoDoc;
+  DocId docid_ = kNoDoc, begin_ = 0, end_ = kNoDoc;
   std::uint32_t num_blocks_ = 0, block_ = kNone, shallow_ = 0, pos_ = 0, count_ = 0;
   std::uint32_t blocks_in_range_ = 0, blocks_decoded_ = 0;
   bool freqs_decoded_ = false, pending_ = false;

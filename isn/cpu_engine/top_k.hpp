@@ -59,6 +59,16 @@ class TopK {
     threshold_ = k == 0 ? std::numeric_limits<double>::infinity() : seed_;
   }
 
+  // Raises the threshold to `floor`, a lower bound of the final k-th score (k documents of the
+  // run are known to score at least that much, threshold_seed.hpp): documents below it are never
+  // offered, those at or above it are, so the answer is unchanged.
+  void raise_floor(double floor) {
+    if (k_ == 0 || !(floor > seed_)) return;
+    seed_ = floor;
+    threshold_ = std::max(threshold_, floor);
+    if (shared_) shared_->raise(floor);
+  }
+
   // A document whose score is below the threshold cannot enter; one equal to it may (on rank).
   double threshold() const { return shared_ ? std::max(threshold_, shared_->get()) : threshold_; }
 

@@ -80,7 +80,10 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
   // Windows start small and double: the first ones are scored before any threshold exists (all
   // lists essential), so they should hold few documents; later ones amortize the per-window
   // bounds. GS order puts the high scores first, so the threshold rises within a few windows.
-  DocId span = std::min<DocId>(window, kFirstWindowDocs);
+  // With a starting threshold already (threshold_seed.hpp, a resumed query), full windows.
+  DocId span = top.threshold() > -std::numeric_limits<double>::infinity()
+                   ? window
+                   : std::min<DocId>(window, kFirstWindowDocs);
   while (wmin < ctx.range_end) {
     double threshold = top.threshold();
     const double static_upper = ctx.static_bound(wmin);

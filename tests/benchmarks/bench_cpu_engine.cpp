@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
   unsigned threads = 0, intra_query = 0, profile_repeat = 0;
   bool profile_queries = false;
   std::size_t limit = 2000;
+  unsigned seed_blocks = cpu::CpuEngineOptions{}.seed_blocks_per_term;
   std::uint32_t shard_id = 0;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "queries (TSV or TREC topics)")->required();
@@ -125,7 +126,17 @@ int main(int argc, char** argv) {
                  "checks, no JSON)");
   app.add_flag("--profile-queries", profile_queries,
                "with --profile-repeat: one line per query run on stderr (time, df, work)");
+  app.add_option("--seed-blocks", seed_blocks,
+                 "blocks per list decoded for the starting threshold of the pruning algorithms "
+                 "(CpuEngineOptions::seed_blocks_per_term; 0: no seed)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const auto engine_options = [&](const std::string& name) {
+    cpu::CpuEngineOptions o;
+    o.algorithm = cpu::parse_algorithm(name);
+    o.seed_blocks_per_term = seed_blocks;
+    return o;
+  };
   try {
     if (threads == 0) threads = unsigned(tbb::info::default_concurrency());
     const Index index = Index::open_shard(index_dir, shard_id);
@@ -152,7 +163,7 @@ int main(int argc, char** argv) {
         pp.k = unsigned(std::stoul(kstr));
         for (const std::string& name : split(algorithms_arg)) {
           cpu::CpuEngine engine(shard, shard_id,
-                                cpu::CpuEngineOptions{cpu::parse_algorithm(name), 1, true});
+                                engine_options(name));
           QueryCounters total;
           const double c0 = thread_cpu_seconds();
           for (unsigned r = 0; r < profile_repeat; ++r)
@@ -230,7 +241,7 @@ int main(int argc, char** argv) {
       std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
       for (const std::string& name : names)
         engines.push_back(std::make_unique<cpu::CpuEngine>(
-            shard, shard_id, cpu::CpuEngineOptions{cpu::parse_algorithm(name), 1, true}));
+            shard, shard_id, engine_options(name)));
       std::vector<std::vector<double>> wall_ms(A, std::vector<double>(Q)),
           cpu_ms(A, std::vector<double>(Q));
       std::vector<QueryCounters> totals(A);

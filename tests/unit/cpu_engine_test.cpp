@@ -331,12 +331,8 @@ TEST_F(CpuEngineTest, WindowedMaxScoreAtEveryWindowSize) {
 }
 
 // Wrong answers (against the reference) of `a` with every term bound scaled by `scale`.
-std::size_t count_wrong(const Index& index, const std::vector<Query>& queries, cpu::Algorithm a,
-                        double scale) {
-  cpu::CpuEngineOptions o;
-  o.algorithm = a;
-  o.bound_scale = scale;
-  o.daat_docs_per_posting = 0;  // kMaxScore: the windowed algorithm for every query
+std::size_t count_wrong(const Index& index, const std::vector<Query>& queries,
+                        const cpu::CpuEngineOptions& o) {
   std::size_t wrong = 0;
   for (Scoring scoring : kScorings) {
     for (Mode mode : {Mode::kOr, Mode::kAnd}) {
@@ -356,6 +352,14 @@ std::size_t count_wrong(const Index& index, const std::vector<Query>& queries, c
   }
   return wrong;
 }
+std::size_t count_wrong(const Index& index, const std::vector<Query>& queries, cpu::Algorithm a,
+                        double scale) {
+  cpu::CpuEngineOptions o;
+  o.algorithm = a;
+  o.bound_scale = scale;
+  o.daat_docs_per_posting = 0;  // kMaxScore: the windowed algorithm for every query
+  return count_wrong(index, queries, o);
+}
 
 // The tests above can fail: every pruning algorithm with its list and block maxima weakened by
 // 3% gives wrong answers on these queries (and with the true bounds, none).
@@ -369,22 +373,60 @@ TEST_F(CpuEngineTest, WeakenedBoundsAreCaught) {
   }
 }
 
+// The starting threshold (threshold_seed.hpp): every pruning algorithm without it and with a
+// larger block budget equals the reference (the tests above run the default budget), and a seed
+// raised by 0.1% above the k-th score its blocks give makes wrong answers (single-term queries
+// whose best blocks hold their top k, so the seed is their k-th score itself).
+TEST_F(CpuEngineTest, ThresholdSeedIsALowerBoundAndAnInflatedOneIsCaught) {
+  const Index index = open("one");
+  const auto qs = queries(index, 25);
+  std::vector<Query> singles;
+  for (const Query& q : qs) singles.push_back(Query{q.id, {q.terms.front()}});
+  for (cpu::Algorithm a : {cpu::Algorithm::kWand, cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
+                           cpu::Algorithm::kMaxScoreDaat}) {
+    cpu::CpuEngineOptions o;
+    o.algorithm = a;
+    for (unsigned blocks : {0u, 4u}) {
+      o.seed_blocks_per_term = blocks;
+      EXPECT_GT(check_index(index, qs, {1, 10, 100, 1000}, {1}, {a}, 0.3, o), 500u)
+          << cpu::to_string(a) << " seed blocks " << blocks;
+    }
+    o.seed_blocks_per_term = 1;
+    EXPECT_EQ(count_wrong(index, singles, o), 0u) << cpu::to_string(a);
+    o.seed_scale = 1.001;
+    EXPECT_GT(count_wrong(index, singles, o), 0u) << cpu::to_string(a) << " seed x 1.001";
+  }
+}
+
 TEST_F(CpuEngineTest, CountersAreHonest) {
   const Index index = open("one");
   const auto qs = queries(index, 40);
   const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
-  QueryCounters exhaustive, bmw, maxscore, maxscore_daat;
+  // Without the threshold seed first: its blocks are decoded apart from the cursors (below).
+  QueryCounters exhaustive, bmw, maxscore, maxscore_daat, seeded;
+  cpu::CpuEngineOptions o;
+  o.seed_blocks_per_term = 0;
   for (auto [a, c] :
        {std::pair{cpu::Algorithm::kExhaustive, &exhaustive}, std::pair{cpu::Algorithm::kBmw, &bmw},
         std::pair{cpu::Algorithm::kMaxScore, &maxscore},
         std::pair{cpu::Algorithm::kMaxScoreDaat, &maxscore_daat}}) {
-    cpu::CpuEngine e(index.shard(0), 0, {a, 1, true});
+    o.algorithm = a;
+    cpu::CpuEngine e(index.shard(0), 0, o);
     for (const Query& q : qs) c->add(e.search_one(q, p).counters);
   }
-  std::uint64_t postings = 0, blocks = 0;
+  std::uint64_t postings = 0, blocks = 0, terms = 0;
   for (const Query& q : qs)
     for (TermId t : q.terms)
-      postings += index.shard(0).term(t).df_shard, blocks += index.shard(0).term(t).num_blocks;
+      postings += index.shard(0).term(t).df_shard, blocks += index.shard(0).term(t).num_blocks,
+          ++terms;
+  // With the seed (one block per list at k = 10): its postings count as decoded, its blocks
+  // neither as decoded nor skipped (the cursors account for each block once).
+  o.algorithm = cpu::Algorithm::kMaxScore;
+  o.seed_blocks_per_term = 1;
+  const cpu::CpuEngine with_seed(index.shard(0), 0, o);
+  for (const Query& q : qs) seeded.add(with_seed.search_one(q, p).counters);
+  EXPECT_EQ(seeded.blocks_decoded + seeded.blocks_skipped, blocks);
+  EXPECT_LE(seeded.postings_decoded, exhaustive.postings_decoded + terms * kBlockSize);
   // Exhaustive OR decodes every block once and skips none.
   EXPECT_EQ(exhaustive.postings_decoded, postings);
   EXPECT_EQ(exhaustive.blocks_decoded, blocks);

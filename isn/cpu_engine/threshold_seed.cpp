@@ -1,0 +1,65 @@
+#include "isn/cpu_engine/threshold_seed.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+namespace gpusearch::cpu {
+
+double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
+                      unsigned blocks_per_term, double scale) {
+  double seed = -std::numeric_limits<double>::infinity();
+  if (k == 0 || blocks_per_term == 0) return seed;
+  // Enough blocks to hold k postings, and `blocks_per_term` to choose from.
+  const std::size_t budget = (k + kBlockSize - 1) / kBlockSize + blocks_per_term - 1;
+  std::vector<std::uint32_t> best;  // block numbers, highest block maximum first
+  std::vector<double> scores;
+  alignas(16) DocId docs[kBlockSize + PostingCursor::kDecodePadding];
+  alignas(16) std::uint32_t freqs[kBlockSize];
+  // Lists of highest maximum first: a later list whose best block cannot beat the seed so far
+  // is passed over without decoding.
+  std::uint32_t order[64];
+  const std::size_t n = std::min<std::size_t>(terms.size(), 64);
+  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](std::uint32_t a, std::uint32_t b) {
+    return terms[a].max_score() > terms[b].max_score();
+  });
+  for (std::size_t oi = 0; oi < n; ++oi) {
+    const PostingCursor& c = terms[order[oi]];
+    if (c.docid() == kNoDoc || c.df() < k || !(c.max_score() > seed)) continue;
+    const std::uint32_t nb = c.num_blocks();
+    // The `budget` blocks of highest maxima (a partial insertion sort: budget is small).
+    best.clear();
+    for (std::uint32_t b = 0; b < nb; ++b) {
+      const float m = c.block_max_impact(b);
+      if (best.size() == budget && !(m > c.block_max_impact(best.back()))) continue;
+      if (best.size() < budget) best.push_back(b);
+      std::size_t i = best.size() - 1;
+      for (; i > 0 && c.block_max_impact(best[i - 1]) < m; --i) best[i] = best[i - 1];
+      best[i] = b;
+    }
+    // Skip a list whose best block cannot beat the seed so far.
+    if (best.empty() || !(c.weight() * double(c.block_max_impact(best[0])) > seed)) continue;
+    scores.clear();
+    for (const std::uint32_t b : best) {
+      const std::uint32_t n = c.decode_block(b, docs, freqs);
+      for (std::uint32_t j = 0; j < n; ++j) {
+        const DocId d = docs[j];
+        if (d < c.range_begin() || d >= ctx.range_end) continue;
+        // As the algorithms score a term (the reference's operations), plus the static part.
+        double s = c.weight() * impact(freqs[j], ctx.norm(d));
+        if (ctx.static_weight != 0) s = s + ctx.static_score(d);
+        scores.push_back(s);
+      }
+    }
+    if (scores.size() < k) continue;
+    std::nth_element(scores.begin(), scores.begin() + std::ptrdiff_t(k - 1), scores.end(),
+                     std::greater<double>());
+    seed = std::max(seed, scores[k - 1]);
+  }
+  return seed * scale;
+}
+
+}  // namespace gpusearch::cpu
