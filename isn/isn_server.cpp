@@ -69,6 +69,7 @@ struct Placement {
   std::string error;  // a placement that cannot work (goes to the aggregator in the hello)
   unsigned isns_on_device = 1;  // this node's ISNs using gpu_device (itself included)
   MPI_Comm node_isns = MPI_COMM_NULL;  // the node's ISNs; open_threshold_window takes it over
+  ShareThresholds share_thresholds = ShareThresholds::kOff;  // off also when the flag is bad
 };
 
 // Collective with the aggregator's MPI_Comm_split at its start.
@@ -132,6 +133,11 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
   } else if (uses_gpu) {
     // --gpu D for every ISN of the node: they all share D.
     p.isns_on_device = unsigned(p.local_isns);
+  }
+  try {
+    p.share_thresholds = parse_share_thresholds(options.share_thresholds);
+  } catch (const std::exception& e) {
+    if (p.error.empty()) p.error = e.what();  // every ISN alike: none opens the window
   }
   return p;
 }
@@ -278,8 +284,8 @@ struct EngineCounters {
 class BatchLoop {
  public:
   BatchLoop(const IsnOptions& options, const Placement& where, const ShardIndex& shard,
-            FallbackEngine& engine, IsnSecondStage* second,
-            const SharedThresholdWindow* thresholds, MPI_Comm world)
+            FallbackEngine& engine, IsnSecondStage* second, const SharedThresholdWindow* thresholds,
+            MPI_Comm world)
       : options_(options),
         where_(where),
         shard_(shard),
@@ -290,8 +296,8 @@ class BatchLoop {
         pacer_(options.pacing) {
     if (thresholds_) {
       sharing_engine_ = dynamic_cast<cpu::CpuEngine*>(engine_.active_primary());
-      if (!sharing_engine_ && (options.share_thresholds == ShareThresholds::kOn ||
-                               where.local_rank == 0))
+      if (!sharing_engine_ &&
+          (where.share_thresholds == ShareThresholds::kOn || where.local_rank == 0))
         std::cerr << fmt::format(
             "{}: --share-thresholds: not available with this ISN's engine stack ({}{}): only "
             "the plain CPU engine shares thresholds (not --scheduler, a list cache or an "
@@ -727,29 +733,30 @@ void BatchLoop::run() {
 
 nlohmann::json BatchLoop::stats() const {
   const EngineCounters& c = counters_;
-  nlohmann::json j{{"rank", where_.rank},
-                   {"shard", where_.shard_id},
-                   {"batches", c.batches},
-                   {"queries", c.queries},
-                   {"queries_sent_as_term_ids", c.queries_by_id},
-                   {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
-                   {"idle_seconds", c.idle_us / 1e6},
-                   {"encode_seconds", c.encode_us / 1e6},
-                   {"answer_bytes", c.answer_bytes},
-                   {"unknown_terms", c.unknown_terms},
-                   {"rejected_messages", c.rejected},
-                   {"failed_batches", c.failed_batches},
-                   {"engine", std::string(engine_.name())},
-                   {"fallback_active", engine_.fallback_active()},
-                   {"fallback_reason", engine_.failure()},
-                   {"batches_on_fallback", engine_.batches_on_fallback()},
-                   {"progress", pacer_.stats()},
-                   {"share_thresholds",
-                    {{"active", sharing_engine_ != nullptr},
-                     {"sharers", thresholds_ ? thresholds_->sharers() : 1},
-                     {"batches_shared", batches_shared_}}},
-                   {"rss_bytes", current_rss_bytes()},
-                   {"peak_rss_bytes", peak_rss_bytes()}};
+  nlohmann::json j{
+      {"rank", where_.rank},
+      {"shard", where_.shard_id},
+      {"batches", c.batches},
+      {"queries", c.queries},
+      {"queries_sent_as_term_ids", c.queries_by_id},
+      {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
+      {"idle_seconds", c.idle_us / 1e6},
+      {"encode_seconds", c.encode_us / 1e6},
+      {"answer_bytes", c.answer_bytes},
+      {"unknown_terms", c.unknown_terms},
+      {"rejected_messages", c.rejected},
+      {"failed_batches", c.failed_batches},
+      {"engine", std::string(engine_.name())},
+      {"fallback_active", engine_.fallback_active()},
+      {"fallback_reason", engine_.failure()},
+      {"batches_on_fallback", engine_.batches_on_fallback()},
+      {"progress", pacer_.stats()},
+      {"share_thresholds",
+       {{"active", sharing_engine_ != nullptr},
+        {"sharers", thresholds_ ? thresholds_->sharers() : 1},
+        {"batches_shared", batches_shared_}}},
+      {"rss_bytes", current_rss_bytes()},
+      {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
   if (!options_.scheduler.policy.empty()) {
     j["scheduler"] = engine_.stats();
@@ -779,12 +786,11 @@ nlohmann::json BatchLoop::stats() const {
 // --share-thresholds: the node's window, where more than one ISN runs there and sharing is not
 // off (collective over the node's ISNs, before any of them can fail at start-up); else null.
 // Takes over where.node_isns.
-std::unique_ptr<SharedThresholdWindow> open_threshold_window(const IsnOptions& options,
-                                                             Placement& where) {
+std::unique_ptr<SharedThresholdWindow> open_threshold_window(Placement& where) {
   MPI_Comm node = where.node_isns;
   where.node_isns = MPI_COMM_NULL;
-  if (options.share_thresholds == ShareThresholds::kOff || where.local_isns < 2) {
-    if (options.share_thresholds == ShareThresholds::kOn && where.local_rank == 0)
+  if (where.share_thresholds == ShareThresholds::kOff || where.local_isns < 2) {
+    if (where.share_thresholds == ShareThresholds::kOn && where.local_rank == 0)
       std::cerr << fmt::format(
           "{}: --share-thresholds on: not available: this ISN is alone on its node ({}), "
           "nothing to share\n",
@@ -802,7 +808,7 @@ std::unique_ptr<SharedThresholdWindow> open_threshold_window(const IsnOptions& o
 
 int run_isn(const IsnOptions& options, MPI_Comm world) {
   Placement where = place_isn(options, world);
-  const std::unique_ptr<SharedThresholdWindow> thresholds = open_threshold_window(options, where);
+  const std::unique_ptr<SharedThresholdWindow> thresholds = open_threshold_window(where);
   StartedIsn started = start_isn(options, where, world);
   if (!started.engine) return 1;  // the aggregator reports the hello's error
   BatchLoop loop(options, where, started.index->shard(0), *started.engine, started.second.get(),

@@ -57,7 +57,7 @@ struct IsnOptions {
   std::string ranker_cache_policy = "coordinated";  // or per-isn-lru
   // The node's ISNs share each query's running k-th score (isn/shared_thresholds.hpp); auto:
   // where more than one ISN runs on the node and the engine is the CPU engine.
-  ShareThresholds share_thresholds = ShareThresholds::kAuto;
+  std::string share_thresholds = "auto";  // on, off or auto (parse_share_thresholds)
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

@@ -191,8 +191,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
 
 CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& params,
                                        bool conjunctive, DocId from_doc,
-                                       std::span<const RankedDoc> running,
-                                       QueryCounters& counters,
+                                       std::span<const RankedDoc> running, QueryCounters& counters,
                                        const ThresholdSlot& external) const {
   ModeRun result;
   result.hits.assign(running.begin(), running.end());
@@ -329,9 +328,9 @@ ShardResult CpuEngine::search_one(const Query& query, const SearchParams& params
 void CpuEngine::search(std::span<const Query> queries, const SearchParams& params,
                        std::span<ShardResult> out, std::span<const QueryThresholdSlots> shared) {
   if (shared.size() != queries.size())
-    throw InputError("CpuEngine::search", 0,
-                     fmt::format("{} threshold slot pairs for {} queries", shared.size(),
-                                 queries.size()));
+    throw InputError(
+        "CpuEngine::search", 0,
+        fmt::format("{} threshold slot pairs for {} queries", shared.size(), queries.size()));
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, queries.size(), 1),
                     [&](const tbb::blocked_range<std::size_t>& range) {
                       for (std::size_t q = range.begin(); q < range.end(); ++q)

@@ -85,10 +85,11 @@ TEST(ThresholdSlot, SequenceNumbersWrapAndAreNeverZero) {
   EXPECT_FALSE(ThresholdSlot::newer(0xFFFFFFFFu, 1));
   EXPECT_TRUE(ThresholdSlot::newer(7, 6));
   EXPECT_FALSE(ThresholdSlot::newer(6, 6));
-  for (std::uint64_t b : {0ull, 1ull, 0xFFFFFFFEull, 0xFFFFFFFFull, 0x100000000ull,
-                          0x1FFFFFFFEull, ~0ull})
+  for (std::uint64_t b :
+       {0ull, 1ull, 0xFFFFFFFEull, 0xFFFFFFFFull, 0x100000000ull, 0x1FFFFFFFEull, ~0ull})
     EXPECT_NE(SharedThresholdWindow::sequence_of_batch(b), 0u) << b;
-  EXPECT_NE(SharedThresholdWindow::sequence_of_batch(7), SharedThresholdWindow::sequence_of_batch(8));
+  EXPECT_NE(SharedThresholdWindow::sequence_of_batch(7),
+            SharedThresholdWindow::sequence_of_batch(8));
 }
 
 TEST(ThresholdSlot, ConcurrentRaisesKeepTheMaximum) {
@@ -139,15 +140,15 @@ class SharedThresholdEngines : public ::testing::Test {
     o.progress = false;
     o.out_dir = *dir_ / "four";
     o.num_shards = 4;
-    build_index_synthetic(
-        SyntheticParams::parse("docs=16000,seed=23,mean_length=120,train_queries=5,test_queries=60"),
-        o);
+    build_index_synthetic(SyntheticParams::parse(
+                              "docs=16000,seed=23,mean_length=120,train_queries=5,test_queries=60"),
+                          o);
   }
   static void TearDownTestSuite() { delete dir_; }
 
   struct Run {
     std::vector<std::vector<ShardResult>> by_shard;  // [shard][query]
-    QueryCounters work;                               // summed over shards and queries
+    QueryCounters work;                              // summed over shards and queries
   };
 
   // The four shards' engines answer `queries`; sharing: through one slot pair per query (as one
@@ -197,7 +198,8 @@ class SharedThresholdEngines : public ::testing::Test {
       if (!diff && got.answered_by_or != ref.answered_by_or)
         diff = "answered by the " + std::string(got.answered_by_or ? "OR" : "AND") + " list";
       if (diff) {
-        if (report && wrong == 0) ADD_FAILURE() << what << " query " << queries[q].id << ": " << *diff;
+        if (report && wrong == 0)
+          ADD_FAILURE() << what << " query " << queries[q].id << ": " << *diff;
         ++wrong;
       }
     }
@@ -231,9 +233,8 @@ TEST_F(SharedThresholdEngines, MergedAnswersEqualTheReference) {
   const auto qs = queries(index, 40);
   ASSERT_GE(qs.size(), 30u);
   std::size_t checks = 0;
-  for (cpu::Algorithm a : {cpu::Algorithm::kExhaustive, cpu::Algorithm::kWand,
-                           cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
-                           cpu::Algorithm::kMaxScoreDaat})
+  for (cpu::Algorithm a : {cpu::Algorithm::kExhaustive, cpu::Algorithm::kWand, cpu::Algorithm::kBmw,
+                           cpu::Algorithm::kMaxScore, cpu::Algorithm::kMaxScoreDaat})
     for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr})
       for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr})
         for (unsigned k : {10u, 1000u}) {
@@ -287,7 +288,8 @@ TEST_F(SharedThresholdEngines, ThresholdAtTheFinalKthIsExactAndAboveItIsCaught) 
           float f = ThresholdSlot::round_down(ref.hits[p.k - 1].score);
           if (above) f = std::nextafter(f, std::numeric_limits<float>::infinity());
           // and-or: the phase that answers (a finite AND slot says the AND list answers).
-          const bool conjunctive = mode == Mode::kAnd || (mode == Mode::kAndOr && !ref.answered_by_or);
+          const bool conjunctive =
+              mode == Mode::kAnd || (mode == Mode::kAndOr && !ref.answered_by_or);
           const ThresholdSlot& slot = slots[q].of(conjunctive);
           ThresholdSlot(slot).raise(double(f));
         }
