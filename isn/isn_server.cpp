@@ -733,30 +733,29 @@ void BatchLoop::run() {
 
 nlohmann::json BatchLoop::stats() const {
   const EngineCounters& c = counters_;
-  nlohmann::json j{
-      {"rank", where_.rank},
-      {"shard", where_.shard_id},
-      {"batches", c.batches},
-      {"queries", c.queries},
-      {"queries_sent_as_term_ids", c.queries_by_id},
-      {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
-      {"idle_seconds", c.idle_us / 1e6},
-      {"encode_seconds", c.encode_us / 1e6},
-      {"answer_bytes", c.answer_bytes},
-      {"unknown_terms", c.unknown_terms},
-      {"rejected_messages", c.rejected},
-      {"failed_batches", c.failed_batches},
-      {"engine", std::string(engine_.name())},
-      {"fallback_active", engine_.fallback_active()},
-      {"fallback_reason", engine_.failure()},
-      {"batches_on_fallback", engine_.batches_on_fallback()},
-      {"progress", pacer_.stats()},
-      {"share_thresholds",
-       {{"active", sharing_engine_ != nullptr},
-        {"sharers", thresholds_ ? thresholds_->sharers() : 1},
-        {"batches_shared", batches_shared_}}},
-      {"rss_bytes", current_rss_bytes()},
-      {"peak_rss_bytes", peak_rss_bytes()}};
+  nlohmann::json j{{"rank", where_.rank},
+                   {"shard", where_.shard_id},
+                   {"batches", c.batches},
+                   {"queries", c.queries},
+                   {"queries_sent_as_term_ids", c.queries_by_id},
+                   {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
+                   {"idle_seconds", c.idle_us / 1e6},
+                   {"encode_seconds", c.encode_us / 1e6},
+                   {"answer_bytes", c.answer_bytes},
+                   {"unknown_terms", c.unknown_terms},
+                   {"rejected_messages", c.rejected},
+                   {"failed_batches", c.failed_batches},
+                   {"engine", std::string(engine_.name())},
+                   {"fallback_active", engine_.fallback_active()},
+                   {"fallback_reason", engine_.failure()},
+                   {"batches_on_fallback", engine_.batches_on_fallback()},
+                   {"progress", pacer_.stats()},
+                   {"share_thresholds",
+                    {{"active", sharing_engine_ != nullptr},
+                     {"sharers", thresholds_ ? thresholds_->sharers() : 1},
+                     {"batches_shared", batches_shared_}}},
+                   {"rss_bytes", current_rss_bytes()},
+                   {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
   if (!options_.scheduler.policy.empty()) {
     j["scheduler"] = engine_.stats();
