@@ -38,7 +38,7 @@ SharedThresholdWindow::SharedThresholdWindow(MPI_Comm node) : node_(node) {
     int rank = 0;
     check(MPI_Comm_rank(node_, &rank), "MPI_Comm_rank");
     check(MPI_Comm_size(node_, &sharers_), "MPI_Comm_size");
-    const std::size_t words = kBatchRing * kQueriesPerBatch * 2;
+    const std::size_t words = kBatchRing * kQueriesPerBatch * kWordsPerQuery;
     // The node's first ISN holds the whole array; the others map it.
     const MPI_Aint bytes = rank == 0 ? MPI_Aint(words * sizeof(std::uint64_t)) : 0;
     void* base = nullptr;
@@ -51,7 +51,7 @@ SharedThresholdWindow::SharedThresholdWindow(MPI_Comm node) : node_(node) {
     if (std::size_t(size) < words * sizeof(std::uint64_t))
       throw Error(fmt::format("--share-thresholds: the shared window holds {} bytes, not {}", size,
                               words * sizeof(std::uint64_t)));
-    slots_ = static_cast<std::uint64_t*>(base);
+    slots_ = static_cast<std::uint64_t*>(base);  // page-aligned: a query's slots, one line
     // Sequence number 0 everywhere: every slot empty before any ISN reads one.
     if (rank == 0)
       for (std::size_t i = 0; i < words; ++i)
@@ -73,10 +73,10 @@ void SharedThresholdWindow::slots_for(std::uint64_t batch_id, std::size_t querie
                                       std::vector<cpu::QueryThresholdSlots>& out) const {
   out.assign(queries, cpu::QueryThresholdSlots{});
   const std::uint32_t sequence = sequence_of_batch(batch_id);
-  std::uint64_t* batch = slots_ + (batch_id % kBatchRing) * kQueriesPerBatch * 2;
+  std::uint64_t* batch = slots_ + (batch_id % kBatchRing) * kQueriesPerBatch * kWordsPerQuery;
   for (std::size_t q = 0; q < queries && q < kQueriesPerBatch; ++q)
-    out[q] = {cpu::ThresholdSlot(batch + 2 * q, sequence),
-              cpu::ThresholdSlot(batch + 2 * q + 1, sequence)};
+    out[q] = {cpu::ThresholdSlot(batch + kWordsPerQuery * q, sequence),
+              cpu::ThresholdSlot(batch + kWordsPerQuery * q + 1, sequence)};
 }
 
 }  // namespace gpusearch

@@ -8,9 +8,10 @@
 //
 // The slots live in an MPI shared-memory window over the node's ISNs (MPI_Comm_split_type
 // MPI_COMM_TYPE_SHARED, MPI_Win_allocate_shared): a ring of kBatchRing batches of
-// kQueriesPerBatch queries, two slots (AND, OR) per query. Batch b uses ring entry b mod
-// kBatchRing under sequence number b + 1 (mod 2^32, never 0); a query past kQueriesPerBatch
-// shares nothing.
+// kQueriesPerBatch queries, two slots (AND, OR) per query in a cache line of its own (the ISNs
+// work on neighbouring queries of a batch at the same time: slots of several queries in one line
+// would bounce it between their cores at every raise). Batch b uses ring entry b mod kBatchRing
+// under sequence number b + 1 (mod 2^32, never 0); a query past kQueriesPerBatch shares nothing.
 #pragma once
 
 #include <mpi.h>
@@ -31,6 +32,7 @@ class SharedThresholdWindow {
  public:
   static constexpr std::size_t kBatchRing = 32;
   static constexpr std::size_t kQueriesPerBatch = 4096;
+  static constexpr std::size_t kWordsPerQuery = 8;  // 64 bytes: AND, OR, padding
 
   // Collective over `node` (the node's ISNs, every one of which must construct it); takes
   // ownership of `node` (freed in the destructor, also when this throws). Throws Error with MPI's
@@ -51,7 +53,7 @@ class SharedThresholdWindow {
  private:
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
-  std::uint64_t* slots_ = nullptr;  // kBatchRing * kQueriesPerBatch * 2 words
+  std::uint64_t* slots_ = nullptr;  // kBatchRing * kQueriesPerBatch * kWordsPerQuery words
   int sharers_ = 1;
 };
 
