@@ -58,7 +58,10 @@ nlohmann::json to_json(const QueryCounters& c);
 
 struct ShardResult {
   std::vector<RankedDoc> hits;     // best first, at most k; for and-or, the AND top-k
-  std::uint64_t and_matches = 0;   // and-or: AND matches seen; exact whenever it is below k
+  // and-or: AND matches seen; exact whenever it is below k. With thresholds shared between
+  // shards (CpuEngine::search with slots), a shard may count fewer and leave out or_hits where
+  // another shard has found k AND matches: the sum over the shards, which decides, stays >= k.
+  std::uint64_t and_matches = 0;
   std::vector<RankedDoc> or_hits;  // and-or: the OR top-k, present when and_matches < k
   QueryCounters counters;
   bool partial = false;

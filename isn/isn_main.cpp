@@ -117,6 +117,11 @@ int main(int argc, char** argv) {
                  "coordinated (loads and evictions by the aggregator's command) or per-isn-lru")
       ->capture_default_str()
       ->check(CLI::IsMember({"coordinated", "per-isn-lru"}));
+  app.add_option("--share-thresholds", o.share_thresholds,
+                 "cpu engine, ISNs sharing a node: prune each query against the best k-th score "
+                 "any of them has found (a shared-memory window); auto: on where more than one "
+                 "ISN runs on the node")
+      ->capture_default_str();  // checked at start-up: a bad value is the hello's error
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);

@@ -21,12 +21,14 @@
 #include "common/wire/mpi_transport.hpp"
 #include "common/wire/progress_pacer.hpp"
 #include "isn/batch_pipeline.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/fallback_engine.hpp"
 #include "isn/isn_engine_stack.hpp"
 #include "isn/ranker/ranker_backend.hpp"
 #include "isn/ranker/ranker_cache.hpp"
 #include "isn/ranker/ranker_store.hpp"
 #include "isn/ranker/second_stage.hpp"
+#include "isn/shared_thresholds.hpp"
 
 namespace gpusearch {
 
@@ -66,6 +68,8 @@ struct Placement {
   std::string who;    // the prefix of every line this ISN prints
   std::string error;  // a placement that cannot work (goes to the aggregator in the hello)
   unsigned isns_on_device = 1;  // this node's ISNs using gpu_device (itself included)
+  MPI_Comm node_isns = MPI_COMM_NULL;  // the node's ISNs; open_threshold_window takes it over
+  ShareThresholds share_thresholds = ShareThresholds::kOff;  // off also when the flag is bad
 };
 
 // Collective with the aggregator's MPI_Comm_split at its start.
@@ -80,7 +84,7 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
       MPI_Comm_split_type(isns, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &node));
   GPUSEARCH_MPI_CHECK(MPI_Comm_rank(node, &p.local_rank));
   GPUSEARCH_MPI_CHECK(MPI_Comm_size(node, &p.local_isns));
-  MPI_Comm_free(&node);
+  p.node_isns = node;
   MPI_Comm_free(&isns);
   if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
     p.ompi_local_rank = std::atoi(env);
@@ -129,6 +133,11 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
   } else if (uses_gpu) {
     // --gpu D for every ISN of the node: they all share D.
     p.isns_on_device = unsigned(p.local_isns);
+  }
+  try {
+    p.share_thresholds = parse_share_thresholds(options.share_thresholds);
+  } catch (const std::exception& e) {
+    if (p.error.empty()) p.error = e.what();  // every ISN alike: none opens the window
   }
   return p;
 }
@@ -275,14 +284,26 @@ struct EngineCounters {
 class BatchLoop {
  public:
   BatchLoop(const IsnOptions& options, const Placement& where, const ShardIndex& shard,
-            FallbackEngine& engine, IsnSecondStage* second, MPI_Comm world)
+            FallbackEngine& engine, IsnSecondStage* second, const SharedThresholdWindow* thresholds,
+            MPI_Comm world)
       : options_(options),
         where_(where),
         shard_(shard),
         engine_(engine),
         second_(second),
+        thresholds_(thresholds),
         world_(world),
         pacer_(options.pacing) {
+    if (thresholds_) {
+      sharing_engine_ = dynamic_cast<cpu::CpuEngine*>(engine_.active_primary());
+      if (!sharing_engine_ &&
+          (where.share_thresholds == ShareThresholds::kOn || where.local_rank == 0))
+        std::cerr << fmt::format(
+            "{}: --share-thresholds: not available with this ISN's engine stack ({}{}): only "
+            "the plain CPU engine shares thresholds (not --scheduler, a list cache or an "
+            "injected fault); each ISN prunes alone\n",
+            where.who, engine_.name(), options.scheduler.policy.empty() ? "" : ", --scheduler");
+    }
     auto* scheduler = dynamic_cast<SchedulerEngine*>(engine_.active_primary());
     if (scheduler && options.scheduler.batches_in_flight > 1)
       pipeline_ = std::make_unique<BatchPipeline>(
@@ -319,6 +340,11 @@ class BatchLoop {
   const ShardIndex& shard_;
   FallbackEngine& engine_;
   IsnSecondStage* second_;  // null: one stage
+  // --share-thresholds: the node's slots, and the CPU engine that uses them (null: not sharing).
+  const SharedThresholdWindow* thresholds_;
+  cpu::CpuEngine* sharing_engine_ = nullptr;
+  std::vector<cpu::QueryThresholdSlots> slots_;  // the engine thread's
+  std::uint64_t batches_shared_ = 0;
   MPI_Comm world_;
   ProgressPacer pacer_;
 
@@ -405,7 +431,21 @@ std::unique_ptr<PipelinedBatch> BatchLoop::open_batch(Inbound in, Clock::time_po
 void BatchLoop::search_now(PipelinedBatch& b) {
   b.results.assign(b.queries.size(), ShardResult{});
   try {
-    engine_.search(b.queries, b.params, b.results);
+    // Two-stage ranking keeps each shard's own top candidates: no sharing there.
+    if (sharing_engine_ && !engine_.fallback_active() && b.params.candidates == 0) {
+      thresholds_->slots_for(b.header.batch_id, b.queries.size(), slots_);
+      try {
+        sharing_engine_->search(b.queries, b.params, b.results, slots_);
+        ++batches_shared_;
+      } catch (const std::exception& e) {
+        // As FallbackEngine::search does when its primary throws.
+        engine_.fail_over(e.what());
+        for (ShardResult& r : b.results) r = ShardResult{};
+        engine_.search(b.queries, b.params, b.results);
+      }
+    } else {
+      engine_.search(b.queries, b.params, b.results);
+    }
     b.error.clear();
     rank_batch(b);
   } catch (const std::exception& e) {
@@ -710,6 +750,10 @@ nlohmann::json BatchLoop::stats() const {
                    {"fallback_reason", engine_.failure()},
                    {"batches_on_fallback", engine_.batches_on_fallback()},
                    {"progress", pacer_.stats()},
+                   {"share_thresholds",
+                    {{"active", sharing_engine_ != nullptr},
+                     {"sharers", thresholds_ ? thresholds_->sharers() : 1},
+                     {"batches_shared", batches_shared_}}},
                    {"rss_bytes", current_rss_bytes()},
                    {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.
@@ -738,12 +782,36 @@ nlohmann::json BatchLoop::stats() const {
 
 }  // namespace
 
+// --share-thresholds: the node's window, where more than one ISN runs there and sharing is not
+// off (collective over the node's ISNs, before any of them can fail at start-up); else null.
+// Takes over where.node_isns.
+std::unique_ptr<SharedThresholdWindow> open_threshold_window(Placement& where) {
+  MPI_Comm node = where.node_isns;
+  where.node_isns = MPI_COMM_NULL;
+  if (where.share_thresholds == ShareThresholds::kOff || where.local_isns < 2) {
+    if (where.share_thresholds == ShareThresholds::kOn && where.local_rank == 0)
+      std::cerr << fmt::format(
+          "{}: --share-thresholds on: not available: this ISN is alone on its node ({}), "
+          "nothing to share\n",
+          where.who, host_name());
+    MPI_Comm_free(&node);
+    return nullptr;
+  }
+  try {
+    return std::make_unique<SharedThresholdWindow>(node);
+  } catch (const std::exception& e) {
+    std::cerr << where.who << ": " << e.what() << "; each ISN prunes alone\n";
+    return nullptr;
+  }
+}
+
 int run_isn(const IsnOptions& options, MPI_Comm world) {
-  const Placement where = place_isn(options, world);
+  Placement where = place_isn(options, world);
+  const std::unique_ptr<SharedThresholdWindow> thresholds = open_threshold_window(where);
   StartedIsn started = start_isn(options, where, world);
   if (!started.engine) return 1;  // the aggregator reports the hello's error
   BatchLoop loop(options, where, started.index->shard(0), *started.engine, started.second.get(),
-                 world);
+                 thresholds.get(), world);
   loop.run();
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "isn/engine_factory.hpp"
 #include "isn/isn_engine_stack.hpp"
 #include "isn/ranker/ranking_options.hpp"
+#include "isn/shared_thresholds.hpp"
 
 namespace gpusearch {
 
@@ -54,6 +55,9 @@ struct IsnOptions {
   // brings its candidates and each query's ranker.
   ranker::RankingOptions ranking;
   std::string ranker_cache_policy = "coordinated";  // or per-isn-lru
+  // The node's ISNs share each query's running k-th score (isn/shared_thresholds.hpp); auto:
+  // where more than one ISN runs on the node and the engine is the CPU engine.
+  std::string share_thresholds = "auto";  // on, off or auto (parse_share_thresholds)
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

@@ -16,7 +16,9 @@
 #                     settings as --build (compilers, CUDA, package paths; two targets only)
 #   --variants        which clusters run: "before" (old binaries, --max-in-flight 2, their
 #                     default) and any of "adaptive", "spin", "backoff" (this tree with that
-#                     --progress mode and the automatic pipeline depth); default "before adaptive"
+#                     --progress mode and the automatic pipeline depth), each also with the suffix
+#                     "_noshare" (--share-thresholds off: the ISNs of the node do not share
+#                     thresholds); default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
 #                     uses an existing 1-shard index instead; N-ISN runs re-shard it (partition)
@@ -99,6 +101,11 @@ if [ -z "$index" ]; then
       --out "$index" > "$out/index.log"
   fi
 fi
+variant_flags() {  # this tree's variant V: sets dir and flags
+  local p=${1%_noshare}
+  dir=$build; flags=(--progress "$p")
+  [ "$p" = "$1" ] || flags+=(--share-thresholds off)
+}
 index_for() {  # the index with N shards
   [ "$1" = 1 ] && { echo "$index"; return; }
   local d="$out/index-s$1"
@@ -124,7 +131,7 @@ for rep in $(seq 1 "$reps"); do
         if [ "$v" = before ]; then
           dir=$before; flags=(--max-in-flight 2)
         else
-          dir=$build; flags=(--progress "$v")
+          variant_flags "$v"
         fi
         GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
           --queries "$out/queries.tsv" --isns "$n" --mode "$mode" --k "$k" \
@@ -156,7 +163,7 @@ if [ "$probe_reps" -gt 0 ]; then
       pi=$pidx; [ "$n" = 1 ] || { pi=$out/probe-index-s$n; [ -f "$pi/manifest.json" ] || "$gs" -q partition --index "$pidx" --out "$pi" --shards "$n" --force >&2; }
       for v in $variants; do
         tag="$v-isns$n-rep$rep"
-        if [ "$v" = before ]; then dir=$before; flags=(); else dir=$build; flags=(--progress "$v"); fi
+        if [ "$v" = before ]; then dir=$before; flags=(); else variant_flags "$v"; fi
         GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$pi" --queries "$probe/queries.tsv" \
           --isns "$n" --mode "$mode" --k "$k" --run "$probe/$tag.run" --metrics "$probe/$tag.json" \
           --engine "$engine" --batch-size 64 --cache-entries 0 --no-verify --max-in-flight 1 \
@@ -200,6 +207,11 @@ for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
         "pipeline_depth": m.get("pipeline_depth", {}).get("mean", m["batch_policy"].get("max_in_flight")),
         "progress": m.get("progress"), "wire": m.get("wire"),
         "isn_progress": [i.get("stats", {}).get("progress") for i in m["isn"]],
+        # The engines' work, summed over the ISNs, per query (shared thresholds lower it).
+        "docs_scored_per_query": m["counters"]["docs_scored"] / max(1, m["queries"]["run"]),
+        "postings_decoded_per_query": m["counters"]["postings_decoded"] / max(1, m["queries"]["run"]),
+        "isn_compute_seconds": [i.get("compute_seconds") for i in m["isn"]],
+        "share_thresholds": [(i.get("stats", {}).get("share_thresholds") or {}).get("active") for i in m["isn"]],
         "metrics_file": os.path.relpath(f, out)})
 
 def med(xs):
@@ -222,6 +234,9 @@ for key in sorted({(r["variant"], r["isns"], r["batch"]) for r in runs if r["var
                   "uncovered_ms_per_batch": med([r["uncovered_ms_per_batch"] for r in rs]),
                   "isn_busy_fraction": med([r["isn_busy_fraction"] for r in rs]),
                   "depth": med([r["pipeline_depth"] for r in rs if r["pipeline_depth"] is not None]),
+                  "docs_scored_per_query": med([r.get("docs_scored_per_query") for r in rs]),
+                  "postings_decoded_per_query": med([r.get("postings_decoded_per_query") for r in rs]),
+                  "sharing": any(any(x for x in r.get("share_thresholds") or []) for r in rs),
                   "answers_equal": all(r["answers_equal_inprocess"] for r in rs)})
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 gpu = ""
@@ -262,23 +277,27 @@ result = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": p
           "inprocess_queries_per_second": inproc, "table": table, "runs": runs,
           "probe_table": probe_table, "probe": probe}
 json.dump(result, open(os.path.join(out, "cluster-overhead.json"), "w"), indent=1)
-fmt = "%-9s %4s %6s %9s %6s %8s %8s %9s %9s %7s %9s %9s %6s %5s  %s"
+fmt = "%-16s %4s %6s %9s %6s %8s %8s %9s %9s %7s %9s %9s %6s %5s %9s %9s %5s  %s"
 print()
-print(fmt % ("variant", "ISNs", "batch", "q/s", "of-in", "p50 ms", "compute", "broadcast", "gather", "merge", "agg-ovh", "uncov/b", "busy", "depth", "answers"))
+print(fmt % ("variant", "ISNs", "batch", "q/s", "of-in", "p50 ms", "compute", "broadcast", "gather", "merge", "agg-ovh", "uncov/b", "busy", "depth", "docs/q", "post/q", "share", "answers"))
 for t in table:
     f = lambda x, p=2: "-" if x is None or x != x else ("%.*f" % (p, x))
     print(fmt % (t["variant"], t["isns"], t["batch"], f(t["queries_per_second"], 0), f(100 * (t["of_inprocess"] or 0), 0) + "%",
                  f(t["p50_ms"]), f(t["isn_compute_ms"]), f(t["broadcast_ms"]), f(t["gather_overhead_ms"]),
                  f(t["merge_ms"]), f(t["aggregator_overhead_ms"]), f(t["uncovered_ms_per_batch"]),
-                 f(100 * (t["isn_busy_fraction"] or 0), 0) + "%", f(t["depth"], 1), "equal" if t["answers_equal"] else "DIFFER"))
+                 f(100 * (t["isn_busy_fraction"] or 0), 0) + "%", f(t["depth"], 1),
+                 f(t["docs_scored_per_query"], 0), f(t["postings_decoded_per_query"], 0),
+                 "on" if t["sharing"] else "off", "equal" if t["answers_equal"] else "DIFFER"))
 print("in process:", ", ".join("batch %d: %.0f q/s" % (b, q) for b, q in inproc.items()))
 print("ms per batch (means): compute = slowest ISN's engine; broadcast, gather (round trip - compute), merge as")
 print("the metrics define them; agg-ovh = cut to merged less the critical ISN's compute and queue")
 print("(new code only); uncov/b = (wall - slowest ISN's engine time) / batches, for both codes.")
+print("docs/q, post/q: documents scored and postings decoded per query, summed over the ISNs;")
+print("share: whether the ISNs shared thresholds (--share-thresholds; variants *_noshare: off).")
 if probe_table:
     print()
     print("fabric probe (depth 1, batch 64, ISNs sleep 2 ms per batch; medians, ms per batch):")
-    pf = "%-9s %4s %22s %14s %8s %9s %7s %10s"
+    pf = "%-16s %4s %22s %14s %8s %9s %7s %10s"
     print(pf % ("variant", "ISNs", "beyond sleep+compute", "agg-ovh p50", "to ISN", "from ISN", "merge", "polls/b"))
     for t in probe_table:
         f = lambda x, p=3: "-" if x is None or x != x else ("%.*f" % (p, x))

@@ -25,7 +25,8 @@
 #     overhead   the cluster's own cost on this host (issue 16): launch/bench-cluster-overhead.sh
 #                with the CPU engine, then the GPU engine, 1 and 4 ISNs, batches 64 and 1,024
 #                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
-#                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS)
+#                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS;
+#                OVERHEAD_ENGINES, default "cpu gpu"; variants "X_noshare": --share-thresholds off)
 #     study      the scaling study launch/studies/gpu-host.json (issue 13; STUDY_SPEC to change),
 #                resumable; then the simulator's validation against its points
 #     pack       the small result files under $OUT (no indexes, builds or run files) into
@@ -365,7 +366,7 @@ EOF
       ;;
     overhead)
       ov_before=(); [[ -n ${OVERHEAD_BEFORE:-} ]] && ov_before=(--before "$OVERHEAD_BEFORE")
-      for engine in cpu gpu; do
+      for engine in ${OVERHEAD_ENGINES:-cpu gpu}; do
         ov_index=(--docs "${OVERHEAD_DOCS:-1000000}")
         [[ $engine == gpu && -f $OUT/overhead-cpu/index/manifest.json ]] &&
           ov_index=(--index "$OUT/overhead-cpu/index")

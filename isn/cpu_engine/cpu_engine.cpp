@@ -196,8 +196,8 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
 
 CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& params,
                                        bool conjunctive, DocId from_doc,
-                                       std::span<const RankedDoc> running,
-                                       QueryCounters& counters) const {
+                                       std::span<const RankedDoc> running, QueryCounters& counters,
+                                       const ThresholdSlot& external) const {
   ModeRun result;
   result.hits.assign(running.begin(), running.end());
   const DocId n = shard_.num_docs();
@@ -205,7 +205,7 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
     merge_into(result.hits, params.k);
     return result;
   }
-  SharedThreshold shared;
+  SharedThreshold shared(external);
   shared.raise(kth_score(running, params.k));
 
   // Equal docID ranges of at least 1024 documents each.
@@ -213,7 +213,9 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
   const unsigned parts =
       std::max(1u, std::min<unsigned>(options_.intra_query_threads, span / 1024));
   if (parts == 1) {
-    ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared, false, counters);
+    // With an external slot other processes raise the threshold while this part runs.
+    ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared,
+                          shared.has_external(), counters);
     result.hits.insert(result.hits.end(), r.hits.begin(), r.hits.end());
     result.and_matches = r.and_matches;
     result.early_terminated = r.early_terminated;
@@ -239,24 +241,37 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
 
 ShardResult CpuEngine::resume(const Query& query, const SearchParams& params, DocId from_doc,
                               const ShardResult& running) const {
+  return resume_sharing(query, params, from_doc, running, QueryThresholdSlots{});
+}
+
+ShardResult CpuEngine::resume_sharing(const Query& query, const SearchParams& params,
+                                      DocId from_doc, const ShardResult& running,
+                                      const QueryThresholdSlots& shared) const {
   ShardResult r;
   bool early = false;
   switch (params.mode) {
     case Mode::kAnd:
     case Mode::kOr: {
-      ModeRun m =
-          run_mode(query, params, params.mode == Mode::kAnd, from_doc, running.hits, r.counters);
+      const bool conjunctive = params.mode == Mode::kAnd;
+      ModeRun m = run_mode(query, params, conjunctive, from_doc, running.hits, r.counters,
+                           shared.of(conjunctive));
       r.hits = std::move(m.hits);
       early = m.early_terminated;
       break;
     }
     case Mode::kAndOr: {
-      ModeRun a = run_mode(query, params, true, from_doc, running.hits, r.counters);
+      ModeRun a =
+          run_mode(query, params, true, from_doc, running.hits, r.counters, shared.conjunctive);
       r.hits = std::move(a.hits);
       r.and_matches = running.and_matches + a.and_matches;
       early = a.early_terminated;
-      if (r.and_matches < params.k) {
-        ModeRun o = run_mode(query, params, false, from_doc, running.or_hits, r.counters);
+      // A finite shared AND threshold: some shard holds k AND matches, so the query's answer is
+      // the AND answer and this shard's OR top-k would be dropped.
+      const bool and_answer_certain =
+          shared.conjunctive.get() > -std::numeric_limits<double>::infinity();
+      if (r.and_matches < params.k && !and_answer_certain) {
+        ModeRun o = run_mode(query, params, false, from_doc, running.or_hits, r.counters,
+                             shared.disjunctive);
         r.or_hits = std::move(o.hits);
         early = early || o.early_terminated;
       }
@@ -304,6 +319,28 @@ ShardResult CpuEngine::search_range(const Query& query, const SearchParams& para
 
 ShardResult CpuEngine::search_one(const Query& query, const SearchParams& params) const {
   return resume(query, params, 0, ShardResult{});
+}
+
+ShardResult CpuEngine::search_one(const Query& query, const SearchParams& params,
+                                  const QueryThresholdSlots& shared) const {
+  if (params.candidates > 0 && (shared.conjunctive.linked() || shared.disjunctive.linked()))
+    throw InputError("CpuEngine::search", 0,
+                     "shared thresholds with two-stage ranking: each shard must keep its own "
+                     "top candidates");
+  return resume_sharing(query, params, 0, ShardResult{}, shared);
+}
+
+void CpuEngine::search(std::span<const Query> queries, const SearchParams& params,
+                       std::span<ShardResult> out, std::span<const QueryThresholdSlots> shared) {
+  if (shared.size() != queries.size())
+    throw InputError(
+        "CpuEngine::search", 0,
+        fmt::format("{} threshold slot pairs for {} queries", shared.size(), queries.size()));
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, queries.size(), 1),
+                    [&](const tbb::blocked_range<std::size_t>& range) {
+                      for (std::size_t q = range.begin(); q < range.end(); ++q)
+                        out[q] = search_one(queries[q], params, shared[q]);
+                    });
 }
 
 void CpuEngine::search(std::span<const Query> queries, const SearchParams& params,

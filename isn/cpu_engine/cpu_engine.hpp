@@ -14,6 +14,7 @@
 
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
+#include "isn/cpu_engine/threshold_slot.hpp"
 
 namespace gpusearch::cpu {
 
@@ -70,6 +71,22 @@ class CpuEngine final : public QueryEngine {
   void search(std::span<const Query> queries, const SearchParams& params,
               std::span<ShardResult> out) override;
   ShardResult search_one(const Query& query, const SearchParams& params) const;
+  // The same, each query pruning also against the k-th scores that other engines answering the
+  // same query on other shards of the same collection publish in its slots, and publishing its
+  // own there (ISNs on one node: isn/shared_thresholds.hpp). shared[i] belongs to queries[i]
+  // (an unlinked slot shares nothing). The merged answer stays exact: a document of the
+  // query's final top-k scores at least its final k-th score, which no shard's k-th score
+  // exceeds, so no shard prunes it. What a shard returns alone may then miss documents of its
+  // own top-k below another shard's k-th score, and in and-or its and_matches may count fewer
+  // than its AND matches, but only where another shard has found k AND matches, so the sum
+  // over shards still reaches k and the query's answer is the AND answer; such a shard skips
+  // its OR phase (its OR top-k would be dropped by the merge). Not for two-stage ranking
+  // (candidates > 0), where each shard's own top candidates are the contract: throws
+  // InputError.
+  void search(std::span<const Query> queries, const SearchParams& params,
+              std::span<ShardResult> out, std::span<const QueryThresholdSlots> shared);
+  ShardResult search_one(const Query& query, const SearchParams& params,
+                         const QueryThresholdSlots& shared) const;
   // The query over the documents [begin, end) only (end = kNoDoc: to the shard's end), as one
   // GPU of several holding a docID range of the shard answers it; the same contract as
   // search_one's over that range (and-or: or_hits when the range's and_matches < k). Merging
@@ -102,7 +119,10 @@ class CpuEngine final : public QueryEngine {
     bool early_terminated = false;
   };
   ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive, DocId from_doc,
-                   std::span<const RankedDoc> running, QueryCounters& counters) const;
+                   std::span<const RankedDoc> running, QueryCounters& counters,
+                   const ThresholdSlot& external) const;
+  ShardResult resume_sharing(const Query& query, const SearchParams& params, DocId from_doc,
+                             const ShardResult& running, const QueryThresholdSlots& shared) const;
   ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive, DocId begin,
                     DocId end, SharedThreshold& shared, bool concurrent,
                     QueryCounters& counters) const;

@@ -21,22 +21,35 @@
 #include <vector>
 
 #include "common/search_result.hpp"
+#include "isn/cpu_engine/threshold_slot.hpp"
 
 namespace gpusearch::cpu {
 
 // A threshold several top-k heaps raise together (intra-query parallelism, resumed queries):
-// each heap's k-th score is a lower bound of the query's final k-th score.
+// each heap's k-th score is a lower bound of the query's final k-th score. Linked to an
+// external slot (other processes' shards of the same query, threshold_slot.hpp), it reads the
+// larger of the two and raises both.
 class SharedThreshold {
  public:
-  double get() const { return value_.load(std::memory_order_relaxed); }
+  SharedThreshold() = default;
+  explicit SharedThreshold(ThresholdSlot external) : external_(external) {}
+
+  bool has_external() const { return external_.linked(); }
+  double get() const {
+    const double local = value_.load(std::memory_order_relaxed);
+    if (!external_.linked()) return local;
+    return std::max(local, external_.get());
+  }
   void raise(double x) {
     double cur = value_.load(std::memory_order_relaxed);
     while (x > cur && !value_.compare_exchange_weak(cur, x, std::memory_order_relaxed)) {
     }
+    external_.raise(x);
   }
 
  private:
   std::atomic<double> value_{-std::numeric_limits<double>::infinity()};
+  ThresholdSlot external_;
 };
 
 class TopK {

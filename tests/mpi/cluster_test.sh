@@ -36,6 +36,11 @@
 #   cluster_test.sh BUILD_DIR badranker    a malformed ranker file and an unknown ranker: their
 #                                          queries answered by the first stage, flagged, the errors
 #                                          naming the file and the store; nothing lost
+#   cluster_test.sh BUILD_DIR thresholds   4 ISNs sharing each query's k-th score (--share-thresholds
+#                                          on): and, or, and-or at k 10 and 1000 equal the
+#                                          reference; every ISN shared; fewer documents scored and
+#                                          postings decoded than with it off; one ISN alone says
+#                                          there is nothing to share
 #   cluster_test.sh BUILD_DIR rpcdeadline  a request whose deadline passes before its answer (a
 #                                          slow ISN) is answered at the deadline, flagged, not
 #                                          after the answer; the cluster still runs it
@@ -218,9 +223,48 @@ case "$case_name" in
     done
     echo "PASS: --scheduler queues and lbd: every answer equal to the reference, both processors used"
     ;;
+  thresholds)
+    synthetic_index 4 "$tmp/idx"
+    head -120 "$tmp/idx/queries.test.tsv" > "$tmp/q.tsv"
+    head -40 "$tmp/idx/queries.test.tsv" > "$tmp/q40.tsv"
+    for mode in and or and-or; do
+      for k in 10 1000; do
+        if [ "$k" = 10 ]; then q=$tmp/q.tsv; b=16; else q=$tmp/q40.tsv; b=8; fi
+        check_equal "$tmp/idx" "$q" 4 "$mode" "$k" --batch-size "$b" --max-in-flight 3 \
+          --engine cpu --share-thresholds on
+        [ "$(metric "$tmp/m-4-$mode-$k.json" 'all(i["stats"]["share_thresholds"]["active"] and
+            i["stats"]["share_thresholds"]["sharers"] == 4 and
+            i["stats"]["share_thresholds"]["batches_shared"] == i["stats"]["batches"] > 0
+            for i in m["isn"])')" = True ] || fail "$mode k $k: not every ISN shared every batch"
+        cp "$tmp/m-4-$mode-$k.json" "$tmp/on-$mode-$k.json"
+      done
+    done
+    # The work saved: the same runs without sharing score more documents and decode more
+    # postings (summed over the ISNs), and give the same answers.
+    for mode in or and-or; do
+      check_equal "$tmp/idx" "$tmp/q.tsv" 4 "$mode" 10 --batch-size 16 --max-in-flight 3 \
+        --engine cpu --share-thresholds off
+      [ "$(metric "$tmp/m-4-$mode-10.json" 'not any(i["stats"]["share_thresholds"]["active"] for i in m["isn"])')" = True ] ||
+        fail "$mode: --share-thresholds off still shared"
+      on_docs=$(metric "$tmp/on-$mode-10.json" 'm["counters"]["docs_scored"]')
+      off_docs=$(metric "$tmp/m-4-$mode-10.json" 'm["counters"]["docs_scored"]')
+      on_post=$(metric "$tmp/on-$mode-10.json" 'm["counters"]["postings_decoded"]')
+      off_post=$(metric "$tmp/m-4-$mode-10.json" 'm["counters"]["postings_decoded"]')
+      [ "$on_docs" -lt "$off_docs" ] || fail "$mode: sharing scored $on_docs documents, not fewer than $off_docs"
+      [ "$on_post" -le "$off_post" ] || fail "$mode: sharing decoded $on_post postings, more than $off_post"
+      echo "$mode k 10: documents scored $off_docs -> $on_docs, postings decoded $off_post -> $on_post"
+    done
+    synthetic_index 1 "$tmp/idx1"
+    cluster --index "$tmp/idx1" --queries "$tmp/q40.tsv" --isns 1 --run "$tmp/run1.txt" \
+      --share-thresholds on > "$tmp/out1.txt" 2>&1 || { cat "$tmp/out1.txt"; fail "1-ISN run exited $?"; }
+    grep -q "share-thresholds on: not available: this ISN is alone on its node" "$tmp/out1.txt" ||
+      { cat "$tmp/out1.txt"; fail "no message for one ISN alone"; }
+    echo "PASS: 4 ISNs sharing thresholds: and, or, and-or at k 10 and 1000 equal the reference, less work"
+    ;;
   badflags)
     synthetic_index 1 "$tmp/idx"
-    for flags in "--scheduler fifo" "--gpus-per-isn 0" "--scheduler queues --scheduler-train $tmp/none.tsv"; do
+    for flags in "--scheduler fifo" "--gpus-per-isn 0" "--scheduler queues --scheduler-train $tmp/none.tsv" \
+        "--share-thresholds maybe"; do
       set +e
       # shellcheck disable=SC2086
       timeout -k 10 60 "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
@@ -232,6 +276,7 @@ case "$case_name" in
       case "$flags" in
         *fifo*) want="unknown scheduler 'fifo'" ;;
         *gpus-per-isn*) want="--gpus-per-isn 0" ;;
+        *share-thresholds*) want="--share-thresholds" ;;
         *) want="needs training queries" ;;
       esac
       grep -qF -- "$want" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "$flags: no clear error ($want)"; }

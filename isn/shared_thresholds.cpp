@@ -1,0 +1,82 @@
+#include "isn/shared_thresholds.hpp"
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+
+namespace gpusearch {
+
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, std::size_t(length));
+}
+
+void check(int code, const char* what) {
+  if (code != MPI_SUCCESS)
+    throw Error(fmt::format("--share-thresholds: {} failed: {} (run with --share-thresholds off)",
+                            what, mpi_error_text(code)));
+}
+
+}  // namespace
+
+ShareThresholds parse_share_thresholds(const std::string& s) {
+  if (s == "auto") return ShareThresholds::kAuto;
+  if (s == "on") return ShareThresholds::kOn;
+  if (s == "off") return ShareThresholds::kOff;
+  throw InputError("--share-thresholds", 0, fmt::format("'{}': give on, off or auto", s));
+}
+
+SharedThresholdWindow::SharedThresholdWindow(MPI_Comm node) : node_(node) {
+  try {
+    // Errors come back as codes here (a clear message, then the ISN goes on without sharing
+    // only if every ISN of the node failed alike: see run_isn), not as an abort.
+    check(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    int rank = 0;
+    check(MPI_Comm_rank(node_, &rank), "MPI_Comm_rank");
+    check(MPI_Comm_size(node_, &sharers_), "MPI_Comm_size");
+    const std::size_t words = kBatchRing * kQueriesPerBatch * kWordsPerQuery;
+    // The node's first ISN holds the whole array; the others map it.
+    const MPI_Aint bytes = rank == 0 ? MPI_Aint(words * sizeof(std::uint64_t)) : 0;
+    void* base = nullptr;
+    check(MPI_Win_allocate_shared(bytes, int(sizeof(std::uint64_t)), MPI_INFO_NULL, node_, &base,
+                                  &window_),
+          "MPI_Win_allocate_shared");
+    MPI_Aint size = 0;
+    int unit = 0;
+    check(MPI_Win_shared_query(window_, 0, &size, &unit, &base), "MPI_Win_shared_query");
+    if (std::size_t(size) < words * sizeof(std::uint64_t))
+      throw Error(fmt::format("--share-thresholds: the shared window holds {} bytes, not {}", size,
+                              words * sizeof(std::uint64_t)));
+    slots_ = static_cast<std::uint64_t*>(base);  // page-aligned: a query's slots, one line
+    // Sequence number 0 everywhere: every slot empty before any ISN reads one.
+    if (rank == 0)
+      for (std::size_t i = 0; i < words; ++i)
+        std::atomic_ref<std::uint64_t>(slots_[i]).store(0, std::memory_order_relaxed);
+    check(MPI_Barrier(node_), "MPI_Barrier");
+  } catch (...) {
+    if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+    MPI_Comm_free(&node_);
+    throw;
+  }
+}
+
+SharedThresholdWindow::~SharedThresholdWindow() {
+  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
+}
+
+void SharedThresholdWindow::slots_for(std::uint64_t batch_id, std::size_t queries,
+                                      std::vector<cpu::QueryThresholdSlots>& out) const {
+  out.assign(queries, cpu::QueryThresholdSlots{});
+  const std::uint32_t sequence = sequence_of_batch(batch_id);
+  std::uint64_t* batch = slots_ + (batch_id % kBatchRing) * kQueriesPerBatch * kWordsPerQuery;
+  for (std::size_t q = 0; q < queries && q < kQueriesPerBatch; ++q)
+    out[q] = {cpu::ThresholdSlot(batch + kWordsPerQuery * q, sequence),
+              cpu::ThresholdSlot(batch + kWordsPerQuery * q + 1, sequence)};
+}
+
+}  // namespace gpusearch

@@ -1,0 +1,60 @@
+// Shared query thresholds between the ISNs of one node (--share-thresholds, issue 16): every ISN
+// of the node answers the same batch (same batch id, same queries in the same order) on its own
+// shard, and each query's running k-th score on any shard is a lower bound of its final k-th
+// score, so the ISNs prune against the best one any of them has found, as one engine's
+// intra-query parts do (isn/cpu_engine/threshold_slot.hpp). Without it, four ISNs on quarter
+// shards each prune against their own lower k-th score and do more work together than one ISN
+// on the whole shard (tests/benchmarks/NOTES-cluster.md, "Shared thresholds").
+//
+// The slots live in an MPI shared-memory window over the node's ISNs (MPI_Comm_split_type
+// MPI_COMM_TYPE_SHARED, MPI_Win_allocate_shared): a ring of kBatchRing batches of
+// kQueriesPerBatch queries, two slots (AND, OR) per query in a cache line of its own (the ISNs
+// work on neighbouring queries of a batch at the same time: slots of several queries in one line
+// would bounce it between their cores at every raise). Batch b uses ring entry b mod kBatchRing
+// under sequence number b + 1 (mod 2^32, never 0); a query past kQueriesPerBatch shares nothing.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "isn/cpu_engine/threshold_slot.hpp"
+
+namespace gpusearch {
+
+enum class ShareThresholds { kAuto, kOn, kOff };
+ShareThresholds parse_share_thresholds(const std::string& s);  // throws InputError
+
+class SharedThresholdWindow {
+ public:
+  static constexpr std::size_t kBatchRing = 32;
+  static constexpr std::size_t kQueriesPerBatch = 4096;
+  static constexpr std::size_t kWordsPerQuery = 8;  // 64 bytes: AND, OR, padding
+
+  // Collective over `node` (the node's ISNs, every one of which must construct it); takes
+  // ownership of `node` (freed in the destructor, also when this throws). Throws Error with MPI's
+  // message when the window cannot be made.
+  explicit SharedThresholdWindow(MPI_Comm node);
+  ~SharedThresholdWindow();  // MPI_Win_free (collective over the node), MPI_Comm_free
+  SharedThresholdWindow(const SharedThresholdWindow&) = delete;
+  SharedThresholdWindow& operator=(const SharedThresholdWindow&) = delete;
+
+  int sharers() const { return sharers_; }
+  // The slot pairs of batch `batch_id`'s queries 0..queries-1 (unlinked past kQueriesPerBatch).
+  void slots_for(std::uint64_t batch_id, std::size_t queries,
+                 std::vector<cpu::QueryThresholdSlots>& out) const;
+  static std::uint32_t sequence_of_batch(std::uint64_t batch_id) {
+    return std::uint32_t(batch_id % 0xFFFFFFFFull) + 1;
+  }
+
+ private:
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win window_ = MPI_WIN_NULL;
+  std::uint64_t* slots_ = nullptr;  // kBatchRing * kQueriesPerBatch * kWordsPerQuery words
+  int sharers_ = 1;
+};
+
+}  // namespace gpusearch

@@ -1,0 +1,323 @@
+// Thresholds shared between the engines of several shards (--share-thresholds, issue 16): the
+// slot logic (one batch per slot, rounding down, never lowered), and four CPU engines on four
+// shards sharing their queries' k-th scores: the merged answers equal the reference's for every
+// algorithm and mode, the engines do less work together than alone, and a slot raised above the
+// final k-th score (a weakened bound) gives answers the check catches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/cpu_engine/threshold_slot.hpp"
+#include "isn/cpu_engine/top_k.hpp"
+#include "isn/shared_thresholds.hpp"
+#include "partition/index_builder.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using cpu::ThresholdSlot;
+using gpusearch::testing::TempDir;
+
+namespace {
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+TEST(ThresholdSlot, RoundsDownToTheLargestFloatNotAbove) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> score(0.0, 60.0);
+  for (int i = 0; i < 100000; ++i) {
+    const double x = score(rng);
+    const float f = ThresholdSlot::round_down(x);
+    ASSERT_LE(double(f), x) << x;
+    ASSERT_GT(double(std::nextafter(f, std::numeric_limits<float>::infinity())), x) << x;
+  }
+  EXPECT_EQ(ThresholdSlot::round_down(2.5), 2.5f);  // representable: unchanged
+  EXPECT_EQ(ThresholdSlot::round_down(1e300), std::numeric_limits<float>::max());
+  // What a reader gets back is never above what was raised.
+  std::uint64_t word = 0;
+  ThresholdSlot slot(&word, 1);
+  slot.raise(0.1);
+  EXPECT_LE(slot.get(), 0.1);
+  EXPECT_GT(slot.get(), 0.1 - 1e-7);
+}
+
+TEST(ThresholdSlot, ASlotNeverMixesTwoBatches) {
+  std::uint64_t word = 0;
+  ThresholdSlot batch5(&word, 5), batch6(&word, 6), batch4(&word, 4);
+  EXPECT_EQ(batch5.get(), kMinusInf);  // empty
+  batch5.raise(3.0);
+  EXPECT_EQ(batch5.get(), 3.0);
+  EXPECT_EQ(batch6.get(), kMinusInf) << "another batch's value read";
+  batch4.raise(9.0);  // an older batch: dropped
+  EXPECT_EQ(batch5.get(), 3.0);
+  EXPECT_EQ(batch4.get(), kMinusInf);
+  batch6.raise(1.0);  // a newer batch, even with a lower value: overwrites
+  EXPECT_EQ(batch6.get(), 1.0);
+  EXPECT_EQ(batch5.get(), kMinusInf) << "a stale value read after the slot moved on";
+  batch5.raise(7.0);  // the older batch again: dropped
+  EXPECT_EQ(batch6.get(), 1.0);
+  EXPECT_EQ(batch5.get(), kMinusInf);
+}
+
+TEST(ThresholdSlot, NeverLowersAndIgnoresWhatIsNotAScore) {
+  std::uint64_t word = 0;
+  ThresholdSlot slot(&word, 2);
+  slot.raise(5.0);
+  slot.raise(4.0);
+  EXPECT_EQ(slot.get(), 5.0);
+  slot.raise(std::nan(""));
+  slot.raise(kMinusInf);
+  EXPECT_EQ(slot.get(), 5.0);
+  ThresholdSlot unlinked;
+  unlinked.raise(8.0);  // nothing to write
+  EXPECT_EQ(unlinked.get(), kMinusInf);
+  EXPECT_EQ(slot.get(), 5.0);
+}
+
+TEST(ThresholdSlot, SequenceNumbersWrapAndAreNeverZero) {
+  EXPECT_TRUE(ThresholdSlot::newer(1, 0xFFFFFFFFu));
+  EXPECT_FALSE(ThresholdSlot::newer(0xFFFFFFFFu, 1));
+  EXPECT_TRUE(ThresholdSlot::newer(7, 6));
+  EXPECT_FALSE(ThresholdSlot::newer(6, 6));
+  for (std::uint64_t b :
+       {0ull, 1ull, 0xFFFFFFFEull, 0xFFFFFFFFull, 0x100000000ull, 0x1FFFFFFFEull, ~0ull})
+    EXPECT_NE(SharedThresholdWindow::sequence_of_batch(b), 0u) << b;
+  EXPECT_NE(SharedThresholdWindow::sequence_of_batch(7),
+            SharedThresholdWindow::sequence_of_batch(8));
+}
+
+TEST(ThresholdSlot, ConcurrentRaisesKeepTheMaximum) {
+  std::uint64_t word = 0;
+  std::vector<std::thread> threads;
+  std::vector<double> best(4, 0.0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      ThresholdSlot slot(&word, 9);
+      std::mt19937_64 rng(t);
+      std::uniform_real_distribution<double> score(0.0, 100.0);
+      for (int i = 0; i < 20000; ++i) {
+        const double x = score(rng);
+        best[t] = std::max(best[t], x);
+        slot.raise(x);
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double max = *std::max_element(best.begin(), best.end());
+  EXPECT_EQ(ThresholdSlot(&word, 9).get(), double(ThresholdSlot::round_down(max)));
+}
+
+TEST(SharedThreshold, LinkedReadsTheLargerAndRaisesBoth) {
+  std::uint64_t word = 0;
+  ThresholdSlot other(&word, 3);
+  cpu::SharedThreshold linked(ThresholdSlot(&word, 3));
+  EXPECT_TRUE(linked.has_external());
+  linked.raise(2.0);
+  EXPECT_EQ(other.get(), 2.0);  // published
+  other.raise(6.0);             // another process's shard
+  EXPECT_EQ(linked.get(), 6.0);
+  linked.raise(4.0);
+  EXPECT_EQ(linked.get(), 6.0);
+  EXPECT_EQ(other.get(), 6.0);
+  cpu::SharedThreshold alone;
+  EXPECT_FALSE(alone.has_external());
+  alone.raise(1.0);
+  EXPECT_EQ(alone.get(), 1.0);
+}
+
+// ---- Four engines on four shards --------------------------------------------------------------
+
+class SharedThresholdEngines : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    BuildOptions o;
+    o.progress = false;
+    o.out_dir = *dir_ / "four";
+    o.num_shards = 4;
+    build_index_synthetic(SyntheticParams::parse(
+                              "docs=16000,seed=23,mean_length=120,train_queries=5,test_queries=60"),
+                          o);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  struct Run {
+    std::vector<std::vector<ShardResult>> by_shard;  // [shard][query]
+    QueryCounters work;                              // summed over shards and queries
+  };
+
+  // The four shards' engines answer `queries`; sharing: through one slot pair per query (as one
+  // batch in the node's window), the shards one after the other (`parallel` false: each starts
+  // from the thresholds of the shards before it) or at once. `seed` raises the slots first.
+  static Run run(const Index& index, const std::vector<Query>& queries, const SearchParams& p,
+                 cpu::Algorithm a, bool sharing, bool parallel,
+                 const std::function<void(std::vector<cpu::QueryThresholdSlots>&)>& seed = {}) {
+    std::vector<std::uint64_t> words(2 * queries.size(), 0);
+    std::vector<cpu::QueryThresholdSlots> slots(queries.size());
+    if (sharing)
+      for (std::size_t q = 0; q < queries.size(); ++q)
+        slots[q] = {ThresholdSlot(&words[2 * q], 1), ThresholdSlot(&words[2 * q + 1], 1)};
+    if (seed) seed(slots);
+    const std::size_t shards = index.num_open_shards();
+    std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
+    for (std::size_t s = 0; s < shards; ++s)
+      engines.push_back(std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s),
+                                                         cpu::CpuEngineOptions{a}));
+    Run r;
+    r.by_shard.assign(shards, std::vector<ShardResult>(queries.size()));
+    auto one = [&](std::size_t s) { engines[s]->search(queries, p, r.by_shard[s], slots); };
+    if (parallel) {
+      std::vector<std::thread> threads;
+      for (std::size_t s = 0; s < shards; ++s) threads.emplace_back(one, s);
+      for (auto& t : threads) t.join();
+    } else {
+      for (std::size_t s = 0; s < shards; ++s) one(s);
+    }
+    for (const auto& shard : r.by_shard)
+      for (const ShardResult& x : shard) r.work.add(x.counters);
+    return r;
+  }
+
+  // Queries whose merged answer differs from the reference's (the first difference reported
+  // when `report`).
+  static std::size_t count_wrong(const Index& index, const std::vector<Query>& queries,
+                                 const SearchParams& p, const Run& r, const std::string& what,
+                                 bool report) {
+    std::size_t wrong = 0;
+    for (std::size_t q = 0; q < queries.size(); ++q) {
+      std::vector<const ShardResult*> ptrs;
+      for (const auto& shard : r.by_shard) ptrs.push_back(&shard[q]);
+      const QueryResult got = merge_shard_results(p, ptrs);
+      const auto ref = reference_answer(index, queries[q], p, p.k + 20);
+      auto diff = compare_top_k(ref.hits, ref.total_matches, p.k, got.hits);
+      if (!diff && got.answered_by_or != ref.answered_by_or)
+        diff = "answered by the " + std::string(got.answered_by_or ? "OR" : "AND") + " list";
+      if (diff) {
+        if (report && wrong == 0)
+          ADD_FAILURE() << what << " query " << queries[q].id << ": " << *diff;
+        ++wrong;
+      }
+    }
+    return wrong;
+  }
+
+  static std::vector<Query> queries(const Index& index, std::size_t limit) {
+    const QueryFile qf = read_query_file(*dir_ / "four" / "queries.test.tsv");
+    std::vector<Query> out;
+    for (const QueryText& qt : qf.queries) {
+      Query q;
+      QueryProblem problem;
+      if (out.size() < limit && resolve_query(index.shard(0), qt, QueryLimits{}, q, problem, "") &&
+          !q.terms.empty())
+        out.push_back(std::move(q));
+    }
+    return out;
+  }
+  static TempDir* dir_;
+};
+TempDir* SharedThresholdEngines::dir_ = nullptr;
+
+std::string describe(const SearchParams& p, cpu::Algorithm a, const char* how) {
+  return std::string(to_string(p.mode)) + " " + std::string(to_string(p.scoring)) +
+         " k=" + std::to_string(p.k) + " " + std::string(cpu::to_string(a)) + " " + how;
+}
+
+TEST_F(SharedThresholdEngines, MergedAnswersEqualTheReference) {
+  const Index index = Index::open(*dir_ / "four");
+  ASSERT_EQ(index.num_open_shards(), 4u);
+  const auto qs = queries(index, 40);
+  ASSERT_GE(qs.size(), 30u);
+  std::size_t checks = 0;
+  for (cpu::Algorithm a : {cpu::Algorithm::kExhaustive, cpu::Algorithm::kWand, cpu::Algorithm::kBmw,
+                           cpu::Algorithm::kMaxScore, cpu::Algorithm::kMaxScoreDaat})
+    for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr})
+      for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr})
+        for (unsigned k : {10u, 1000u}) {
+          const SearchParams p{mode, scoring, 0.3, k};
+          for (bool parallel : {false, true}) {
+            const Run r = run(index, qs, p, a, true, parallel);
+            const std::string what = describe(p, a, parallel ? "shards at once" : "shards in turn");
+            ASSERT_EQ(count_wrong(index, qs, p, r, what, true), 0u) << what;
+            checks += qs.size();
+          }
+        }
+  EXPECT_GE(checks, 30u * 5 * 2 * 3 * 2 * 2);
+}
+
+TEST_F(SharedThresholdEngines, SharingSavesWork) {
+  const Index index = Index::open(*dir_ / "four");
+  const auto qs = queries(index, 40);
+  for (Mode mode : {Mode::kOr, Mode::kAndOr, Mode::kAnd})
+    for (cpu::Algorithm a : {cpu::Algorithm::kMaxScore, cpu::Algorithm::kBmw}) {
+      const SearchParams p{mode, Scoring::kBm25, 0.3, 10};
+      const Run alone = run(index, qs, p, a, false, false);
+      const Run shared = run(index, qs, p, a, true, false);
+      const std::string what = describe(p, a, "");
+      EXPECT_LT(shared.work.docs_scored, alone.work.docs_scored) << what;
+      EXPECT_LE(shared.work.postings_decoded, alone.work.postings_decoded) << what;
+      EXPECT_EQ(count_wrong(index, qs, p, shared, what, true), 0u) << what;
+      if (mode == Mode::kOr) {
+        EXPECT_LT(shared.work.docs_scored * 10, alone.work.docs_scored * 9)
+            << what << ": less than 10% saved (" << shared.work.docs_scored << " vs "
+            << alone.work.docs_scored << " documents scored)";
+      }
+    }
+}
+
+// The tightest legal threshold, the final k-th score (rounded down, as every slot is): ties at it
+// must still enter, and the answers stay exact. One float above it, a weakened bound: documents
+// of the top-k are pruned, and the check sees it.
+TEST_F(SharedThresholdEngines, ThresholdAtTheFinalKthIsExactAndAboveItIsCaught) {
+  const Index index = Index::open(*dir_ / "four");
+  const auto qs = queries(index, 40);
+  for (Mode mode : {Mode::kOr, Mode::kAnd, Mode::kAndOr}) {
+    const SearchParams p{mode, Scoring::kBm25, 0.3, 10};
+    std::size_t seeded = 0;  // queries with k documents: a k-th score to seed
+    for (const Query& q : qs) seeded += reference_answer(index, q, p, p.k).hits.size() >= p.k;
+    ASSERT_GE(seeded, 8u) << to_string(mode);
+    auto seed_with = [&](bool above) {
+      return [&, above](std::vector<cpu::QueryThresholdSlots>& slots) {
+        for (std::size_t q = 0; q < qs.size(); ++q) {
+          const auto ref = reference_answer(index, qs[q], p, p.k);
+          if (ref.hits.size() < p.k) continue;
+          float f = ThresholdSlot::round_down(ref.hits[p.k - 1].score);
+          if (above) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+          // and-or: the phase that answers (a finite AND slot says the AND list answers).
+          const bool conjunctive =
+              mode == Mode::kAnd || (mode == Mode::kAndOr && !ref.answered_by_or);
+          const ThresholdSlot& slot = slots[q].of(conjunctive);
+          ThresholdSlot(slot).raise(double(f));
+        }
+      };
+    };
+    for (cpu::Algorithm a : {cpu::Algorithm::kMaxScore, cpu::Algorithm::kWand}) {
+      const Run tight = run(index, qs, p, a, true, true, seed_with(false));
+      EXPECT_EQ(count_wrong(index, qs, p, tight, describe(p, a, "seeded at the k-th"), true), 0u);
+      const Run over = run(index, qs, p, a, true, true, seed_with(true));
+      EXPECT_GT(count_wrong(index, qs, p, over, "", false), seeded / 2)
+          << describe(p, a, "seeded one float above the k-th") << ": not caught (" << seeded
+          << " queries seeded)";
+    }
+  }
+}
+
+TEST_F(SharedThresholdEngines, TwoStageRankingDoesNotShare) {
+  const Index index = Index::open(*dir_ / "four");
+  const auto qs = queries(index, 2);
+  std::uint64_t words[2] = {0, 0};
+  const std::vector<cpu::QueryThresholdSlots> slots(
+      qs.size(), {ThresholdSlot(&words[0], 1), ThresholdSlot(&words[1], 1)});
+  cpu::CpuEngine engine(index.shard(0), index.shard_id(0));
+  SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  p.candidates = 100;
+  std::vector<ShardResult> out(qs.size());
+  EXPECT_THROW(engine.search(qs, p, out, slots), InputError);
+  EXPECT_THROW(engine.search(qs, SearchParams{}, out, std::span(slots).first(1)), InputError);
+}
+
+}  // namespace
