@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
                  "with --listen: requests in flight per connection; more are refused (overloaded)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
-  std::string rpc_poll = "adaptive";
+  std::string rpc_poll = "block";
   unsigned rpc_spin_us = 5000;
   app.add_option("--rpc-poll", rpc_poll,
                  "with --listen: how the front end's event loop waits: block (sleep in epoll), "

@@ -460,8 +460,11 @@ RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
     }
     std::filesystem::rename(path + ".tmp", path);  // whole or absent for a waiting script
   }
-  fmt::print(stderr, "gpusearch-aggregator: serving RPC on {} (max {} requests, {} per client)\n",
-             bound_, impl_->options.max_requests, impl_->options.max_per_client);
+  fmt::print(stderr,
+             "gpusearch-aggregator: serving RPC on {} (max {} requests, {} per client, "
+             "--rpc-poll {})\n",
+             bound_, impl_->options.max_requests, impl_->options.max_per_client,
+             rpc_poll_mode_name(impl_->options.polling.mode));
 }
 
 RpcQuerySource::~RpcQuerySource() {

@@ -21,7 +21,7 @@ struct QueryCommand {
   bool stats = false;
   bool shutdown = false;
   std::filesystem::path token_file;
-  std::string rpc_poll = "adaptive";  // block, adaptive or spin (common/wire/rpc_poll_mode.hpp)
+  std::string rpc_poll = "block";  // block, adaptive or spin (common/wire/rpc_poll_mode.hpp)
   unsigned rpc_spin_us = 5000;
 };
 // Prints the ranked hits (or the stats JSON); returns the exit code.
@@ -45,7 +45,7 @@ struct LoadCommand {
   std::string id_prefix;  // put before every query id (runs of one soak stay distinct)
   // How the client's event loop waits (for its next send, for answers): a client that sleeps
   // adds its own wake-up to added_ms. block, adaptive or spin (common/wire/rpc_poll_mode.hpp).
-  std::string rpc_poll = "adaptive";
+  std::string rpc_poll = "block";
   unsigned rpc_spin_us = 5000;
 };
 // Runs the load, writes the run (answers in send order; a query id of the file's n-th pass

@@ -25,7 +25,9 @@ RpcPollMode parse_rpc_poll_mode(const std::string& value, const std::string& fla
 const char* rpc_poll_mode_name(RpcPollMode mode);
 
 struct RpcPolling {
-  RpcPollMode mode = RpcPollMode::kAdaptive;
+  // The default: on a host whose cores are all busy (the 2-core build VM) polling took CPU from
+  // the ISNs and saved nothing (tests/benchmarks/NOTES-frontend.md).
+  RpcPollMode mode = RpcPollMode::kBlock;
   // adaptive: while requests are in flight, poll up to this long after the loop's last event.
   std::chrono::microseconds spin{5000};
   // adaptive: with nothing in flight, poll this long after an event (a reply's write, the

@@ -17,9 +17,12 @@ RpcPollMode parse_rpc_poll_mode(const std::string& value, const std::string& fla
 
 const char* rpc_poll_mode_name(RpcPollMode mode) {
   switch (mode) {
-    case RpcPollMode::kBlock: return "block";
-    case RpcPollMode::kAdaptive: return "adaptive";
-    case RpcPollMode::kSpin: return "spin";
+    case RpcPollMode::kBlock:
+      return "block";
+    case RpcPollMode::kAdaptive:
+      return "adaptive";
+    case RpcPollMode::kSpin:
+      return "spin";
   }
   return "?";
 }
@@ -42,9 +45,12 @@ void LoopPoller::wake() {
 
 bool LoopPoller::keep_polling(const std::function<bool()>& busy) {
   switch (polling_.mode) {
-    case RpcPollMode::kBlock: return false;
-    case RpcPollMode::kSpin: return true;
-    case RpcPollMode::kAdaptive: break;
+    case RpcPollMode::kBlock:
+      return false;
+    case RpcPollMode::kSpin:
+      return true;
+    case RpcPollMode::kAdaptive:
+      break;
   }
   const auto idle = Clock::now() - last_activity_;
   return idle < polling_.grace || (idle < polling_.spin && busy());

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Cap'n Proto RPC floor: a Frontend server that answers at once"};
   std::string listen = "127.0.0.1:0", address_file;
   unsigned hits = 10, spin_us = 5000;
-  std::string poll = "adaptive";
+  std::string poll = "block";
   app.add_option("--listen", listen, "ADDR:PORT to listen on");
   app.add_option("--address-file", address_file, "write the bound ADDR:PORT here");
   app.add_option("--hits", hits, "hits per answer")->check(CLI::Range(0u, 100000u));
