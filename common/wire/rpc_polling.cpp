@@ -1,6 +1,7 @@
 #include "common/wire/rpc_polling.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include "common/error.hpp"
@@ -43,6 +44,10 @@ void LoopPoller::wake() {
   }
 }
 
+void LoopPoller::yield_core() {
+  sched_yield();
+}
+
 bool LoopPoller::keep_polling(const std::function<bool()>& busy) {
   switch (polling_.mode) {
     case RpcPollMode::kBlock:
@@ -62,6 +67,7 @@ void LoopPoller::run_until(const std::function<bool()>& done, const std::functio
       do {
         wait_scope_.poll();  // runs what is ready, reads the sockets without sleeping
         if (done()) return;
+        yield_core();
       } while (keep_polling(busy));
     }
     if (done()) return;

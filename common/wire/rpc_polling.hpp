@@ -34,14 +34,17 @@ class LoopPoller {
   template <typename T>
   T wait(kj::Promise<T>&& promise, const std::function<bool()>& busy) {
     if (polling_.mode != RpcPollMode::kBlock)
-      while (!promise.poll(wait_scope_))
+      while (!promise.poll(wait_scope_)) {
         if (!keep_polling(busy)) break;
+        yield_core();
+      }
     return promise.wait(wait_scope_);
   }
 
   const RpcPolling& polling() const { return polling_; }
 
  private:
+  static void yield_core();  // sched_yield(): a runnable thread on this core goes first
   bool keep_polling(const std::function<bool()>& busy);
 
   kj::WaitScope& wait_scope_;
