@@ -12,7 +12,8 @@
 #    rates, from 50/s doubling, then bisecting between the last sustained rate and the first
 #    failed one (4 steps). A rate is sustained when every request is answered without error, the
 #    throughput is at least 95% of the offered rate and the p99 latency at most --peak-p99-ms.
-#    Peak = the highest sustained probe's throughput; every probe in DIR/peak.json. (A flood far
+#    Peak = the highest sustained probe's throughput (at most its rate); every probe in
+#    DIR/peak.json. (A flood far
 #    above capacity measures the refusals, not the capacity: NOTES-frontend.md.)
 # 3. Soak: one `gpusearch load --poisson` per minute at fraction x peak, ids prefixed m<i>- so
 #    that every query id of the soak is distinct; meanwhile every rank's VmRSS and open fds are
@@ -79,15 +80,14 @@ sample() {  # one JSON line per rank and sample
   done
 }
 
-# probe RATE: one open-loop load of probe_s seconds; prints its throughput if the rate was
-# sustained, else nothing. Each probe's ids get their own prefix (the soak counts duplicates).
-probes=0
+# probe RATE N: the N-th probe, one open-loop load of probe_s seconds; prints its throughput if
+# the rate was sustained, else nothing. Each probe's ids get their own prefix (the soak counts
+# duplicates). run_probe RATE: the next probe (counted here, not in probe's subshell); tp=.
 probe() {
-  probes=$((probes + 1))
-  local json=$out/peak-probe-$probes.json
-  "$gs" load --connect "$addr" --queries "$queries" --qps "$1" --poisson --seed "$probes" \
-    --duration "$probe_s" --drain 30 --id-prefix "peak$probes-" --metrics "$json" \
-    > "$out/peak-probe-$probes.log" 2>&1 || true
+  local json=$out/peak-probe-$2.json
+  "$gs" load --connect "$addr" --queries "$queries" --qps "$1" --poisson --seed "$2" \
+    --duration "$probe_s" --drain 30 --id-prefix "peak$2-" --metrics "$json" \
+    > "$out/peak-probe-$2.log" 2>&1 || true
   python3 - "$json" "$1" "$peak_p99_ms" <<'PY'
 import json, sys
 try:
@@ -102,15 +102,20 @@ print(f"soak.sh: probe {rate:g}/s: throughput {m['throughput_qps']:.1f}/s, p99 "
       f"{m['latency_ms'].get('p99', float('nan')):.1f} ms: {'sustained' if ok else 'not sustained'}",
       file=sys.stderr)
 if ok:
-    print(round(m["throughput_qps"], 1))
+    print(round(min(m["throughput_qps"], rate), 1))  # a Poisson probe may offer more than its rate
 PY
+}
+probes=0
+run_probe() {
+  probes=$((probes + 1))
+  tp=$(probe "$1" "$probes")
 }
 if [ -z "$peak" ]; then
   echo "soak.sh: measuring the peak (open-loop probes of $probe_s s at rising rates)"
   good=0 good_tp="" bad=""
   rate=50
   while [ -z "$bad" ]; do
-    tp=$(probe "$rate")
+    run_probe "$rate"
     if [ -n "$tp" ]; then
       good=$rate good_tp=$tp
       [ "$rate" -ge 20000 ] && break
@@ -122,7 +127,7 @@ if [ -z "$peak" ]; then
   if [ -n "$bad" ] && [ "$good" -eq 0 ]; then  # not even 50/s: halve down to 1/s
     rate=25
     while [ "$rate" -ge 1 ] && [ -z "$good_tp" ]; do
-      tp=$(probe "$rate")
+      run_probe "$rate"
       if [ -n "$tp" ]; then good=$rate good_tp=$tp; else bad=$rate; rate=$((rate / 2)); fi
     done
   fi
@@ -130,7 +135,7 @@ if [ -z "$peak" ]; then
     for _ in 1 2 3 4; do
       mid=$(( (good + bad) / 2 ))
       [ "$mid" -le "$good" ] && break
-      tp=$(probe "$mid")
+      run_probe "$mid"
       if [ -n "$tp" ]; then good=$mid good_tp=$tp; else bad=$mid; fi
     done
   fi
