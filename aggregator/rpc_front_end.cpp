@@ -133,6 +133,12 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
     return kj::evalLater([this] { return run_tasks(); });
   }
 
+  // The kj thread's CPU time; under the mutex, which run() holds when the thread ends.
+  double loop_cpu_seconds() const {
+    std::lock_guard lock(mutex);
+    return loop_thread_handle ? thread_cpu_seconds(loop_thread_handle) : loop_cpu_at_end.load();
+  }
+
   nlohmann::json stats_json() const {
     return {{"listen", options.listen},
             {"connections", connections.load()},
@@ -146,7 +152,7 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
             {"in_flight", in_flight.load()},
             {"max_in_flight", max_in_flight.load()},
             {"rpc_poll", rpc_poll_mode_name(options.polling.mode)},
-            {"loop_cpu_s", loop_thread_handle ? thread_cpu_seconds(loop_thread_handle) : loop_cpu_at_end.load()},
+            {"loop_cpu_s", loop_cpu_seconds()},
             {"limits",
              {{"max_requests", options.max_requests},
               {"max_per_client", options.max_per_client},
