@@ -2,6 +2,7 @@
 // ISNs as ranks 1..N). Flags in, run_aggregator, summary out.
 #include <mpi.h>
 
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -46,6 +47,17 @@ int main(int argc, char** argv) {
                  "with --listen: requests in flight per connection; more are refused (overloaded)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
+  std::string rpc_poll = "block";
+  unsigned rpc_spin_us = 5000;
+  app.add_option("--rpc-poll", rpc_poll,
+                 "with --listen: how the front end's event loop waits: block (sleep in epoll), "
+                 "spin (poll all the time: a core), adaptive (poll while requests are in flight, "
+                 "up to --rpc-spin-us after the last event, else sleep)")
+      ->capture_default_str();
+  app.add_option("--rpc-spin-us", rpc_spin_us,
+                 "with --rpc-poll adaptive: the longest the loop polls after its last event")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1000000u));
   app.add_option("--run", o.run_path, "TREC run output")->required();
   app.add_option("--metrics", o.metrics_path, "metrics JSON output");
   app.add_option("--tag", o.run_tag, "run tag (last column)")->capture_default_str();
@@ -142,6 +154,8 @@ int main(int argc, char** argv) {
     o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
     o.ranking.policy = parse_ranker_cache_policy(ranker_cache_policy);
     o.pacing.mode = wire::parse_progress_mode(progress);
+    o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
+    o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     if (!o.front_end.listen.empty()) {
       if (o.front_end.token_file.empty()) o.front_end.token_file = o.run_path.string() + ".token";
       // A serving run has no end known in advance: keep the timeline (about 1 KB per batch)

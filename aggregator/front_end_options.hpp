@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "common/wire/rpc_poll_mode.hpp"
+
 namespace gpusearch {
 
 struct FrontEndOptions {
@@ -17,6 +19,7 @@ struct FrontEndOptions {
   unsigned nesting_limit = 16;
   std::size_t max_text_bytes = 1 << 16;  // query text (or joined terms)
   bool second_stage = false;             // the cluster ranks with a ranker store: requests may name a ranker
+  RpcPolling polling;  // how the event loop waits between events (--rpc-poll, --rpc-spin-us)
   std::filesystem::path address_file;  // the bound ADDR:PORT is written here once listening
   std::filesystem::path token_file;    // the operator token for shutdown (mode 0600)
 };

@@ -1,5 +1,6 @@
 #include "aggregator/rpc_front_end.hpp"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "aggregator/result_cache.hpp"
 #include "common/error.hpp"
 #include "common/wire/frontend.capnp.h"
+#include "common/wire/rpc_polling.hpp"
 #include "common/wire/wire.hpp"
 
 namespace gpusearch {
@@ -78,8 +80,11 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
   std::unordered_map<std::uint64_t, kj::Own<kj::PromiseFulfiller<RpcAnswer>>> waiting;
   std::uint64_t next_ticket = 1;
   kj::Timer* timer = nullptr;
-  kj::Own<kj::PromiseFulfiller<void>> stop_loop;
+  LoopPoller* poller = nullptr;  // how the loop waits (options.polling)
+  bool stop_loop = false;
   std::thread thread;
+  std::atomic<unsigned long> loop_thread_handle{0};  // while it runs: its CPU time for stats
+  std::atomic<double> loop_cpu_at_end{0};
 
   ~Impl() noexcept(false) { stop_and_join(); }
 
@@ -123,8 +128,15 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
         fmt::print(stderr, "gpusearch-aggregator: front end: {}\n", e.what());
       }
     }
+    if (poller) poller->note_activity();
     // Later: what the tasks fulfilled (replies) goes out first.
     return kj::evalLater([this] { return run_tasks(); });
+  }
+
+  // The kj thread's CPU time; under the mutex, which run() holds when the thread ends.
+  double loop_cpu_seconds() const {
+    std::lock_guard lock(mutex);
+    return loop_thread_handle ? thread_cpu_seconds(loop_thread_handle) : loop_cpu_at_end.load();
   }
 
   nlohmann::json stats_json() const {
@@ -139,6 +151,8 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
             {"shutdown_refused", shutdown_refused.load()},
             {"in_flight", in_flight.load()},
             {"max_in_flight", max_in_flight.load()},
+            {"rpc_poll", rpc_poll_mode_name(options.polling.mode)},
+            {"loop_cpu_s", loop_cpu_seconds()},
             {"limits",
              {{"max_requests", options.max_requests},
               {"max_per_client", options.max_per_client},
@@ -211,7 +225,8 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
           f->reject(error_of(kj::Exception::Type::DISCONNECTED, "the aggregator stopped"));
       waiting.clear();
       in_flight = 0;
-      if (stop_loop) stop_loop->fulfill();
+      stop_loop = true;
+      if (poller) poller->wake();
     });
     thread.join();
   }
@@ -229,6 +244,7 @@ class FrontendServer final : public fe::Frontend::Server {
   kj::Promise<void> search(SearchContext context) override {
     const auto r = context.getParams().getRequest();
     const FrontEndOptions& o = impl_.options;
+    impl_.poller->note_activity();
     if (impl_.stop_seen())
       return error_of(kj::Exception::Type::DISCONNECTED,
                       "the aggregator is shutting down; request refused");
@@ -365,7 +381,6 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Own<kj::ConnectionReceiver> listener;
   std::string bound;
-  auto stop = kj::newPromiseAndFulfiller<void>();
   try {
     const auto colon = options.listen.rfind(':');
     if (colon == std::string::npos || colon == 0)
@@ -381,7 +396,9 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
     started.set_exception(std::current_exception());
     return;
   }
-  stop_loop = kj::mv(stop.fulfiller);
+  loop_thread_handle = static_cast<unsigned long>(pthread_self());
+  LoopPoller loop_poller(io.waitScope, options.polling);
+  poller = &loop_poller;
   timer = &io.provider->getTimer();
   auto running_tasks =
       run_tasks().eagerlyEvaluate([this](kj::Exception&& e) { taskFailed(kj::mv(e)); });
@@ -401,12 +418,16 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
     });
   };
   auto accepting = accept_loop().eagerlyEvaluate([this](kj::Exception&& e) { taskFailed(kj::mv(e)); });
-  stop.promise.wait(io.waitScope);
+  // Until stop_and_join()'s task; polls or sleeps between events as --rpc-poll says.
+  loop_poller.run_until([this] { return stop_loop; }, [this] { return !waiting.empty(); });
   // Replies fulfilled just before the stop still have to be written: a moment for the loop.
   io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(io.waitScope);
   std::lock_guard lock(mutex);
   doorbell = nullptr;  // no task runs any more
   timer = nullptr;
+  poller = nullptr;
+  loop_cpu_at_end = thread_cpu_seconds();
+  loop_thread_handle = 0;
 }
 
 RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
@@ -445,8 +466,11 @@ RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
     }
     std::filesystem::rename(path + ".tmp", path);  // whole or absent for a waiting script
   }
-  fmt::print(stderr, "gpusearch-aggregator: serving RPC on {} (max {} requests, {} per client)\n",
-             bound_, impl_->options.max_requests, impl_->options.max_per_client);
+  fmt::print(stderr,
+             "gpusearch-aggregator: serving RPC on {} (max {} requests, {} per client, "
+             "--rpc-poll {})\n",
+             bound_, impl_->options.max_requests, impl_->options.max_per_client,
+             rpc_poll_mode_name(impl_->options.polling.mode));
 }
 
 RpcQuerySource::~RpcQuerySource() {

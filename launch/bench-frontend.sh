@@ -6,12 +6,16 @@
 #   launch/bench-frontend.sh --out DIR [--builds "before=DIR1 after=DIR2"] [--rates "100 200 400"]
 #                            [--duration 10] [--repeats 1] [--docs 2000] [--isns 2]
 #
-# Builds are named NAME=BUILD_DIR (binaries in BUILD_DIR/bin); default after=build. The name
-# "floor" runs BUILD_DIR/bin/bench_rpc_floor instead of a cluster: a server that answers at once,
-# so its added_ms is what Cap'n Proto RPC over loopback costs on this machine. Rounds alternate
-# the builds (before, after, floor, before, ...) so that a shared machine's load falls on all
-# alike. Each round starts a fresh cluster (cpu engine, 1 thread per ISN, and-or, k 10).
-# DIR/NAME-rR-qpsQ.json per run; DIR/summary.md and DIR/summary.json (medians over rounds too).
+# Builds are named NAME=BUILD_DIR[@SERVER_POLL[,CLIENT_POLL]] (binaries in BUILD_DIR/bin);
+# default after=build. A name starting with "floor" runs BUILD_DIR/bin/bench_rpc_floor instead of
+# a cluster: a server that answers at once, so its added_ms is what Cap'n Proto RPC over loopback
+# costs on this machine. @SERVER_POLL,CLIENT_POLL (block, adaptive or spin; the client's
+# defaults to the server's) are passed as --rpc-poll to the server and to gpusearch load; without
+# them neither gets the flag (a build from before it). Rounds alternate the builds (before,
+# after, floor, before, ...) so that a shared machine's load falls on all alike. Each round
+# starts a fresh cluster (cpu engine, 1 thread per ISN, and-or, k 10).
+# DIR/NAME-rR-qpsQ.json per run; DIR/summary.md and DIR/summary.json (medians over rounds too),
+# with the CPU the client and the server's event loop used per second of the run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" builds="after=$root/build" rates="100 200 400" duration=10 repeats=1 docs=2000 isns=2
@@ -24,7 +28,7 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --docs) docs=$2; shift 2 ;;
     --isns) isns=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-frontend.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
@@ -33,6 +37,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 first_build=${builds%% *}
 first_build=${first_build#*=}
+first_build=${first_build%%@*}
 index=$out/index
 [ -f "$index/manifest.json" ] ||
   "$first_build/bin/gpusearch" -q index --synthetic "docs=$docs,seed=7,train_queries=10,test_queries=2000" \
@@ -45,26 +50,34 @@ trap cleanup EXIT
 
 for r in $(seq 1 "$repeats"); do
   for b in $builds; do
-    name=${b%%=*} dir=${b#*=}
+    name=${b%%=*} dir=${b#*=} server_poll=() client_poll=()
+    if [ "$dir" != "${dir#*@}" ]; then
+      polls=${dir#*@} dir=${dir%%@*}
+      server_poll=(--rpc-poll "${polls%%,*}")
+      client_poll=(--rpc-poll "${polls#*,}")
+    fi
     run=$out/$name-r$r
     rm -f "$run.address"
-    if [ "$name" = floor ]; then
-      "$dir/bin/bench_rpc_floor" --address-file "$run.address" > "$run.cluster.log" 2>&1 &
-    else
+    case "$name" in
+    floor*)
+      "$dir/bin/bench_rpc_floor" --address-file "$run.address" "${server_poll[@]}" \
+        > "$run.cluster.log" 2>&1 & ;;
+    *)
       GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$index" --listen 127.0.0.1:0 \
         --isns "$isns" --threads 1 --engine cpu --mode and-or --k 10 --run "$run.cluster-run.txt" \
-        --metrics "$run.cluster-metrics.json" --address-file "$run.address" > "$run.cluster.log" 2>&1 &
-    fi
+        --metrics "$run.cluster-metrics.json" --address-file "$run.address" "${server_poll[@]}" \
+        > "$run.cluster.log" 2>&1 & ;;
+    esac
     cluster=$!
     for _ in $(seq 1 600); do [ -s "$run.address" ] && break; sleep 0.1; done
     [ -s "$run.address" ] || { cat "$run.cluster.log"; echo "bench-frontend.sh: no cluster" >&2; exit 1; }
     addr=$(cat "$run.address")
     # A short warm-up (connections, caches, the depth model) outside the measurement.
     "$dir/bin/gpusearch" load --connect "$addr" --queries "$queries" --qps 200 --duration 2 \
-      --id-prefix "warm-" > /dev/null 2>&1 || true
+      --id-prefix "warm-" "${client_poll[@]}" > /dev/null 2>&1 || true
     for q in $rates; do
       "$dir/bin/gpusearch" load --connect "$addr" --queries "$queries" --qps "$q" --poisson \
-        --duration "$duration" --id-prefix "q$q-" --metrics "$out/$name-r$r-qps$q.json" \
+        --duration "$duration" --id-prefix "q$q-" --metrics "$out/$name-r$r-qps$q.json" "${client_poll[@]}" \
         > "$out/$name-r$r-qps$q.log" 2>&1 || true
       tail -2 "$out/$name-r$r-qps$q.log" | sed "s/^/$name r$r $q: /"
     done
@@ -89,6 +102,11 @@ for b in builds:
             row = {"build": name, "round": r, "target_qps": int(q), "sent": m["sent"],
                    "answered": m["answered"], "errors": sum(v for v in m["errors"].values()),
                    "throughput_qps": round(m["throughput_qps"], 1)}
+            # CPU per second of the run: 1.0 is a whole core (a spinning loop).
+            secs = m.get("seconds") or 0
+            for key in ("client_cpu_s", "server_loop_cpu_s"):
+                v = m.get(key)
+                row[key.replace("_s", "_per_s")] = round(v / secs, 3) if v is not None and secs else None
             for key in ("latency_ms", "server_ms", "added_ms"):
                 for p in ("p50", "p99"):
                     row[f"{key[:-3]}_{p}"] = round(m[key].get(p, float("nan")), 3)
@@ -106,12 +124,16 @@ for b in builds:
             medians.append({"build": name, "target_qps": int(q), "rounds": len(rs),
                             **{k: round(median([x[k] for x in rs]), 3)
                                for k in ("latency_p50", "latency_p99", "server_p50", "added_p50",
-                                         "added_p99")}})
+                                         "added_p99", "throughput_qps")},
+                            **{k: (round(median([x[k] for x in rs]), 3)
+                                   if all(x[k] is not None for x in rs) else None)
+                               for k in ("client_cpu_per_s", "server_loop_cpu_per_s")}})
 json.dump({"runs": rows, "medians": medians}, open(f"{out}/summary.json", "w"), indent=2)
 cols = ["build", "round", "target_qps", "sent", "answered", "errors", "throughput_qps",
-        "latency_p50", "latency_p99", "server_p50", "server_p99", "added_p50", "added_p99"]
-mcols = ["build", "target_qps", "rounds", "latency_p50", "latency_p99", "server_p50",
-         "added_p50", "added_p99"]
+        "latency_p50", "latency_p99", "server_p50", "server_p99", "added_p50", "added_p99",
+        "client_cpu_per_s", "server_loop_cpu_per_s"]
+mcols = ["build", "target_qps", "rounds", "throughput_qps", "latency_p50", "latency_p99",
+         "server_p50", "added_p50", "added_p99", "client_cpu_per_s", "server_loop_cpu_per_s"]
 with open(f"{out}/summary.md", "w") as f:
     f.write("| " + " | ".join(cols) + " |\n| " + " | ".join("---" for _ in cols) + " |\n")
     for row in sorted(rows, key=lambda x: (x["target_qps"], x["build"], x["round"])):

@@ -1,5 +1,7 @@
 #include "launch/frontend_client.hpp"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -18,6 +20,7 @@
 #include "common/query.hpp"
 #include "common/run_file.hpp"
 #include "common/wire/frontend.capnp.h"
+#include "common/wire/rpc_polling.hpp"
 
 namespace gpusearch {
 
@@ -70,6 +73,34 @@ void fill_request(fe::SearchRequest::Builder r, const std::string& id, const std
   if (!ranker.empty()) r.setRanker(ranker.c_str());
 }
 
+RpcPolling polling_of(const std::string& mode, unsigned spin_us) {
+  RpcPolling p;
+  p.mode = parse_rpc_poll_mode(mode);
+  p.spin = std::chrono::microseconds(spin_us);
+  return p;
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// The server's event-loop CPU seconds from its stats (the aggregator's front end and
+// bench_rpc_floor report it); negative when it does not say.
+double server_loop_cpu_seconds(fe::Frontend::Client& frontend, LoopPoller& poller) {
+  try {
+    auto resp = poller.wait(frontend.statsRequest().send(), [] { return true; });
+    const auto j = nlohmann::json::parse(resp.getJson().cStr());
+    return j.value("loop_cpu_s", -1.0);
+  } catch (const std::exception&) {
+    return -1;
+  } catch (const kj::Exception&) {
+    return -1;
+  }
+}
+
 std::string kind_of(const kj::Exception& e) {
   switch (e.getType()) {
     case kj::Exception::Type::OVERLOADED: return "overloaded";
@@ -82,8 +113,10 @@ std::string kind_of(const kj::Exception& e) {
 }  // namespace
 
 int run_query_command(const QueryCommand& c) {
+  const RpcPolling polling = polling_of(c.rpc_poll, c.rpc_spin_us);
   FrontendConnection conn(c.connect);
-  auto& ws = conn.io.waitScope;
+  LoopPoller poller(conn.io.waitScope, polling);
+  const auto waiting = [] { return true; };
   try {
     if (c.shutdown) {
       std::ifstream f(c.token_file);
@@ -92,13 +125,13 @@ int run_query_command(const QueryCommand& c) {
         throw InputError(c.token_file.string(), 0, "cannot read the operator token");
       auto req = conn.frontend.shutdownRequest();
       req.setToken(token.c_str());
-      req.send().wait(ws);
+      poller.wait(req.send(), waiting);
       fmt::print("shutdown requested; the cluster finishes the answers in flight and writes its "
                  "run and metrics\n");
       return 0;
     }
     if (c.stats) {
-      auto resp = conn.frontend.statsRequest().send().wait(ws);
+      auto resp = poller.wait(conn.frontend.statsRequest().send(), waiting);
       fmt::print("{}\n", nlohmann::json::parse(resp.getJson().cStr()).dump(2));
       return 0;
     }
@@ -107,7 +140,7 @@ int run_query_command(const QueryCommand& c) {
     fill_request(req.initRequest(), c.id, c.text, c.mode, c.scoring, c.k, c.deadline_ms, c.ranker);
     const auto t0 = Clock::now();
     // The response owns the message its reader points into: keep it alive (ASan found this).
-    const auto response = req.send().wait(ws);
+    const auto response = poller.wait(req.send(), waiting);
     const auto resp = response.getResponse();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     fmt::print("query {}: {} hits{}{}{} ({:.3f} ms, {:.3f} ms in the cluster)\n",
@@ -137,9 +170,14 @@ int run_load_command(const LoadCommand& c) {
     if (!run) throw InputError(c.run_path.string(), 0, "cannot write run file");
   }
 
+  const RpcPolling polling = polling_of(c.rpc_poll, c.rpc_spin_us);
   FrontendConnection conn(c.connect);
-  auto& ws = conn.io.waitScope;
+  LoopPoller poller(conn.io.waitScope, polling);
   kj::Timer& timer = conn.io.provider->getTimer();
+  std::size_t outstanding = 0;  // sent, neither answered nor failed
+  const auto awaiting_answers = [&outstanding] { return outstanding > 0; };
+  const double server_cpu_before = server_loop_cpu_seconds(conn.frontend, poller);
+  const double client_cpu_before = process_cpu_seconds();
 
   struct Outcome {
     std::string id;
@@ -168,7 +206,7 @@ int run_load_command(const LoadCommand& c) {
   std::size_t sent = 0;
   Clock::time_point last_send = t0, last_answer = t0;
   while (t < c.duration_s && (c.limit == 0 || sent < c.limit)) {
-    timer.atTime(k0 + std::int64_t(t * 1e9) * kj::NANOSECONDS).wait(ws);
+    poller.wait(timer.atTime(k0 + std::int64_t(t * 1e9) * kj::NANOSECONDS), awaiting_answers);
     const QueryText& q = qf.queries[sent % qf.queries.size()];
     const std::size_t pass = sent / qf.queries.size();
     const std::size_t slot = out.size();
@@ -184,10 +222,14 @@ int run_load_command(const LoadCommand& c) {
     const auto send_time = Clock::now();
     const auto start = std::min(scheduled, send_time);
     last_send = send_time;
+    ++outstanding;
+    poller.note_activity();
     tasks.add(req.send().then(
-        [&out, &last_answer, slot, start,
+        [&out, &last_answer, &outstanding, &poller, slot, start,
          send_time](capnp::Response<fe::Frontend::SearchResults>&& r) {
           const auto now = Clock::now();
+          --outstanding;
+          poller.note_activity();
           last_answer = std::max(last_answer, now);
           auto resp = r.getResponse();
           Outcome& o = out[slot];
@@ -199,7 +241,8 @@ int run_load_command(const LoadCommand& c) {
           o.deadline_exceeded = resp.getDeadlineExceeded();
           for (auto h : resp.getHits()) o.hits.emplace_back(h.getDocid().cStr(), h.getScore());
         },
-        [&out, &first_error, slot](kj::Exception&& e) {
+        [&out, &first_error, &outstanding, slot](kj::Exception&& e) {
+          --outstanding;
           out[slot].error = kind_of(e);
           if (first_error.empty()) first_error = e.getDescription().cStr();
         }));
@@ -208,9 +251,11 @@ int run_load_command(const LoadCommand& c) {
   }
   const double send_window_s = std::chrono::duration<double>(last_send - t0).count();
   // Answers still on their way: wait for them, up to the drain time.
-  tasks.onEmpty()
-      .exclusiveJoin(timer.afterDelay(std::int64_t(c.drain_s * 1e9) * kj::NANOSECONDS))
-      .wait(ws);
+  poller.wait(tasks.onEmpty().exclusiveJoin(
+                  timer.afterDelay(std::int64_t(c.drain_s * 1e9) * kj::NANOSECONDS)),
+              awaiting_answers);
+  const double client_cpu_s = process_cpu_seconds() - client_cpu_before;
+  const double server_cpu_after = server_loop_cpu_seconds(conn.frontend, poller);
 
   std::vector<double> latency, server, added;
   std::uint64_t answered = 0, partial = 0, unanswered = 0, deadline_exceeded = 0;
@@ -255,6 +300,12 @@ int run_load_command(const LoadCommand& c) {
       {"latency_ms", metrics::summarize(latency)},
       {"server_ms", metrics::summarize(server)},
       {"added_ms", metrics::summarize(added)},
+      {"rpc_poll", rpc_poll_mode_name(polling.mode)},
+      {"rpc_spin_us", c.rpc_spin_us},
+      {"client_cpu_s", client_cpu_s},
+      {"server_loop_cpu_s", server_cpu_before >= 0 && server_cpu_after >= 0
+                                ? nlohmann::json(server_cpu_after - server_cpu_before)
+                                : nlohmann::json(nullptr)},
       {"latency_definition",
        "latency_ms: scheduled arrival to answer (open loop); server_ms: arrival at the "
        "aggregator to merged answer; added_ms: send to answer less server_ms (the RPC front "

@@ -21,6 +21,8 @@ struct QueryCommand {
   bool stats = false;
   bool shutdown = false;
   std::filesystem::path token_file;
+  std::string rpc_poll = "block";  // block, adaptive or spin (common/wire/rpc_poll_mode.hpp)
+  unsigned rpc_spin_us = 5000;
 };
 // Prints the ranked hits (or the stats JSON); returns the exit code.
 int run_query_command(const QueryCommand& c);
@@ -41,6 +43,10 @@ struct LoadCommand {
   std::filesystem::path run_path, metrics_path;
   std::string tag = "gpusearch-load";
   std::string id_prefix;  // put before every query id (runs of one soak stay distinct)
+  // How the client's event loop waits (for its next send, for answers): a client that sleeps
+  // adds its own wake-up to added_ms. block, adaptive or spin (common/wire/rpc_poll_mode.hpp).
+  std::string rpc_poll = "block";
+  unsigned rpc_spin_us = 5000;
 };
 // Runs the load, writes the run (answers in send order; a query id of the file's n-th pass
 // through it gets the suffix ~n) and the metrics JSON; prints a summary; returns the exit code.

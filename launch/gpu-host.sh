@@ -59,6 +59,11 @@
 #                for R-S-BLG, R-M-BGD, R-L-D; GPU vs the CPU twin on all cores; copy share) on a
 #                synthetic index with a forward index (RANKER_DOCS, default 300000, built once per
 #                host), its table and plot (launch/plot-ranker.py)
+#     frontend   the RPC front end's added latency (issue 14; CPU only): launch/bench-frontend.sh
+#                with the bare Cap'n Proto floor and the cluster under --rpc-poll block, adaptive
+#                and spin (FRONTEND_BUILDS to change), rounds alternating, FRONTEND_RATES
+#                ("100 200 400"), FRONTEND_REPEATS (2), FRONTEND_DURATION (6 s): about 6
+#                minutes; the table is $OUT/frontend/summary.md (medians over rounds at its end)
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
 # a directory of binaries built on the build machine (carried with the tree: saves the build).
@@ -139,7 +144,7 @@ else
     -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
   targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine
-           bench_scheduler bench_list_cache bench_ranker)
+           bench_scheduler bench_list_cache bench_ranker bench_rpc_floor)
   cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
     || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
   bin=$root/build-gpu/bin
@@ -517,6 +522,18 @@ EOF
         --train-limit 5000 ${CACHE_ARGS:-} > "$OUT/cache25m.log" 2>&1 || status=1
       grep -E "^(baselines|[0-9.]+x|wrong|bench_list_cache)" "$OUT/cache25m.log"
       echo "cache25m done: $(elapsed)"
+      ;;
+    frontend)
+      fb="floor-block=$build_dir@block floor-spin=$build_dir@spin,block"
+      fb+=" floor-spin-both=$build_dir@spin,spin new-block=$build_dir@block"
+      fb+=" new-adaptive=$build_dir@adaptive,adaptive new-spin=$build_dir@spin,block"
+      fb+=" new-spin-both=$build_dir@spin,spin"
+      launch/bench-frontend.sh --out "$OUT/frontend" --builds "${FRONTEND_BUILDS:-$fb}" \
+        --rates "${FRONTEND_RATES:-100 200 400}" --repeats "${FRONTEND_REPEATS:-2}" \
+        --duration "${FRONTEND_DURATION:-6}" > "$OUT/frontend.log" 2>&1 || status=1
+      sed -n '/^Medians over rounds/,$p' "$OUT/frontend/summary.md" 2>/dev/null || tail -20 "$OUT/frontend.log"
+      rm -rf "$OUT/frontend/index" "$OUT"/frontend/*.cluster-run.txt  # rebuilt in seconds; large
+      echo "frontend done: $(elapsed)"
       ;;
     mpi)
       GPUSEARCH_TEST_ENGINE=gpu tests/mpi/cluster_test.sh "$build_dir" fault > "$OUT/mpi_fault.log" 2>&1 || status=1

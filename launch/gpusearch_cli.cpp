@@ -277,6 +277,11 @@ int main(int argc, char** argv) {
   qry->add_flag("--stats", qc.stats, "print the front end's counters (JSON) instead");
   qry->add_flag("--shutdown", qc.shutdown, "end the serving run (needs --token-file)");
   qry->add_option("--token-file", qc.token_file, "the aggregator's operator token file");
+  qry->add_option("--rpc-poll", qc.rpc_poll,
+                  "how the client waits for its answer: block, adaptive or spin (README)")
+      ->capture_default_str();
+  qry->add_option("--rpc-spin-us", qc.rpc_spin_us, "adaptive: the longest it polls")
+      ->capture_default_str();
 
   // load: an open-loop load generator against a serving cluster
   auto* load = app.add_subcommand("load", "open-loop load on a serving cluster: throughput, latency percentiles, errors (JSON)");
@@ -301,6 +306,14 @@ int main(int argc, char** argv) {
   load->add_option("--metrics", lc.metrics_path, "metrics JSON");
   load->add_option("--tag", lc.tag, "run tag")->capture_default_str();
   load->add_option("--id-prefix", lc.id_prefix, "put before every query id");
+  load->add_option("--rpc-poll", lc.rpc_poll,
+                   "how the client's event loop waits for sends and answers: block (sleep), "
+                   "spin (poll all the time: a core), adaptive (poll while answers are awaited, "
+                   "up to --rpc-spin-us after the last event)")
+      ->capture_default_str();
+  load->add_option("--rpc-spin-us", lc.rpc_spin_us,
+                   "with --rpc-poll adaptive: the longest it polls after its last event")
+      ->capture_default_str();
 
   // eval
   auto* ev = app.add_subcommand("eval", "judge a run against TREC qrels: nDCG@k, MAP, P@k as JSON");

@@ -3,12 +3,18 @@
 # its measured peak for a long time, sampling RSS and open file descriptors of every rank.
 #
 #   launch/soak.sh --out DIR [--minutes 10] [--fraction 0.9] [--isns 2] [--docs 20000]
-#                  [--index DIR] [--sample-s 5] [--peak-qps R]
+#                  [--index DIR] [--sample-s 5] [--peak-qps R] [--peak-probe-s 5]
+#                  [--peak-p99-ms 250]
 #
 # 1. Builds a synthetic index (or uses --index, which must have --isns shards) and starts
 #    launch/cluster.sh --listen 127.0.0.1:0.
-# 2. Peak: `gpusearch load` far above what the cluster can answer for 20 s; peak = its answered
-#    throughput (or --peak-qps R).
+# 2. Peak (unless --peak-qps R): open-loop Poisson probes of --peak-probe-s seconds at rising
+#    rates, from 50/s doubling, then bisecting between the last sustained rate and the first
+#    failed one (4 steps). A rate is sustained when every request is answered without error, the
+#    throughput is at least 95% of the offered rate and the p99 latency at most --peak-p99-ms.
+#    Peak = the highest sustained probe's throughput (at most its rate); every probe in
+#    DIR/peak.json. (A flood far
+#    above capacity measures the refusals, not the capacity: NOTES-frontend.md.)
 # 3. Soak: one `gpusearch load --poisson` per minute at fraction x peak, ids prefixed m<i>- so
 #    that every query id of the soak is distinct; meanwhile every rank's VmRSS and open fds are
 #    sampled every --sample-s seconds.
@@ -20,7 +26,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GPUSEARCH_BUILD_DIR:-$root/build}
 gs=$build/bin/gpusearch
-out="" minutes=10 fraction=0.9 isns=2 docs=20000 index="" sample_s=5 peak=""
+out="" minutes=10 fraction=0.9 isns=2 docs=20000 index="" sample_s=5 peak="" probe_s=5 peak_p99_ms=250
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -31,7 +37,9 @@ while [ $# -gt 0 ]; do
     --index) index=$2; shift 2 ;;
     --sample-s) sample_s=$2; shift 2 ;;
     --peak-qps) peak=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --peak-probe-s) probe_s=$2; shift 2 ;;
+    --peak-p99-ms) peak_p99_ms=$2; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
@@ -72,11 +80,83 @@ sample() {  # one JSON line per rank and sample
   done
 }
 
+# probe RATE N: the N-th probe, one open-loop load of probe_s seconds; prints its throughput if
+# the rate was sustained, else nothing. Each probe's ids get their own prefix (the soak counts
+# duplicates). run_probe RATE: the next probe (counted here, not in probe's subshell); tp=.
+probe() {
+  local json=$out/peak-probe-$2.json
+  "$gs" load --connect "$addr" --queries "$queries" --qps "$1" --poisson --seed "$2" \
+    --duration "$probe_s" --drain 30 --id-prefix "peak$2-" --metrics "$json" \
+    > "$out/peak-probe-$2.log" 2>&1 || true
+  python3 - "$json" "$1" "$peak_p99_ms" <<'PY'
+import json, sys
+try:
+    m = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(0)
+rate, p99_bound = float(sys.argv[2]), float(sys.argv[3])
+ok = (m["answered"] == m["sent"] and sum(m["errors"].values()) == 0
+      and m["throughput_qps"] >= 0.95 * min(rate, m["offered_qps"] or rate)
+      and m["latency_ms"].get("p99", 1e18) <= p99_bound)
+print(f"soak.sh: probe {rate:g}/s: throughput {m['throughput_qps']:.1f}/s, p99 "
+      f"{m['latency_ms'].get('p99', float('nan')):.1f} ms: {'sustained' if ok else 'not sustained'}",
+      file=sys.stderr)
+if ok:
+    print(round(min(m["throughput_qps"], rate), 1))  # a Poisson probe may offer more than its rate
+PY
+}
+probes=0
+run_probe() {
+  probes=$((probes + 1))
+  tp=$(probe "$1" "$probes")
+}
 if [ -z "$peak" ]; then
-  echo "soak.sh: measuring the peak (20 s far above it)"
-  "$gs" load --connect "$addr" --queries "$queries" --qps 20000 --duration 20 --drain 60 \
-    --id-prefix peak- --metrics "$out/peak.json" > "$out/peak.log" 2>&1 || true
-  peak=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["throughput_qps"], 1))' "$out/peak.json")
+  echo "soak.sh: measuring the peak (open-loop probes of $probe_s s at rising rates)"
+  good=0 good_tp="" bad=""
+  rate=50
+  while [ -z "$bad" ]; do
+    run_probe "$rate"
+    if [ -n "$tp" ]; then
+      good=$rate good_tp=$tp
+      [ "$rate" -ge 20000 ] && break
+      rate=$((rate * 2))
+    else
+      bad=$rate
+    fi
+  done
+  if [ -n "$bad" ] && [ "$good" -eq 0 ]; then  # not even 50/s: halve down to 1/s
+    rate=25
+    while [ "$rate" -ge 1 ] && [ -z "$good_tp" ]; do
+      run_probe "$rate"
+      if [ -n "$tp" ]; then good=$rate good_tp=$tp; else bad=$rate; rate=$((rate / 2)); fi
+    done
+  fi
+  if [ -n "$bad" ] && [ -n "$good_tp" ]; then
+    for _ in 1 2 3 4; do
+      mid=$(( (good + bad) / 2 ))
+      [ "$mid" -le "$good" ] && break
+      run_probe "$mid"
+      if [ -n "$tp" ]; then good=$mid good_tp=$tp; else bad=$mid; fi
+    done
+  fi
+  [ -n "$good_tp" ] || { echo "soak.sh: no probe rate was sustained (not even 1/s)" >&2; exit 1; }
+  peak=$good_tp
+  python3 - "$out" "$probes" "$good" "$peak" "$probe_s" "$peak_p99_ms" <<'PY'
+import json, sys
+out, n, good, peak = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+probes = []
+for i in range(1, n + 1):
+    try:
+        m = json.load(open(f"{out}/peak-probe-{i}.json"))
+    except (OSError, ValueError):
+        continue
+    probes.append({k: m[k] for k in ("target_qps", "offered_qps", "sent", "answered", "errors",
+                                      "throughput_qps")} | {"latency_p99_ms": m["latency_ms"].get("p99")})
+json.dump({"method": "open-loop Poisson probes at rising rates, then bisection",
+           "probe_s": float(sys.argv[5]), "p99_bound_ms": float(sys.argv[6]),
+           "highest_sustained_rate": good, "peak_qps": peak, "probes": probes},
+          open(f"{out}/peak.json", "w"), indent=2)
+PY
 fi
 rate=$(python3 -c "print(round($peak * $fraction, 1))")
 echo "soak.sh: peak $peak queries/s; soaking at $rate queries/s for $minutes minutes"

@@ -5,6 +5,7 @@
 // added_ms is the floor of the aggregator's added_ms (launch/bench-frontend.sh runs both).
 //
 //   bench_rpc_floor [--listen 127.0.0.1:0] [--address-file F] [--hits 10]
+//                   [--rpc-poll block|adaptive|spin] [--rpc-spin-us 5000]
 //
 // Serves until SIGTERM or SIGINT.
 #include <csignal>
@@ -18,7 +19,9 @@
 #include <kj/async-unix.h>
 #include <CLI/CLI.hpp>
 
+#include "common/error.hpp"
 #include "common/wire/frontend.capnp.h"
+#include "common/wire/rpc_polling.hpp"
 
 namespace fe = gpusearch::wire::frontend;
 
@@ -26,8 +29,9 @@ namespace {
 
 class ImmediateFrontend final : public fe::Frontend::Server {
  public:
-  explicit ImmediateFrontend(unsigned hits) : hits_(hits) {}
+  ImmediateFrontend(unsigned hits, gpusearch::LoopPoller& poller) : hits_(hits), poller_(poller) {}
   kj::Promise<void> search(SearchContext context) override {
+    poller_.note_activity();
     auto resp = context.getResults().initResponse();
     resp.setId(context.getParams().getRequest().getId());
     auto hits = resp.initHits(hits_);
@@ -38,16 +42,25 @@ class ImmediateFrontend final : public fe::Frontend::Server {
     resp.setServerMicros(0);
     return kj::READY_NOW;
   }
+  // The event loop's CPU time (this process has no other thread), as the aggregator reports it.
+  kj::Promise<void> stats(StatsContext context) override {
+    const std::string json = "{\"loop_cpu_s\": " + std::to_string(gpusearch::thread_cpu_seconds()) +
+                             ", \"rpc_poll\": \"" +
+                             gpusearch::rpc_poll_mode_name(poller_.polling().mode) + "\"}";
+    context.getResults().setJson(json.c_str());
+    return kj::READY_NOW;
+  }
 
  private:
   unsigned hits_;
+  gpusearch::LoopPoller& poller_;
 };
 
 struct Connection {
-  Connection(kj::Own<kj::AsyncIoStream>&& s, unsigned hits)
+  Connection(kj::Own<kj::AsyncIoStream>&& s, unsigned hits, gpusearch::LoopPoller& poller)
       : stream(kj::mv(s)),
         network(*stream, capnp::rpc::twoparty::Side::SERVER),
-        rpc(capnp::makeRpcServer(network, kj::heap<ImmediateFrontend>(hits))) {}
+        rpc(capnp::makeRpcServer(network, kj::heap<ImmediateFrontend>(hits, poller))) {}
   kj::Own<kj::AsyncIoStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
@@ -62,11 +75,23 @@ struct IgnoreFailures : kj::TaskSet::ErrorHandler {
 int main(int argc, char** argv) {
   CLI::App app{"Cap'n Proto RPC floor: a Frontend server that answers at once"};
   std::string listen = "127.0.0.1:0", address_file;
-  unsigned hits = 10;
+  unsigned hits = 10, spin_us = 5000;
+  std::string poll = "block";
   app.add_option("--listen", listen, "ADDR:PORT to listen on");
   app.add_option("--address-file", address_file, "write the bound ADDR:PORT here");
   app.add_option("--hits", hits, "hits per answer")->check(CLI::Range(0u, 100000u));
+  app.add_option("--rpc-poll", poll, "block, adaptive or spin (as the aggregator's)")
+      ->capture_default_str();
+  app.add_option("--rpc-spin-us", spin_us, "adaptive: the longest it polls")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  gpusearch::RpcPolling polling;
+  try {
+    polling.mode = gpusearch::parse_rpc_poll_mode(poll);
+  } catch (const gpusearch::Error& e) {
+    std::fprintf(stderr, "bench_rpc_floor: %s\n", e.what());
+    return 2;
+  }
+  polling.spin = std::chrono::microseconds(spin_us);
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
@@ -82,20 +107,27 @@ int main(int argc, char** argv) {
   std::printf("bench_rpc_floor: serving on %s\n", bound.c_str());
   std::fflush(stdout);
 
+  gpusearch::LoopPoller poller(io.waitScope, polling);
   IgnoreFailures failures;
   kj::TaskSet connections(failures);
   std::function<kj::Promise<void>()> accept_loop = [&]() -> kj::Promise<void> {
     return listener->accept().then([&](kj::Own<kj::AsyncIoStream>&& stream) {
-      auto c = kj::heap<Connection>(kj::mv(stream), hits);
+      auto c = kj::heap<Connection>(kj::mv(stream), hits, poller);
       auto done = c->network.onDisconnect();
       connections.add(done.attach(kj::mv(c)));
       return accept_loop();
     });
   };
   auto accepting = accept_loop();
-  io.unixEventPort.onSignal(SIGTERM)
-      .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
-      .wait(io.waitScope);
+  bool stop = false;
+  auto stopping = io.unixEventPort.onSignal(SIGTERM)
+                      .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
+                      .then([&](siginfo_t) {
+                        stop = true;
+                        poller.wake();
+                      })
+                      .eagerlyEvaluate(nullptr);
+  poller.run_until([&] { return stop; }, [] { return false; });
   if (!address_file.empty()) std::remove(address_file.c_str());
   return 0;
 }
