@@ -14,6 +14,15 @@
 // replan_queries before it plans, so plans come at a steady cadence whatever the backlog
 // (before, one pass replayed the whole backlog and planned once, and a fast run ended with one
 // plan and thousands of queries pending).
+//
+// Sharing the host with serving (the H100 run: the planning's CPU slowed the calls by 16%):
+// the thread and its replay helpers run at SCHED_IDLE (planner_priority), on threads of their
+// own (not TBB's workers, which the engine's post-processing uses), so planning only takes
+// cycles the serving leaves idle; under full load it starves and the cache stays as it is. And a
+// plan reaches the engine only when it pays (min_payoff): the bytes its queries would read from
+// the cache rather than ship, per served query, predicted from the decayed visits, times
+// payoff_horizon_queries, against the bytes the change copies in. An unchanged query mix
+// predicts no saving beyond the noise of the sample (min_gain), so it changes nothing.
 #pragma once
 
 #include <condition_variable>
@@ -22,7 +31,9 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -35,6 +46,14 @@ namespace gpusearch {
 
 class ShardIndex;
 
+// The scheduling class of the planning threads.
+enum class PlannerPriority {
+  kNormal,  // as the serving threads
+  kIdle,    // SCHED_IDLE (Linux; nice 19 where refused): only cycles nothing else wants
+};
+const char* to_string(PlannerPriority p);
+PlannerPriority parse_planner_priority(const std::string& s);  // "normal" | "idle"
+
 struct OnlinePolicyOptions {
   CachePolicy policy = CachePolicy::kVfb;
   double lambda = 1.0;
@@ -45,6 +64,25 @@ struct OnlinePolicyOptions {
   std::uint64_t replan_queries = 2000;  // a new plan after this many replayed queries
   unsigned sample_every = 1;            // replay one served query of this many
   std::size_t max_pending = 4096;       // queries waiting for the thread; the oldest are dropped
+  PlannerPriority planner_priority = PlannerPriority::kIdle;
+  unsigned planner_threads = 1;  // replay threads (the policy's thread and helpers), >= 1
+  // The gate: a plan goes to the engine when the bytes it saves over payoff_horizon_queries
+  // served queries (0: half_life_queries) are at least min_payoff times the bytes it copies,
+  // and its saving per query is at least min_gain of the bytes the held cache serves per query
+  // (a plan fitted to the same mix differs from the held one by the sample's noise). min_payoff
+  // 0: every plan goes (no gate).
+  double min_payoff = 1.0;
+  double payoff_horizon_queries = 0;
+  double min_gain = 0.01;
+};
+
+// The gate's arithmetic for one candidate plan against the cache the engine holds, in bytes per
+// served query (decayed visits over their total weight).
+struct PlanPayoff {
+  double held_bytes_per_query = 0;  // read from the held cache
+  double saving_per_query = 0;      // more read from the cache under the plan
+  double copy_bytes = 0;            // the plan's blocks the cache lacks
+  bool pays = false;
 };
 
 class OnlineCachePolicy {
@@ -63,6 +101,13 @@ class OnlineCachePolicy {
   void observe(std::span<const Query> queries);
   // The newest plan not yet taken (lists most valuable first), if any.
   std::optional<std::vector<CachedList>> take_plan();
+  // What the engine's cache holds now (after a change, or at the start): the gate's baseline.
+  // Until it is told, the baseline is the last plan taken (none before the first: every plan
+  // goes).
+  void report_cache(std::span<const CachedList> held);
+  // The scheduling policy (SCHED_OTHER, SCHED_IDLE, ...) of the policy's thread, read from
+  // outside it (tests).
+  int planner_sched_policy() const;
   // Blocks until every query observed so far has been replayed and, if any was replayed since
   // the last plan, a plan made from them is ready (tests, benchmarks).
   void drain();
@@ -77,13 +122,21 @@ class OnlineCachePolicy {
   void add_reads(const Query& q, double log2_weight, const std::vector<ListRead>& reads);
   void replay(std::span<const Pending> work);
   std::vector<CachedList> make_plan();
+  PlanPayoff payoff(const std::vector<CachedList>& plan,
+                    const std::unordered_map<TermId, std::uint32_t>& held) const;
   const ShardIndex& shard_;
   OnlinePolicyOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<Pending> pending_;
   std::optional<std::vector<CachedList>> plan_;
-  bool stop_ = false, busy_ = false, plan_requested_ = false;
+  bool stop_ = false, busy_ = false, plan_requested_ = false, started_ = false;
+  // The gate's baseline (guarded by mutex_): the engine's cache, or the last plan taken.
+  std::unordered_map<TermId, std::uint32_t> held_;
+  bool has_baseline_ = false, cache_reported_ = false;
+  std::uint64_t plans_withheld_ = 0;
+  PlanPayoff last_payoff_;
+  std::string planner_priority_;  // as achieved: "idle", "nice 19", "normal"
   std::uint64_t observed_ = 0, sampled_ = 0, dropped_ = 0, replayed_ = 0, plans_ = 0;
   std::uint64_t since_plan_ = 0, last_plan_position_ = 0;
   double replay_seconds_ = 0, plan_seconds_ = 0;
@@ -92,6 +145,7 @@ class OnlineCachePolicy {
   // relative to newer ones and doubles never overflow.
   VisitLog visits_;
   double base_position_ = 0, newest_log2_weight_ = 0;
+  double total_weight_ = 0;  // of the replayed queries, in the same scale as the visits
   std::thread thread_;
 };
 
