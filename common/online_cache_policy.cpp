@@ -101,7 +101,8 @@ void OnlineCachePolicy::seed(std::span<const Query> training) {
   // integral of 2^(p/h) dp over p < 0 = h / ln 2 together; the log's queries share that.
   const double w =
       training.empty() ? 1.0 : options_.half_life_queries / std::log(2.0) / double(training.size());
-  for (std::size_t i = 0; i < training.size(); ++i) add_reads(training[i], std::log2(w), reads[i]);
+  for (std::size_t i = 0; i < training.size(); ++i)
+    add_reads(training[i], std::log2(w), reads[i], /*served=*/false);
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<CachedList> plan = make_plan();
   const auto t2 = std::chrono::steady_clock::now();
@@ -163,25 +164,57 @@ void OnlineCachePolicy::drain() {
   idle_.wait(lock, [this] { return pending_.empty() && !busy_ && !plan_requested_; });
 }
 
+void OnlineCachePolicy::Visits::add(const Query& q, double w, const std::vector<ListRead>& reads) {
+  total_weight += w;
+  for (TermId t : q.terms) log[t].query_frequency += w;
+  for (const ListRead& r : reads) log[r.term].prefixes.push_back({r.blocks, w});
+}
+
+void OnlineCachePolicy::Visits::scale(double s) {
+  for (auto& [t, v] : log) {
+    v.query_frequency *= s;
+    for (auto& p : v.prefixes) p.second *= s;
+  }
+  total_weight *= s;
+}
+
+void OnlineCachePolicy::Visits::compact(double floor) {
+  for (auto it = log.begin(); it != log.end();) {
+    auto& v = it->second;
+    std::sort(v.prefixes.begin(), v.prefixes.end());
+    std::vector<std::pair<std::uint32_t, double>> merged;
+    for (const auto& p : v.prefixes) {
+      if (!merged.empty() && merged.back().first == p.first)
+        merged.back().second += p.second;
+      else
+        merged.push_back(p);
+    }
+    std::erase_if(merged, [&](const auto& p) { return p.second < floor; });
+    v.prefixes = std::move(merged);
+    if (v.prefixes.empty() && v.query_frequency < floor)
+      it = log.erase(it);
+    else
+      ++it;
+  }
+}
+
 void OnlineCachePolicy::add_reads(const Query& q, double log2_weight,
-                                  const std::vector<ListRead>& reads) {
+                                  const std::vector<ListRead>& reads, bool served) {
   if (log2_weight > kRescaleLog2) {
     // Scale every stored weight down by 2^log2_weight: the new visit weighs 1 from here on.
     const double scale = std::exp2(-log2_weight);
-    for (auto& [t, v] : visits_) {
-      v.query_frequency *= scale;
-      for (auto& p : v.prefixes) p.second *= scale;
-    }
-    total_weight_ *= scale;
+    visits_.scale(scale);
+    for (Visits& h : halves_) h.scale(scale);
     base_position_ += log2_weight * options_.half_life_queries;
     newest_log2_weight_ -= log2_weight;
     log2_weight = 0;
   }
   newest_log2_weight_ = std::max(newest_log2_weight_, log2_weight);
   const double w = std::exp2(log2_weight);
-  total_weight_ += w;
-  for (TermId t : q.terms) visits_[t].query_frequency += w;
-  for (const ListRead& r : reads) visits_[r.term].prefixes.push_back({r.blocks, w});
+  visits_.add(q, w, reads);
+  // The gate fits on the seed and every other served query and scores on the rest: the held
+  // cache was planned from the seed, so scoring on it would favour the held cache.
+  if (options_.min_payoff > 0) halves_[served ? added_++ % 2 : 0].add(q, w, reads);
 }
 
 void OnlineCachePolicy::replay(std::span<const Pending> work) {
@@ -205,50 +238,44 @@ void OnlineCachePolicy::replay(std::span<const Pending> work) {
   for (std::thread& h : helpers) h.join();
   for (std::size_t i = 0; i < work.size(); ++i)
     add_reads(work[i].query,
-              (double(work[i].position) - base_position_) / options_.half_life_queries, reads[i]);
+              (double(work[i].position) - base_position_) / options_.half_life_queries, reads[i],
+              /*served=*/true);
 }
 
-std::vector<CachedList> OnlineCachePolicy::make_plan() {
+std::vector<CachedList> OnlineCachePolicy::make_plan(Visits& v) {
   // Forget what weighs next to nothing now; merge equal prefix lengths.
-  const double floor = std::exp2(newest_log2_weight_) * kForgetShare;
-  for (auto it = visits_.begin(); it != visits_.end();) {
-    auto& v = it->second;
-    std::sort(v.prefixes.begin(), v.prefixes.end());
-    std::vector<std::pair<std::uint32_t, double>> merged;
-    for (const auto& p : v.prefixes) {
-      if (!merged.empty() && merged.back().first == p.first)
-        merged.back().second += p.second;
-      else
-        merged.push_back(p);
-    }
-    std::erase_if(merged, [&](const auto& p) { return p.second < floor; });
-    v.prefixes = std::move(merged);
-    if (v.prefixes.empty() && v.query_frequency < floor)
-      it = visits_.erase(it);
-    else
-      ++it;
-  }
-  return admit_lists(shard_, visits_, {options_.policy, options_.lambda, options_.budget_bytes});
+  v.compact(std::exp2(newest_log2_weight_) * kForgetShare);
+  return admit_lists(shard_, v.log, {options_.policy, options_.lambda, options_.budget_bytes});
 }
 
 PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,
+                                     const std::vector<CachedList>& fitted, const Visits& scoring,
                                      const std::unordered_map<TermId, std::uint32_t>& held) const {
   PlanPayoff p;
-  if (!(total_weight_ > 0)) return p;
   auto bytes_of = [&](TermId t, std::uint32_t blocks) {
     return blocks ? double(blocks_bytes(shard_, shard_.term(t).first_block, blocks)) : 0.0;
   };
   // The visit-weighted bytes the queries read from a cached prefix of `cached` blocks of t.
   auto read_from = [&](TermId t, std::uint32_t cached) {
-    const auto it = visits_.find(t);
-    if (cached == 0 || it == visits_.end()) return 0.0;
+    const auto it = scoring.log.find(t);
+    if (cached == 0 || it == scoring.log.end()) return 0.0;
     double sum = 0;
     for (const auto& [blocks, w] : it->second.prefixes)
       sum += w * bytes_of(t, std::min(blocks, cached));
     return sum;
   };
-  const auto planned = by_term(plan);
-  double held_read = 0, saving = 0, copy = 0;
+  // The bytes the handed-over plan copies in.
+  double copy = 0;
+  for (const CachedList& l : plan) {
+    const auto it = held.find(l.term);
+    const std::uint32_t have = it == held.end() ? 0 : it->second;
+    if (l.blocks > have) copy += bytes_of(l.term, l.blocks) - bytes_of(l.term, have);
+  }
+  p.copy_bytes = copy;
+  if (!(scoring.total_weight > 0)) return p;
+  // The saving of the plan fitted on the other half, scored on this one.
+  const auto planned = by_term(fitted);
+  double held_read = 0, saving = 0;
   for (const auto& [t, have] : held) {
     const double now = read_from(t, have);
     held_read += now;
@@ -259,14 +286,12 @@ PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,
     const std::uint32_t have = it == held.end() ? 0 : it->second;
     if (want == have) continue;
     saving += read_from(t, want) - read_from(t, have);
-    if (want > have) copy += bytes_of(t, want) - bytes_of(t, have);
   }
-  p.held_bytes_per_query = held_read / total_weight_;
-  p.saving_per_query = saving / total_weight_;
-  p.copy_bytes = copy;
+  p.held_bytes_per_query = held_read / scoring.total_weight;
+  p.saving_per_query = saving / scoring.total_weight;
   p.pays = p.saving_per_query > 0 &&
            p.saving_per_query * options_.payoff_horizon_queries >= options_.min_payoff * copy &&
-           p.saving_per_query >= options_.min_gain * p.held_bytes_per_query;
+           p.saving_per_query > options_.min_gain * p.held_bytes_per_query;
   return p;
 }
 
@@ -305,7 +330,10 @@ void OnlineCachePolicy::run() {
         const bool baseline = has_baseline_;
         const auto held = baseline ? held_ : std::unordered_map<TermId, std::uint32_t>{};
         lock.unlock();
-        if (baseline) gate = payoff(*plan, held);
+        if (baseline) {
+          halves_[1].compact(std::exp2(newest_log2_weight_) * kForgetShare);
+          gate = payoff(*plan, make_plan(halves_[0]), halves_[1], held);
+        }
       }
     }
     const auto t2 = Clock::now();

@@ -59,8 +59,8 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
                  "half-life of queries are this many times the bytes it copies (0: every plan)")
       ->capture_default_str();
   app.add_option("--cache-min-gain", o.min_gain,
-                 "gpu list cache online: and when it saves at least this fraction of the bytes "
-                 "the cache serves per query")
+                 "gpu list cache online: and when it saves more than this fraction of the bytes "
+                 "the cache serves per query (out of sample)")
       ->capture_default_str();
   app.add_option("--cache-model", o.model,
                  "gpu list cache: throughput model (bench_list_cache --model-out) that chooses "

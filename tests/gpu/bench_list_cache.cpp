@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
   // The planner's share of the host (idle priority, its own threads) and its gate.
   // Online variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN, run in every round after the offline
   // plan (the first is "online" in the JSON and the summary).
-  std::string drift_online = "idle:1:0.01";
+  std::string drift_online = "idle:1:0.02";
   unsigned drift_planner_threads = 4;
   app.add_option("--drift-ratio", drift_ratio, "postings / M of the drift comparison")
       ->capture_default_str();
@@ -632,7 +632,7 @@ int main(int argc, char** argv) {
       struct Variant {
         std::string spec;
         PlannerPriority priority = PlannerPriority::kIdle;
-        double min_payoff = 1, min_gain = 0.01;
+        double min_payoff = 1, min_gain = 0.02;
         std::vector<double> rates;
         nlohmann::json last;
       };

@@ -487,6 +487,7 @@ TEST(OnlineCachePolicy, ReplansOnADriftingLogServedInCallsAndStaysExact) {
       // gate and the priority have tests of their own, online_cache_gate_test).
       o.min_payoff = 0;
       o.planner_priority = PlannerPriority::kNormal;
+      o.planner_threads = 2;  // as TBB replayed before on this 2-core machine
       online = std::make_unique<OnlineCachePolicy>(shard, o);
       online->seed(train);
       EXPECT_TRUE(online->take_plan().has_value());  // the seeded plan: the offline one's input
