@@ -107,8 +107,14 @@ bool same_plan(const std::vector<CachedList>& a, const std::vector<CachedList>& 
 TEST_F(OnlineCacheGate, PlannerRunsAtIdlePriorityUnlessToldOtherwise) {
   OnlinePolicyOptions o = options();
   OnlineCachePolicy idle(shard(), o);
-  EXPECT_EQ(idle.planner_sched_policy(), SCHED_IDLE);
-  EXPECT_EQ(idle.stats()["planner_priority"], "idle");
+  const std::string got = idle.stats()["planner_priority"];
+  if (got == "idle") {
+    EXPECT_EQ(idle.planner_sched_policy(), SCHED_IDLE);
+  } else {  // a sandbox that refuses SCHED_IDLE: nice 19 instead
+    EXPECT_EQ(got, "nice 19");
+    EXPECT_EQ(idle.planner_sched_policy(), SCHED_OTHER);
+    std::cout << "SCHED_IDLE refused here: the planner runs at nice 19\n";
+  }
   o.planner_priority = PlannerPriority::kNormal;
   OnlineCachePolicy normal(shard(), o);
   EXPECT_EQ(normal.planner_sched_policy(), SCHED_OTHER);
