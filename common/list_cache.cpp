@@ -268,6 +268,13 @@ std::vector<OffsetPatch> ListCacheDirectory::table_entries() const {
   return out;
 }
 
+std::vector<CachedList> ListCacheDirectory::held_lists() const {
+  std::vector<CachedList> out;
+  out.reserve(entries_.size());
+  for (const auto& [t, e] : entries_) out.push_back({t, e.blocks, cached_block_bytes(e.words)});
+  return out;
+}
+
 std::uint32_t ListBatch::available_blocks(const ListCacheDirectory& cache, TermId t) const {
   const auto it = shipped_blocks.find(t);
   return it != shipped_blocks.end() ? it->second : cache.cached_blocks(t);

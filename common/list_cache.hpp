@@ -91,6 +91,8 @@ class ListCacheDirectory {
   const CacheEntry* find(TermId t) const;
   // Every table entry the cache defines (a fresh lane table's contents).
   std::vector<OffsetPatch> table_entries() const;
+  // The cached prefixes (unordered): what the online policy's gate compares a plan with.
+  std::vector<CachedList> held_lists() const;
   std::uint64_t capacity_words() const { return capacity_words_; }
   std::uint64_t used_words() const { return used_words_; }
   std::uint64_t cached_blocks_total() const { return cached_blocks_total_; }

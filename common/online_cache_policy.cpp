@@ -1,11 +1,18 @@
 #include "common/online_cache_policy.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <iterator>
 
-#include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <tbb/parallel_for.h>
+#include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "common/shard_index.hpp"
@@ -18,7 +25,33 @@ namespace {
 constexpr double kRescaleLog2 = 64.0;
 // Visits lighter than this share of the newest one are forgotten at a replan.
 constexpr double kForgetShare = 1e-4;
+
+// Lowers the calling thread's scheduling class; returns what it got.
+std::string lower_this_thread(PlannerPriority priority) {
+  if (priority == PlannerPriority::kNormal) return "normal";
+  sched_param param{};
+  if (sched_setscheduler(0, SCHED_IDLE, &param) == 0) return "idle";  // 0: this thread
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) == 0) return "nice 19";
+  return "normal";
+}
+
+std::unordered_map<TermId, std::uint32_t> by_term(std::span<const CachedList> lists) {
+  std::unordered_map<TermId, std::uint32_t> out;
+  out.reserve(lists.size());
+  for (const CachedList& l : lists) out[l.term] = l.blocks;
+  return out;
+}
 }  // namespace
+
+const char* to_string(PlannerPriority p) {
+  return p == PlannerPriority::kIdle ? "idle" : "normal";
+}
+
+PlannerPriority parse_planner_priority(const std::string& s) {
+  if (s == "idle") return PlannerPriority::kIdle;
+  if (s == "normal") return PlannerPriority::kNormal;
+  throw InputError("--cache-planner-priority", 0, "must be idle or normal, not '" + s + "'");
+}
 
 OnlineCachePolicy::OnlineCachePolicy(const ShardIndex& shard, OnlinePolicyOptions options)
     : shard_(shard), options_(options) {
@@ -29,7 +62,18 @@ OnlineCachePolicy::OnlineCachePolicy(const ShardIndex& shard, OnlinePolicyOption
   if (options_.replan_queries == 0) throw InputError("--cache-replan", 0, "must be at least 1");
   options_.sample_every = std::max(1u, options_.sample_every);
   options_.max_pending = std::max<std::size_t>(1, options_.max_pending);
+  options_.planner_threads = std::max(1u, options_.planner_threads);
+  if (!(options_.min_payoff >= 0)) throw InputError("--cache-min-payoff", 0, "must be >= 0");
+  if (!(options_.payoff_horizon_queries >= 0))
+    throw InputError("--cache-payoff-horizon", 0, "must be >= 0 queries");
+  if (!(options_.min_gain >= 0)) throw InputError("--cache-min-gain", 0, "must be >= 0");
+  if (options_.payoff_horizon_queries == 0)
+    options_.payoff_horizon_queries = options_.half_life_queries;
   thread_ = std::thread([this] { run(); });
+  // The thread lowers its own priority first: wait for it, so that planner_sched_policy() and
+  // stats() tell what it runs at.
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [this] { return started_; });
 }
 
 OnlineCachePolicy::~OnlineCachePolicy() {
@@ -57,7 +101,8 @@ void OnlineCachePolicy::seed(std::span<const Query> training) {
   // integral of 2^(p/h) dp over p < 0 = h / ln 2 together; the log's queries share that.
   const double w =
       training.empty() ? 1.0 : options_.half_life_queries / std::log(2.0) / double(training.size());
-  for (std::size_t i = 0; i < training.size(); ++i) add_reads(training[i], std::log2(w), reads[i]);
+  for (std::size_t i = 0; i < training.size(); ++i)
+    add_reads(training[i], std::log2(w), reads[i], /*served=*/false);
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<CachedList> plan = make_plan();
   const auto t2 = std::chrono::steady_clock::now();
@@ -88,7 +133,28 @@ void OnlineCachePolicy::observe(std::span<const Query> queries) {
 
 std::optional<std::vector<CachedList>> OnlineCachePolicy::take_plan() {
   std::lock_guard lock(mutex_);
-  return std::exchange(plan_, std::nullopt);
+  auto plan = std::exchange(plan_, std::nullopt);
+  if (plan && !cache_reported_) {
+    held_ = by_term(*plan);
+    has_baseline_ = true;
+  }
+  return plan;
+}
+
+void OnlineCachePolicy::report_cache(std::span<const CachedList> held) {
+  auto map = by_term(held);
+  std::lock_guard lock(mutex_);
+  held_ = std::move(map);
+  has_baseline_ = cache_reported_ = true;
+}
+
+int OnlineCachePolicy::planner_sched_policy() const {
+  int policy = -1;
+  sched_param param{};
+  if (pthread_getschedparam(const_cast<std::thread&>(thread_).native_handle(), &policy, &param) !=
+      0)
+    return -1;
+  return policy;
 }
 
 void OnlineCachePolicy::drain() {
@@ -98,40 +164,22 @@ void OnlineCachePolicy::drain() {
   idle_.wait(lock, [this] { return pending_.empty() && !busy_ && !plan_requested_; });
 }
 
-void OnlineCachePolicy::add_reads(const Query& q, double log2_weight,
-                                  const std::vector<ListRead>& reads) {
-  if (log2_weight > kRescaleLog2) {
-    // Scale every stored weight down by 2^log2_weight: the new visit weighs 1 from here on.
-    const double scale = std::exp2(-log2_weight);
-    for (auto& [t, v] : visits_) {
-      v.query_frequency *= scale;
-      for (auto& p : v.prefixes) p.second *= scale;
-    }
-    base_position_ += log2_weight * options_.half_life_queries;
-    newest_log2_weight_ -= log2_weight;
-    log2_weight = 0;
+void OnlineCachePolicy::Visits::add(const Query& q, double w, const std::vector<ListRead>& reads) {
+  total_weight += w;
+  for (TermId t : q.terms) log[t].query_frequency += w;
+  for (const ListRead& r : reads) log[r.term].prefixes.push_back({r.blocks, w});
+}
+
+void OnlineCachePolicy::Visits::scale(double s) {
+  for (auto& [t, v] : log) {
+    v.query_frequency *= s;
+    for (auto& p : v.prefixes) p.second *= s;
   }
-  newest_log2_weight_ = std::max(newest_log2_weight_, log2_weight);
-  const double w = std::exp2(log2_weight);
-  for (TermId t : q.terms) visits_[t].query_frequency += w;
-  for (const ListRead& r : reads) visits_[r.term].prefixes.push_back({r.blocks, w});
+  total_weight *= s;
 }
 
-void OnlineCachePolicy::replay(std::span<const Pending> work) {
-  // Replays in parallel (the expensive part), visits added in arrival order.
-  std::vector<std::vector<ListRead>> reads(work.size());
-  tbb::parallel_for(std::size_t(0), work.size(), [&](std::size_t i) {
-    reads[i] = simulate_and_reads(shard_, work[i].query, options_.k, options_.scoring);
-  });
-  for (std::size_t i = 0; i < work.size(); ++i)
-    add_reads(work[i].query,
-              (double(work[i].position) - base_position_) / options_.half_life_queries, reads[i]);
-}
-
-std::vector<CachedList> OnlineCachePolicy::make_plan() {
-  // Forget what weighs next to nothing now; merge equal prefix lengths.
-  const double floor = std::exp2(newest_log2_weight_) * kForgetShare;
-  for (auto it = visits_.begin(); it != visits_.end();) {
+void OnlineCachePolicy::Visits::compact(double floor) {
+  for (auto it = log.begin(); it != log.end();) {
     auto& v = it->second;
     std::sort(v.prefixes.begin(), v.prefixes.end());
     std::vector<std::pair<std::uint32_t, double>> merged;
@@ -144,16 +192,116 @@ std::vector<CachedList> OnlineCachePolicy::make_plan() {
     std::erase_if(merged, [&](const auto& p) { return p.second < floor; });
     v.prefixes = std::move(merged);
     if (v.prefixes.empty() && v.query_frequency < floor)
-      it = visits_.erase(it);
+      it = log.erase(it);
     else
       ++it;
   }
-  return admit_lists(shard_, visits_, {options_.policy, options_.lambda, options_.budget_bytes});
+}
+
+void OnlineCachePolicy::add_reads(const Query& q, double log2_weight,
+                                  const std::vector<ListRead>& reads, bool served) {
+  if (log2_weight > kRescaleLog2) {
+    // Scale every stored weight down by 2^log2_weight: the new visit weighs 1 from here on.
+    const double scale = std::exp2(-log2_weight);
+    visits_.scale(scale);
+    for (Visits& h : halves_) h.scale(scale);
+    base_position_ += log2_weight * options_.half_life_queries;
+    newest_log2_weight_ -= log2_weight;
+    log2_weight = 0;
+  }
+  newest_log2_weight_ = std::max(newest_log2_weight_, log2_weight);
+  const double w = std::exp2(log2_weight);
+  visits_.add(q, w, reads);
+  // The gate fits on the seed and every other served query and scores on the rest: the held
+  // cache was planned from the seed, so scoring on it would favour the held cache.
+  if (options_.min_payoff > 0) halves_[served ? added_++ % 2 : 0].add(q, w, reads);
+}
+
+void OnlineCachePolicy::replay(std::span<const Pending> work) {
+  // Replays on planner_threads threads of the planner's priority (the expensive part; not on
+  // TBB's workers, which serve), visits added in arrival order.
+  std::vector<std::vector<ListRead>> reads(work.size());
+  std::atomic<std::size_t> next{0};
+  auto replay_some = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < work.size();)
+      reads[i] = simulate_and_reads(shard_, work[i].query, options_.k, options_.scoring);
+  };
+  std::vector<std::thread> helpers;
+  const std::size_t extra =
+      std::min<std::size_t>(options_.planner_threads - 1, work.empty() ? 0 : work.size() - 1);
+  for (std::size_t h = 0; h < extra; ++h)
+    helpers.emplace_back([&] {
+      lower_this_thread(options_.planner_priority);
+      replay_some();
+    });
+  replay_some();
+  for (std::thread& h : helpers) h.join();
+  for (std::size_t i = 0; i < work.size(); ++i)
+    add_reads(work[i].query,
+              (double(work[i].position) - base_position_) / options_.half_life_queries, reads[i],
+              /*served=*/true);
+}
+
+std::vector<CachedList> OnlineCachePolicy::make_plan(Visits& v) {
+  // Forget what weighs next to nothing now; merge equal prefix lengths.
+  v.compact(std::exp2(newest_log2_weight_) * kForgetShare);
+  return admit_lists(shard_, v.log, {options_.policy, options_.lambda, options_.budget_bytes});
+}
+
+PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,
+                                     const std::vector<CachedList>& fitted, const Visits& scoring,
+                                     const std::unordered_map<TermId, std::uint32_t>& held) const {
+  PlanPayoff p;
+  auto bytes_of = [&](TermId t, std::uint32_t blocks) {
+    return blocks ? double(blocks_bytes(shard_, shard_.term(t).first_block, blocks)) : 0.0;
+  };
+  // The visit-weighted bytes the queries read from a cached prefix of `cached` blocks of t.
+  auto read_from = [&](TermId t, std::uint32_t cached) {
+    const auto it = scoring.log.find(t);
+    if (cached == 0 || it == scoring.log.end()) return 0.0;
+    double sum = 0;
+    for (const auto& [blocks, w] : it->second.prefixes)
+      sum += w * bytes_of(t, std::min(blocks, cached));
+    return sum;
+  };
+  // The bytes the handed-over plan copies in.
+  double copy = 0;
+  for (const CachedList& l : plan) {
+    const auto it = held.find(l.term);
+    const std::uint32_t have = it == held.end() ? 0 : it->second;
+    if (l.blocks > have) copy += bytes_of(l.term, l.blocks) - bytes_of(l.term, have);
+  }
+  p.copy_bytes = copy;
+  if (!(scoring.total_weight > 0)) return p;
+  // The saving of the plan fitted on the other half, scored on this one.
+  const auto planned = by_term(fitted);
+  double held_read = 0, saving = 0;
+  for (const auto& [t, have] : held) {
+    const double now = read_from(t, have);
+    held_read += now;
+    if (!planned.contains(t)) saving -= now;  // leaves the cache
+  }
+  for (const auto& [t, want] : planned) {
+    const auto it = held.find(t);
+    const std::uint32_t have = it == held.end() ? 0 : it->second;
+    if (want == have) continue;
+    saving += read_from(t, want) - read_from(t, have);
+  }
+  p.held_bytes_per_query = held_read / scoring.total_weight;
+  p.saving_per_query = saving / scoring.total_weight;
+  p.pays = p.saving_per_query > 0 &&
+           p.saving_per_query * options_.payoff_horizon_queries >= options_.min_payoff * copy &&
+           p.saving_per_query > options_.min_gain * p.held_bytes_per_query;
+  return p;
 }
 
 void OnlineCachePolicy::run() {
   using Clock = std::chrono::steady_clock;
+  const std::string achieved = lower_this_thread(options_.planner_priority);
   std::unique_lock lock(mutex_);
+  planner_priority_ = achieved;
+  started_ = true;
+  idle_.notify_all();
   while (true) {
     wake_.wait(lock, [this] { return stop_ || !pending_.empty() || plan_requested_; });
     if (stop_) return;
@@ -173,18 +321,38 @@ void OnlineCachePolicy::run() {
     const auto t1 = Clock::now();
     const std::uint64_t since = since_plan_ + n;
     std::optional<std::vector<CachedList>> plan;
-    if (since >= options_.replan_queries || (requested && since > 0)) plan = make_plan();
+    std::optional<PlanPayoff> gate;
+    if (since >= options_.replan_queries || (requested && since > 0)) {
+      plan = make_plan();
+      if (options_.min_payoff > 0) {
+        // Against what the engine holds (copied: the engine may report a change meanwhile).
+        lock.lock();
+        const bool baseline = has_baseline_;
+        const auto held = baseline ? held_ : std::unordered_map<TermId, std::uint32_t>{};
+        lock.unlock();
+        if (baseline) {
+          halves_[1].compact(std::exp2(newest_log2_weight_) * kForgetShare);
+          gate = payoff(*plan, make_plan(halves_[0]), halves_[1], held);
+        }
+      }
+    }
     const auto t2 = Clock::now();
     lock.lock();
+    if (gate) last_payoff_ = *gate;
+    const bool withheld = plan && gate && !gate->pays;
     replayed_ += n;
     since_plan_ = since;
     replay_seconds_ += std::chrono::duration<double>(t1 - t0).count();
     if (plan) {
-      plan_ = std::move(plan);
-      ++plans_;
       since_plan_ = 0;
-      last_plan_position_ = work.empty() ? last_plan_position_ : work.back().position;
       plan_seconds_ += std::chrono::duration<double>(t2 - t1).count();
+      if (withheld) {
+        ++plans_withheld_;  // the held cache serves this mix about as well: no change
+      } else {
+        plan_ = std::move(plan);
+        ++plans_;
+        last_plan_position_ = work.empty() ? last_plan_position_ : work.back().position;
+      }
     }
     busy_ = false;
     if (pending_.empty() && !plan_requested_) idle_.notify_all();
@@ -208,7 +376,18 @@ nlohmann::json OnlineCachePolicy::stats() const {
           {"last_plan_position", last_plan_position_},
           {"pending", pending_.size()},
           {"replay_seconds", replay_seconds_},
-          {"plan_seconds", plan_seconds_}};
+          {"plan_seconds", plan_seconds_},
+          {"planner_priority", planner_priority_},
+          {"planner_threads", options_.planner_threads},
+          {"min_payoff", options_.min_payoff},
+          {"payoff_horizon_queries", options_.payoff_horizon_queries},
+          {"min_gain", options_.min_gain},
+          {"plans_withheld", plans_withheld_},
+          {"last_gate",
+           {{"held_bytes_per_query", last_payoff_.held_bytes_per_query},
+            {"saving_per_query", last_payoff_.saving_per_query},
+            {"copy_bytes", last_payoff_.copy_bytes},
+            {"pays", last_payoff_.pays}}}};
 }
 
 }  // namespace gpusearch

@@ -252,6 +252,8 @@ void GpuEngine::set_online_policy(std::shared_ptr<OnlineCachePolicy> policy,
     throw InputError("--cache-online", 0, "the GPU engine runs without a list cache (--gpu-mem)");
   impl_->online = std::move(policy);
   impl_->online_max_copy_bytes = max_copy_bytes;
+  // The gate's baseline: a plan goes in only when it pays against what the cache holds.
+  if (impl_->online) impl_->online->report_cache(impl_->cache->directory().held_lists());
 }
 
 GpuEngine::~GpuEngine() {
@@ -332,6 +334,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     if (auto plan = m.online->take_plan()) {
       const CacheChange change = m.cache->apply(*plan, m.online_max_copy_bytes);
       if (m.online_changes.size() < 1000) m.online_changes.push_back(change.to_json());
+      m.online->report_cache(m.cache->directory().held_lists());
     }
   }
   const ShardIndex& shard = m.shard;

@@ -47,6 +47,21 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
   app.add_option("--cache-swap-bytes", o.swap_bytes,
                  "gpu list cache online: most bytes copied into the cache per change (default: "
                  "no limit)");
+  app.add_option("--cache-planner-priority", o.planner_priority,
+                 "gpu list cache online: the planning threads' scheduling class: idle "
+                 "(SCHED_IDLE: only cycles serving leaves) or normal")
+      ->capture_default_str();
+  app.add_option("--cache-planner-threads", o.planner_threads,
+                 "gpu list cache online: threads replaying the served queries")
+      ->capture_default_str();
+  app.add_option("--cache-min-payoff", o.min_payoff,
+                 "gpu list cache online: a new plan goes in when the bytes it saves over a "
+                 "half-life of queries are this many times the bytes it copies (0: every plan)")
+      ->capture_default_str();
+  app.add_option("--cache-min-gain", o.min_gain,
+                 "gpu list cache online: and when it saves more than this fraction of the bytes "
+                 "the cache serves per query (out of sample)")
+      ->capture_default_str();
   app.add_option("--cache-model", o.model,
                  "gpu list cache: throughput model (bench_list_cache --model-out) that chooses "
                  "S_c and S_b");

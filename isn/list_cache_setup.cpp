@@ -237,6 +237,10 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     oo.half_life_queries = lo.half_life_queries;
     oo.replan_queries = lo.replan_queries;
     oo.sample_every = lo.sample_every;
+    oo.planner_priority = parse_planner_priority(lo.planner_priority);
+    oo.planner_threads = lo.planner_threads;
+    oo.min_payoff = lo.min_payoff;
+    oo.min_gain = lo.min_gain;
     auto online = std::make_shared<OnlineCachePolicy>(shard, oo);
     if (!training.empty()) {  // the training log seeds the visits; its plan is already in
       online->seed(training);

@@ -29,7 +29,11 @@ struct ListCacheEngineOptions {
   double half_life_queries = 20000;
   std::uint64_t replan_queries = 2000;
   unsigned sample_every = 1;
-  std::string swap_bytes;            // most bytes copied per online change ("": no limit)
+  std::string swap_bytes;                 // most bytes copied per online change ("": no limit)
+  std::string planner_priority = "idle";  // online: the planning threads' class (idle|normal)
+  unsigned planner_threads = 1;           // online: replay threads
+  double min_payoff = 1.0;                // online: the gate (OnlinePolicyOptions)
+  double min_gain = 0.02;
   std::filesystem::path model;       // throughput model (bench_list_cache --model-out)
   double max_response_ms = 0;        // with model: choose S_c for this batch time
   unsigned postprocess_threads = 0;  // 0: hardware threads - 1

@@ -469,7 +469,7 @@ EOF
         --policies vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf --shares 0.6,0.8,0.9 --caps 4096,512 \
         --model-ratio 10 --model-shares 0.1,0.3 \
         ${CACHE_ARGS:-} > "$OUT/cache_bench.log" 2>&1 || status=1
-      grep -E "^(baselines|[0-9.]+x|model|drifting|  online policy|wrong|bench_list_cache)" "$OUT/cache_bench.log"
+      grep -E "^(baselines|[0-9.]+x|model|drifting|  online policy|  offline plan|wrong|bench_list_cache)" "$OUT/cache_bench.log"
       echo "cache bench done: $(elapsed)"
       # One ISN with --gpu-mem a fifth of the shard's postings (plus its resident arrays), the
       # cache planned from the training log and following the queries; its run against the CPU

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -381,6 +383,11 @@ int main(int argc, char** argv) {
   double drift_arrivals = 4000, drift_swap_fraction = 1.0 / 16;
   unsigned drift_rounds = 3;
   unsigned drift_sample = 4;
+  // The planner's share of the host (idle priority, its own threads) and its gate.
+  // Online variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN, run in every round after the offline
+  // plan (the first is "online" in the JSON and the summary).
+  std::string drift_online = "idle:1:0.02";
+  unsigned drift_planner_threads = 4;
   app.add_option("--drift-ratio", drift_ratio, "postings / M of the drift comparison")
       ->capture_default_str();
   app.add_option("--drift-call-size", drift_call,
@@ -402,6 +409,14 @@ int main(int argc, char** argv) {
   app.add_option("--drift-replan", drift_replan, "online policy: --cache-replan")
       ->capture_default_str();
   app.add_option("--drift-sample", drift_sample, "online policy: --cache-sample")
+      ->capture_default_str();
+  app.add_option("--drift-online", drift_online,
+                 "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN (idle|normal: the "
+                 "planning threads' class; --cache-min-payoff, --cache-min-gain; 0:0 every plan), "
+                 "comma-separated, each run in every round after the offline plan")
+      ->capture_default_str();
+  app.add_option("--drift-planner-threads", drift_planner_threads,
+                 "online policy: replay threads (--cache-planner-threads)")
       ->capture_default_str();
   app.add_option("--drift-max-pending", drift_max_pending,
                  "online policy: queries queued for replay (the oldest are dropped)")
@@ -614,9 +629,37 @@ int main(int argc, char** argv) {
       b.call_size = drift_call;  // an ISN's batches: the online plans go in between them
       // Rounds alternate offline and online (this host's rates move by 20% between runs);
       // the JSON keeps the last round's runs and every round's rates.
-      std::vector<double> rate_off, rate_on;
+      struct Variant {
+        std::string spec;
+        PlannerPriority priority = PlannerPriority::kIdle;
+        double min_payoff = 1, min_gain = 0.02;
+        std::vector<double> rates;
+        nlohmann::json last;
+      };
+      std::vector<Variant> variants(1);  // [0]: the offline plan
+      for (const std::string& spec : split(drift_online)) {
+        Variant v;
+        v.spec = spec;
+        std::stringstream ss(spec);
+        std::string part;
+        std::vector<std::string> parts;
+        while (std::getline(ss, part, ':')) parts.push_back(part);
+        const std::string bad = "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN";
+        if (parts.size() != 3) throw InputError("--drift-online", 0, bad);
+        v.priority = parse_planner_priority(parts[0]);
+        try {
+          v.min_payoff = std::stod(parts[1]);
+          v.min_gain = std::stod(parts[2]);
+        } catch (const std::exception&) {
+          throw InputError("--drift-online", 0, bad);
+        }
+        variants.push_back(std::move(v));
+      }
+      if (variants.size() < 2) throw InputError("--drift-online", 0, "no online variant");
       for (unsigned round = 0; round < drift_rounds; ++round)
-      for (bool online : {false, true}) {
+      for (std::size_t arm = 0; arm < variants.size(); ++arm) {
+        const bool online = arm > 0;
+        Variant& variant = variants[arm];
         auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
         std::shared_ptr<OnlineCachePolicy> policy;
         if (online) {
@@ -629,18 +672,31 @@ int main(int argc, char** argv) {
           oo.replan_queries = drift_replan;
           oo.sample_every = drift_sample;
           oo.max_pending = drift_max_pending;
+          oo.planner_priority = variant.priority;
+          oo.planner_threads = drift_planner_threads;
+          oo.min_payoff = variant.min_payoff;
+          oo.min_gain = variant.min_gain;
           policy = std::make_shared<OnlineCachePolicy>(shard, oo);
           policy->seed(b.train);  // what the offline plan saw, as the stream's past
           policy->take_plan();    // the offline plan's equal: the engine holds that already
           e->set_online_policy(policy, std::uint64_t(share * memory * drift_swap_fraction));
         }
+        // The process's CPU time over the run (serving, post-processing and planning together).
+        rusage r0{}, r1{};
+        getrusage(RUSAGE_SELF, &r0);
         nlohmann::json run =
             timed_run(b, *e, drifting, drift_refs, drifting.size() / 2, drift_arrivals);
+        getrusage(RUSAGE_SELF, &r1);
+        auto cpu_s = [](const rusage& r) {
+          return double(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+                 1e-6 * double(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+        };
+        run["process_cpu_seconds"] = cpu_s(r1) - cpu_s(r0);
         const auto& lc = run["list_cache"];
         fmt::print(
             "drifting log at {}x, {}: {:.0f} q/s{}, hit {:.3f} (bytes; halves {:.3f} / {:.3f}), "
             "post {:.3f}, wrong {}\n",
-            drift_ratio, online ? "online" : "offline",
+            drift_ratio, online ? "online " + variant.spec : std::string("offline"),
             run[drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"].get<double>(),
             drift_arrivals > 0 ? fmt::format(" busy ({:.0f}/s arriving)", drift_arrivals) : "",
             lc["hit_rate_bytes"].get<double>(), lc.value("hit_rate_bytes_first_half", 0.0),
@@ -652,32 +708,61 @@ int main(int argc, char** argv) {
           fmt::print(
               "  online policy: {} plans (1 seeded), {} cache changes, {:.1f} MB copied by swaps, "
               "{} replayed of {} observed ({} dropped), {} pending at the end, replay {:.3f} s, "
-              "planning {:.3f} s\n",
+              "planning {:.3f} s; {} plans withheld by the gate (last: saves {:.0f} B/query of "
+              "{:.0f}, copies {:.1f} MB); planner {} x {}; process CPU {:.2f} s\n",
               ps["plans"].get<std::uint64_t>(), lc.value("online_cache_changes", 0ull),
               double(lc.value("online_bytes_copied", 0ull)) / 1e6,
               ps["replayed"].get<std::uint64_t>(), ps["observed"].get<std::uint64_t>(),
               ps["dropped"].get<std::uint64_t>(), ps["pending"].get<std::size_t>(),
-              ps["replay_seconds"].get<double>(), ps["plan_seconds"].get<double>());
+              ps["replay_seconds"].get<double>(), ps["plan_seconds"].get<double>(),
+              ps["plans_withheld"].get<std::uint64_t>(),
+              ps["last_gate"]["saving_per_query"].get<double>(),
+              ps["last_gate"]["held_bytes_per_query"].get<double>(),
+              ps["last_gate"]["copy_bytes"].get<double>() / 1e6,
+              ps["planner_threads"].get<unsigned>(), ps["planner_priority"].get<std::string>(),
+              run["process_cpu_seconds"].get<double>());
+        } else {
+          fmt::print("  offline plan: process CPU {:.2f} s\n",
+                     run["process_cpu_seconds"].get<double>());
         }
-        (online ? rate_on : rate_off)
-            .push_back(run[drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"]
-                           .get<double>());
-        online_json[online ? "online" : "offline"] = run;
+        variant.rates.push_back(
+            run[drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"]
+                .get<double>());
+        variant.last = std::move(run);
       }
       b.call_size = saved_call;
       const char* rate = drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second";
-      const double med_on = metrics::percentile(rate_on, 50), med_off = metrics::percentile(rate_off, 50);
-      online_json["online_over_offline"] = med_on / med_off;
+      const double med_off = metrics::percentile(variants[0].rates, 50);
+      online_json["offline"] = variants[0].last;
+      online_json["offline_rates"] = variants[0].rates;
+      online_json["variants"] = nlohmann::json::array();
+      for (std::size_t arm = 1; arm < variants.size(); ++arm) {
+        const Variant& v = variants[arm];
+        const double med_on = metrics::percentile(v.rates, 50);
+        fmt::print(
+            "drifting log at {}x, {} rounds: online {} / offline = {:.3f} (medians {:.0f} / {:.0f} "
+            "{})\n",
+            drift_ratio, drift_rounds, v.spec, med_on / med_off, med_on, med_off, rate);
+        // The first variant's last run is the report's "online" (not repeated: wrong counted once).
+        online_json["variants"].push_back({{"spec", v.spec},
+                                           {"rates", v.rates},
+                                           {"online_over_offline", med_on / med_off},
+                                           {"run", arm == 1 ? nlohmann::json("online") : v.last}});
+        if (arm == 1) {  // the first variant: the report's "online"
+          online_json["online"] = v.last;
+          online_json["online_rates"] = v.rates;
+          online_json["online_over_offline"] = med_on / med_off;
+        }
+      }
       online_json["rounds"] = drift_rounds;
-      online_json["online_rates"] = rate_on;
-      online_json["offline_rates"] = rate_off;
-      fmt::print("drifting log at {}x, {} rounds: online / offline = {:.3f} (medians {:.0f} / {:.0f} {})\n",
-                 drift_ratio, drift_rounds, med_on / med_off, med_on, med_off, rate);
       online_json["online_over_offline_measure"] = rate;
       online_json["arrivals_per_second"] = drift_arrivals;
       online_json["swap_fraction"] = drift_swap_fraction;
       online_json["ratio"] = drift_ratio;
       online_json["call_size"] = drift_call;
+      online_json["drifting_queries"] = drifting.size();
+      online_json["online_variants"] = drift_online;
+      online_json["planner_threads"] = drift_planner_threads;
       report["online"] = online_json;
     }
     std::ofstream out(out_file);

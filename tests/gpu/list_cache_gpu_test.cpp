@@ -250,6 +250,7 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
   oo.budget_bytes = budget;
   oo.half_life_queries = 100;
   oo.replan_queries = 50;
+  oo.min_payoff = 0;  // every plan goes in: the swaps between calls are what this test checks
   auto online = std::make_shared<OnlineCachePolicy>(shard(), oo);
   e->set_online_policy(online, budget / 4);
   References refs;
@@ -270,6 +271,57 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
   ASSERT_TRUE(stats.contains("list_cache"));
   EXPECT_GT(stats["list_cache"]["online_changes"].size(), 5u);
   EXPECT_GT(stats["list_cache"]["online_policy"]["plans"].get<std::uint64_t>(), 5u);
+}
+
+// The engine tells the policy what its cache holds (set_online_policy, and after each change),
+// and the gate compares plans with that: served the training log the cache was planned from,
+// the online policy's plans save nothing and none goes in; without the gate each goes in.
+TEST_F(GpuListCacheTest, OnlinePolicyLeavesTheCacheAloneOnTheMixItWasPlannedFor) {
+  std::vector<Query> train;
+  for (const QueryText& qt : read_query_file(*dir_ / "idx" / "queries.train.tsv").queries) {
+    Query q;
+    QueryProblem p;
+    if (resolve_query(shard(), qt, QueryLimits{}, q, p, "train") && !q.terms.empty())
+      train.push_back(std::move(q));
+  }
+  ASSERT_GT(train.size(), 300u);
+  const std::uint64_t budget = index_bytes() / 10;
+  const auto lists =
+      plan_shard_cache(shard(), train, {CachePolicy::kVfb, 0.5, budget}, 10, Scoring::kBm25);
+  for (double min_payoff : {1.0, 0.0}) {
+    auto e = engine(budget, index_bytes() / 20);
+    e->apply_cache_plan(lists);
+    OnlinePolicyOptions oo;
+    oo.lambda = 0.5;
+    oo.budget_bytes = budget;
+    oo.half_life_queries = 4000;
+    oo.replan_queries = 100;
+    oo.max_pending = train.size();
+    oo.min_payoff = min_payoff;
+    auto online = std::make_shared<OnlineCachePolicy>(shard(), oo);
+    online->seed(train);  // the stream's past: the log the cache was planned from
+    online->take_plan();  // that plan's equal: the cache holds it
+    e->set_online_policy(online, budget / 4);
+    References refs;
+    for (std::size_t b = 0; b < train.size(); b += 100) {
+      std::vector<Query> call(train.begin() + std::ptrdiff_t(b),
+                              train.begin() + std::ptrdiff_t(std::min(b + 100, train.size())));
+      wrong_answers(*e, *index_, call, {Mode::kAnd, Scoring::kBm25, 0.3, 10}, refs, "online gate");
+      refs.by_setting.clear();
+      online->drain();
+    }
+    const nlohmann::json stats = e->stats();
+    ASSERT_TRUE(stats.contains("list_cache"));
+    const auto& ps = stats["list_cache"]["online_policy"];
+    if (min_payoff > 0) {
+      EXPECT_EQ(stats["list_cache"]["online_changes"].size(), 0u) << ps.dump();
+      EXPECT_GE(ps["plans_withheld"].get<std::uint64_t>(), 2u) << ps.dump();
+      EXPECT_EQ(ps["planner_priority"], "idle");
+    } else {
+      EXPECT_GE(stats["list_cache"]["online_changes"].size(), 2u) << ps.dump();
+      EXPECT_EQ(ps["plans_withheld"].get<std::uint64_t>(), 0u);
+    }
+  }
 }
 
 TEST_F(GpuListCacheTest, FactoryServesAShardLargerThanTheBudgetAndRefusesAStalePlan) {
