@@ -18,7 +18,9 @@
 #                     default) and any of "adaptive", "spin", "backoff" (this tree with that
 #                     --progress mode and the automatic pipeline depth), each also with the suffix
 #                     "_noshare" (--share-thresholds off: the ISNs of the node do not share
-#                     thresholds); default "before adaptive"
+#                     thresholds) and "_spare" ((cores - N) / N engine threads per ISN, leaving
+#                     each ISN's MPI progress thread a core; e.g. adaptive_spare_noshare);
+#                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
 #                     uses an existing 1-shard index instead; N-ISN runs re-shard it (partition)
@@ -101,10 +103,18 @@ if [ -z "$index" ]; then
       --out "$index" > "$out/index.log"
   fi
 fi
-variant_flags() {  # this tree's variant V: sets dir and flags
-  local p=${1%_noshare}
-  dir=$build; flags=(--progress "$p")
-  [ "$p" = "$1" ] || flags+=(--share-thresholds off)
+variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
+  # Suffixes: _spare gives each ISN (cores - N) / N engine threads (a core per ISN for its MPI
+  # progress thread) instead of cluster.sh's cores / N; _noshare turns shared thresholds off.
+  local v=$1 n=$2 p
+  dir=$build; flags=()
+  if [[ $v == *_spare* ]]; then
+    local t=$(( ($(nproc) - n) / n )); [ "$t" -ge 1 ] || t=1
+    flags+=(--threads "$t"); v=${v/_spare/}
+  fi
+  p=${v%_noshare}
+  flags+=(--progress "$p")
+  [ "$p" = "$v" ] || flags+=(--share-thresholds off)
 }
 index_for() {  # the index with N shards
   [ "$1" = 1 ] && { echo "$index"; return; }
@@ -131,7 +141,7 @@ for rep in $(seq 1 "$reps"); do
         if [ "$v" = before ]; then
           dir=$before; flags=(--max-in-flight 2)
         else
-          variant_flags "$v"
+          variant_flags "$v" "$n"
         fi
         GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
           --queries "$out/queries.tsv" --isns "$n" --mode "$mode" --k "$k" \
@@ -163,7 +173,7 @@ if [ "$probe_reps" -gt 0 ]; then
       pi=$pidx; [ "$n" = 1 ] || { pi=$out/probe-index-s$n; [ -f "$pi/manifest.json" ] || "$gs" -q partition --index "$pidx" --out "$pi" --shards "$n" --force >&2; }
       for v in $variants; do
         tag="$v-isns$n-rep$rep"
-        if [ "$v" = before ]; then dir=$before; flags=(); else variant_flags "$v"; fi
+        if [ "$v" = before ]; then dir=$before; flags=(); else variant_flags "$v" "$n"; fi
         GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$pi" --queries "$probe/queries.tsv" \
           --isns "$n" --mode "$mode" --k "$k" --run "$probe/$tag.run" --metrics "$probe/$tag.json" \
           --engine "$engine" --batch-size 64 --cache-entries 0 --no-verify --max-in-flight 1 \
