@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_list_cache.hpp"
 #include "common/cache_admission.hpp"
 #include "common/cache_model.hpp"
 #include "common/metrics.hpp"
@@ -35,66 +36,14 @@
 #include "partition/synthetic_collection.hpp"
 
 using namespace gpusearch;
-using Clock = std::chrono::steady_clock;
+using namespace gpusearch::bench;
 
-namespace {
+namespace gpusearch::bench {
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-std::vector<Query> read_queries(const ShardIndex& shard, const std::filesystem::path& file,
-                                std::size_t limit) {
-  std::vector<Query> out;
-  for (const QueryText& qt : read_query_file(file).queries) {
-    if (out.size() >= limit) break;
-    Query q;
-    QueryProblem p;
-    if (resolve_query(shard, qt, {}, q, p, file.string()) && !q.terms.empty()) out.push_back(q);
-  }
-  return out;
-}
-
-struct Bench {
-  const Index& index;
-  const ShardIndex& shard;
-  SearchParams params;
-  std::vector<Query> train{}, test{};
-  std::size_t check = 200, call_size = 4096;
-  unsigned batch_size = 4096, postprocess_threads = 0;
-  std::vector<ReferenceAnswer> refs{};  // of the test log's first `check` queries
-  std::shared_ptr<const cpu::CpuEngine> cpu{};
-  VisitLog visits{};  // the training log's simulated reads (every plan's input)
-
-  std::size_t wrong(const std::vector<ShardResult>& out, const std::vector<ReferenceAnswer>& r,
-                    const std::vector<Query>& qs) const {
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < r.size() && i < qs.size(); ++i) {
-      const ShardResult* s = &out[i];
-      const QueryResult m = merge_shard_results(params, std::span<const ShardResult* const>(&s, 1));
-      bad += compare_top_k(r[i].hits, r[i].total_matches, params.k, m.hits).has_value();
-    }
-    return bad;
-  }
-};
-
-// One timed pass of `qs` through `engine` in calls of call_size, after a warm-up call.
-// With split > 0 (GPU list cache), the byte hit rate of the queries before the first call
-// boundary at or past `split` and of those after it (a drifting log's halves). With
-// arrivals_per_s > 0 the queries arrive at that rate (open loop) and a call starts when its last
-// query has arrived, as an ISN's batches would; busy_queries_per_second is then the serving
-// capacity (queries over the time spent inside the calls), the figure to compare.
+// Declared, with what it measures, in bench_list_cache.hpp.
 nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>& qs,
-                         const std::vector<ReferenceAnswer>& refs, std::size_t split = 0,
-                         double arrivals_per_s = 0) {
+                         const std::vector<ReferenceAnswer>& refs, std::size_t split,
+                         double arrivals_per_s) {
   std::vector<ShardResult> out(qs.size());
   const std::size_t warm = std::min<std::size_t>(qs.size(), 512);
   engine.search(std::span<const Query>(qs.data(), warm), b.params,
@@ -175,19 +124,7 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
   return j;
 }
 
-// A policy, its lambda, and whether lists cached in part ship whole where they fit.
-struct PolicyCase {
-  CachePolicy policy;
-  double lambda;
-  bool tails = false;
-  std::string name() const {
-    return (policy == CachePolicy::kVfb ? fmt::format("vfb:{}", lambda)
-                                        : std::string(to_string(policy))) +
-           (tails ? "+tails" : "");
-  }
-};
-
-// The engine at one split of `memory` (posting bytes the GPU may hold: cache + batch buffer).
+// Declared in bench_list_cache.hpp.
 std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double cache_share,
                                               const std::vector<CachedList>& lists,
                                               unsigned batch_size, bool tails) {
@@ -207,6 +144,27 @@ std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double ca
   e->apply_cache_plan(lists);
   return e;
 }
+
+}  // namespace gpusearch::bench
+
+namespace {
+
+
+std::vector<Query> read_queries(const ShardIndex& shard, const std::filesystem::path& file,
+                                std::size_t limit) {
+  std::vector<Query> out;
+  for (const QueryText& qt : read_query_file(file).queries) {
+    if (out.size() >= limit) break;
+    Query q;
+    QueryProblem p;
+    if (resolve_query(shard, qt, {}, q, p, file.string()) && !q.terms.empty()) out.push_back(q);
+  }
+  return out;
+}
+
+
+
+
 
 nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase& pc, double share,
                          unsigned batch_size) {
@@ -602,168 +560,21 @@ int main(int argc, char** argv) {
       report["model"] = {{"fit", model.to_json()}, {"rows", rows}, {"comparison", cmp}};
     }
     if (!drift_spec.empty()) {
-      // Online against offline on the drifting log, at --drift-ratio, VFB.
-      SyntheticParams sp = SyntheticParams::parse(drift_spec);
-      sp.query_drift = 1.0;
-      sp.test_queries = drift_limit;
-      std::vector<Query> drifting;
-      for (const auto& [id, text] : SyntheticCollection(sp).queries(false)) {
-        Query q;
-        QueryProblem p;
-        if (resolve_query(shard, QueryText{id, text, 0, {}}, {}, q, p, "drift") && !q.terms.empty())
-          drifting.push_back(std::move(q));
-      }
-      std::vector<ReferenceAnswer> drift_refs;
-      drift_refs.resize(std::min(check, drifting.size()));
-      tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t i) {
-        drift_refs[i] = reference_answer(index, drifting[i], b.params, 2 * k + 20);
-      });
-      const double memory = postings / drift_ratio;
-      const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
-      const double share = 0.8;
-      VisitLog visits = b.visits;
-      const auto lists =
-          admit_lists(shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
-      nlohmann::json online_json = nlohmann::json::object();
-      const std::size_t saved_call = b.call_size;
-      b.call_size = drift_call;  // an ISN's batches: the online plans go in between them
-      // Rounds alternate offline and online (this host's rates move by 20% between runs);
-      // the JSON keeps the last round's runs and every round's rates.
-      struct Variant {
-        std::string spec;
-        PlannerPriority priority = PlannerPriority::kIdle;
-        double min_payoff = 1, min_gain = 0.02;
-        std::vector<double> rates;
-        nlohmann::json last;
-      };
-      std::vector<Variant> variants(1);  // [0]: the offline plan
-      for (const std::string& spec : split(drift_online)) {
-        Variant v;
-        v.spec = spec;
-        std::stringstream ss(spec);
-        std::string part;
-        std::vector<std::string> parts;
-        while (std::getline(ss, part, ':')) parts.push_back(part);
-        const std::string bad = "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN";
-        if (parts.size() != 3) throw InputError("--drift-online", 0, bad);
-        v.priority = parse_planner_priority(parts[0]);
-        try {
-          v.min_payoff = std::stod(parts[1]);
-          v.min_gain = std::stod(parts[2]);
-        } catch (const std::exception&) {
-          throw InputError("--drift-online", 0, bad);
-        }
-        variants.push_back(std::move(v));
-      }
-      if (variants.size() < 2) throw InputError("--drift-online", 0, "no online variant");
-      for (unsigned round = 0; round < drift_rounds; ++round)
-      for (std::size_t arm = 0; arm < variants.size(); ++arm) {
-        const bool online = arm > 0;
-        Variant& variant = variants[arm];
-        auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
-        std::shared_ptr<OnlineCachePolicy> policy;
-        if (online) {
-          OnlinePolicyOptions oo;
-          oo.lambda = pc.lambda;
-          oo.budget_bytes = std::uint64_t(share * memory);
-          oo.k = k;
-          oo.scoring = b.params.scoring;
-          oo.half_life_queries = drift_half_life;
-          oo.replan_queries = drift_replan;
-          oo.sample_every = drift_sample;
-          oo.max_pending = drift_max_pending;
-          oo.planner_priority = variant.priority;
-          oo.planner_threads = drift_planner_threads;
-          oo.min_payoff = variant.min_payoff;
-          oo.min_gain = variant.min_gain;
-          policy = std::make_shared<OnlineCachePolicy>(shard, oo);
-          policy->seed(b.train);  // what the offline plan saw, as the stream's past
-          policy->take_plan();    // the offline plan's equal: the engine holds that already
-          e->set_online_policy(policy, std::uint64_t(share * memory * drift_swap_fraction));
-        }
-        // The process's CPU time over the run (serving, post-processing and planning together).
-        rusage r0{}, r1{};
-        getrusage(RUSAGE_SELF, &r0);
-        nlohmann::json run =
-            timed_run(b, *e, drifting, drift_refs, drifting.size() / 2, drift_arrivals);
-        getrusage(RUSAGE_SELF, &r1);
-        auto cpu_s = [](const rusage& r) {
-          return double(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-                 1e-6 * double(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
-        };
-        run["process_cpu_seconds"] = cpu_s(r1) - cpu_s(r0);
-        const auto& lc = run["list_cache"];
-        fmt::print(
-            "drifting log at {}x, {}: {:.0f} q/s{}, hit {:.3f} (bytes; halves {:.3f} / {:.3f}), "
-            "post {:.3f}, wrong {}\n",
-            drift_ratio, online ? "online " + variant.spec : std::string("offline"),
-            run[drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"].get<double>(),
-            drift_arrivals > 0 ? fmt::format(" busy ({:.0f}/s arriving)", drift_arrivals) : "",
-            lc["hit_rate_bytes"].get<double>(), lc.value("hit_rate_bytes_first_half", 0.0),
-            lc.value("hit_rate_bytes_second_half", 0.0), lc["post_processed_fraction"].get<double>(),
-            run["wrong"].get<std::size_t>());
-        if (policy) {
-          run["online_policy"] = policy->stats();  // at the end of the run: what lagged
-          const auto& ps = run["online_policy"];
-          fmt::print(
-              "  online policy: {} plans (1 seeded), {} cache changes, {:.1f} MB copied by swaps, "
-              "{} replayed of {} observed ({} dropped), {} pending at the end, replay {:.3f} s, "
-              "planning {:.3f} s; {} plans withheld by the gate (last: saves {:.0f} B/query of "
-              "{:.0f}, copies {:.1f} MB); planner {} x {}; process CPU {:.2f} s\n",
-              ps["plans"].get<std::uint64_t>(), lc.value("online_cache_changes", 0ull),
-              double(lc.value("online_bytes_copied", 0ull)) / 1e6,
-              ps["replayed"].get<std::uint64_t>(), ps["observed"].get<std::uint64_t>(),
-              ps["dropped"].get<std::uint64_t>(), ps["pending"].get<std::size_t>(),
-              ps["replay_seconds"].get<double>(), ps["plan_seconds"].get<double>(),
-              ps["plans_withheld"].get<std::uint64_t>(),
-              ps["last_gate"]["saving_per_query"].get<double>(),
-              ps["last_gate"]["held_bytes_per_query"].get<double>(),
-              ps["last_gate"]["copy_bytes"].get<double>() / 1e6,
-              ps["planner_threads"].get<unsigned>(), ps["planner_priority"].get<std::string>(),
-              run["process_cpu_seconds"].get<double>());
-        } else {
-          fmt::print("  offline plan: process CPU {:.2f} s\n",
-                     run["process_cpu_seconds"].get<double>());
-        }
-        variant.rates.push_back(
-            run[drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"]
-                .get<double>());
-        variant.last = std::move(run);
-      }
-      b.call_size = saved_call;
-      const char* rate = drift_arrivals > 0 ? "busy_queries_per_second" : "queries_per_second";
-      const double med_off = metrics::percentile(variants[0].rates, 50);
-      online_json["offline"] = variants[0].last;
-      online_json["offline_rates"] = variants[0].rates;
-      online_json["variants"] = nlohmann::json::array();
-      for (std::size_t arm = 1; arm < variants.size(); ++arm) {
-        const Variant& v = variants[arm];
-        const double med_on = metrics::percentile(v.rates, 50);
-        fmt::print(
-            "drifting log at {}x, {} rounds: online {} / offline = {:.3f} (medians {:.0f} / {:.0f} "
-            "{})\n",
-            drift_ratio, drift_rounds, v.spec, med_on / med_off, med_on, med_off, rate);
-        // The first variant's last run is the report's "online" (not repeated: wrong counted once).
-        online_json["variants"].push_back({{"spec", v.spec},
-                                           {"rates", v.rates},
-                                           {"online_over_offline", med_on / med_off},
-                                           {"run", arm == 1 ? nlohmann::json("online") : v.last}});
-        if (arm == 1) {  // the first variant: the report's "online"
-          online_json["online"] = v.last;
-          online_json["online_rates"] = v.rates;
-          online_json["online_over_offline"] = med_on / med_off;
-        }
-      }
-      online_json["rounds"] = drift_rounds;
-      online_json["online_over_offline_measure"] = rate;
-      online_json["arrivals_per_second"] = drift_arrivals;
-      online_json["swap_fraction"] = drift_swap_fraction;
-      online_json["ratio"] = drift_ratio;
-      online_json["call_size"] = drift_call;
-      online_json["drifting_queries"] = drifting.size();
-      online_json["online_variants"] = drift_online;
-      online_json["planner_threads"] = drift_planner_threads;
-      report["online"] = online_json;
+      DriftOptions o;
+      o.spec = drift_spec;
+      o.limit = drift_limit;
+      o.ratio = drift_ratio;
+      o.call_size = drift_call;
+      o.online = drift_online;
+      o.rounds = drift_rounds;
+      o.half_life = drift_half_life;
+      o.replan = drift_replan;
+      o.sample = drift_sample;
+      o.max_pending = drift_max_pending;
+      o.planner_threads = drift_planner_threads;
+      o.swap_fraction = drift_swap_fraction;
+      o.arrivals = drift_arrivals;
+      report["online"] = run_drift_comparison(b, o, postings);
     }
     std::ofstream out(out_file);
     out << report.dump(2) << '\n';

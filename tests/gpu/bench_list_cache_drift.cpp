@@ -1,0 +1,184 @@
+// bench_list_cache's drift comparison (paper 000's online policy against its offline plan):
+// a drifting test log served at --drift-ratio through VFB, offline and each online variant in
+// alternating rounds, with the same arrivals; see bench_list_cache.cpp for the program.
+#include <tbb/parallel_for.h>
+
+#include <sstream>
+
+#include <sys/resource.h>
+
+#include <fmt/format.h>
+
+#include "bench_list_cache.hpp"
+#include "common/cache_admission.hpp"
+#include "common/metrics.hpp"
+#include "common/online_cache_policy.hpp"
+#include "common/reference_engine.hpp"
+#include "partition/synthetic_collection.hpp"
+
+namespace gpusearch::bench {
+
+nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double postings) {
+  // Online against offline on the drifting log, at --drift-ratio, VFB.
+  SyntheticParams sp = SyntheticParams::parse(o.spec);
+  sp.query_drift = 1.0;
+  sp.test_queries = o.limit;
+  std::vector<Query> drifting;
+  for (const auto& [id, text] : SyntheticCollection(sp).queries(false)) {
+    Query q;
+    QueryProblem p;
+    if (resolve_query(b.shard, QueryText{id, text, 0, {}}, {}, q, p, "drift") && !q.terms.empty())
+      drifting.push_back(std::move(q));
+  }
+  std::vector<ReferenceAnswer> drift_refs;
+  drift_refs.resize(std::min(b.check, drifting.size()));
+  tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t i) {
+    drift_refs[i] = reference_answer(b.index, drifting[i], b.params, 2 * b.params.k + 20);
+  });
+  const double memory = postings / o.ratio;
+  const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
+  const double share = 0.8;
+  VisitLog visits = b.visits;
+  const auto lists =
+      admit_lists(b.shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
+  nlohmann::json online_json = nlohmann::json::object();
+  const std::size_t saved_call = b.call_size;
+  b.call_size = o.call_size;  // an ISN's batches: the online plans go in between them
+  // Rounds alternate offline and online (this host's rates move by 20% between runs);
+  // the JSON keeps the last round's runs and every round's rates.
+  struct Variant {
+    std::string spec;
+    PlannerPriority priority = PlannerPriority::kIdle;
+    double min_payoff = 1, min_gain = 0.02;
+    std::vector<double> rates;
+    nlohmann::json last;
+  };
+  std::vector<Variant> variants(1);  // [0]: the offline plan
+  for (const std::string& spec : split(o.online)) {
+    Variant v;
+    v.spec = spec;
+    std::stringstream ss(spec);
+    std::string part;
+    std::vector<std::string> parts;
+    while (std::getline(ss, part, ':')) parts.push_back(part);
+    const std::string bad = "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN";
+    if (parts.size() != 3) throw InputError("--drift-online", 0, bad);
+    v.priority = parse_planner_priority(parts[0]);
+    try {
+      v.min_payoff = std::stod(parts[1]);
+      v.min_gain = std::stod(parts[2]);
+    } catch (const std::exception&) {
+      throw InputError("--drift-online", 0, bad);
+    }
+    variants.push_back(std::move(v));
+  }
+  if (variants.size() < 2) throw InputError("--drift-online", 0, "no online variant");
+  for (unsigned round = 0; round < o.rounds; ++round)
+    for (std::size_t arm = 0; arm < variants.size(); ++arm) {
+      const bool online = arm > 0;
+      Variant& variant = variants[arm];
+      auto e = cached_engine(b, memory, share, lists, b.batch_size, pc.tails);
+      std::shared_ptr<OnlineCachePolicy> policy;
+      if (online) {
+        OnlinePolicyOptions oo;
+        oo.lambda = pc.lambda;
+        oo.budget_bytes = std::uint64_t(share * memory);
+        oo.k = b.params.k;
+        oo.scoring = b.params.scoring;
+        oo.half_life_queries = o.half_life;
+        oo.replan_queries = o.replan;
+        oo.sample_every = o.sample;
+        oo.max_pending = o.max_pending;
+        oo.planner_priority = variant.priority;
+        oo.planner_threads = o.planner_threads;
+        oo.min_payoff = variant.min_payoff;
+        oo.min_gain = variant.min_gain;
+        policy = std::make_shared<OnlineCachePolicy>(b.shard, oo);
+        policy->seed(b.train);  // what the offline plan saw, as the stream's past
+        policy->take_plan();    // the offline plan's equal: the engine holds that already
+        e->set_online_policy(policy, std::uint64_t(share * memory * o.swap_fraction));
+      }
+      // The process's CPU time over the run (serving, post-processing and planning together).
+      rusage r0{}, r1{};
+      getrusage(RUSAGE_SELF, &r0);
+      nlohmann::json run = timed_run(b, *e, drifting, drift_refs, drifting.size() / 2, o.arrivals);
+      getrusage(RUSAGE_SELF, &r1);
+      auto cpu_s = [](const rusage& r) {
+        return double(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+               1e-6 * double(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+      };
+      run["process_cpu_seconds"] = cpu_s(r1) - cpu_s(r0);
+      const auto& lc = run["list_cache"];
+      fmt::print(
+          "drifting log at {}x, {}: {:.0f} q/s{}, hit {:.3f} (bytes; halves {:.3f} / {:.3f}), "
+          "post {:.3f}, wrong {}\n",
+          o.ratio, online ? "online " + variant.spec : std::string("offline"),
+          run[o.arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"].get<double>(),
+          o.arrivals > 0 ? fmt::format(" busy ({:.0f}/s arriving)", o.arrivals) : "",
+          lc["hit_rate_bytes"].get<double>(), lc.value("hit_rate_bytes_first_half", 0.0),
+          lc.value("hit_rate_bytes_second_half", 0.0), lc["post_processed_fraction"].get<double>(),
+          run["wrong"].get<std::size_t>());
+      if (policy) {
+        run["online_policy"] = policy->stats();  // at the end of the run: what lagged
+        const auto& ps = run["online_policy"];
+        fmt::print(
+            "  online policy: {} plans (1 seeded), {} cache changes, {:.1f} MB copied by swaps, "
+            "{} replayed of {} observed ({} dropped), {} pending at the end, replay {:.3f} s, "
+            "planning {:.3f} s; {} plans withheld by the gate (last: saves {:.0f} B/query of "
+            "{:.0f}, copies {:.1f} MB); planner {} x {}; process CPU {:.2f} s\n",
+            ps["plans"].get<std::uint64_t>(), lc.value("online_cache_changes", 0ull),
+            double(lc.value("online_bytes_copied", 0ull)) / 1e6,
+            ps["replayed"].get<std::uint64_t>(), ps["observed"].get<std::uint64_t>(),
+            ps["dropped"].get<std::uint64_t>(), ps["pending"].get<std::size_t>(),
+            ps["replay_seconds"].get<double>(), ps["plan_seconds"].get<double>(),
+            ps["plans_withheld"].get<std::uint64_t>(),
+            ps["last_gate"]["saving_per_query"].get<double>(),
+            ps["last_gate"]["held_bytes_per_query"].get<double>(),
+            ps["last_gate"]["copy_bytes"].get<double>() / 1e6,
+            ps["planner_threads"].get<unsigned>(), ps["planner_priority"].get<std::string>(),
+            run["process_cpu_seconds"].get<double>());
+      } else {
+        fmt::print("  offline plan: process CPU {:.2f} s\n",
+                   run["process_cpu_seconds"].get<double>());
+      }
+      variant.rates.push_back(
+          run[o.arrivals > 0 ? "busy_queries_per_second" : "queries_per_second"].get<double>());
+      variant.last = std::move(run);
+    }
+  b.call_size = saved_call;
+  const char* rate = o.arrivals > 0 ? "busy_queries_per_second" : "queries_per_second";
+  const double med_off = metrics::percentile(variants[0].rates, 50);
+  online_json["offline"] = variants[0].last;
+  online_json["offline_rates"] = variants[0].rates;
+  online_json["variants"] = nlohmann::json::array();
+  for (std::size_t arm = 1; arm < variants.size(); ++arm) {
+    const Variant& v = variants[arm];
+    const double med_on = metrics::percentile(v.rates, 50);
+    fmt::print(
+        "drifting log at {}x, {} rounds: online {} / offline = {:.3f} (medians {:.0f} / {:.0f} "
+        "{})\n",
+        o.ratio, o.rounds, v.spec, med_on / med_off, med_on, med_off, rate);
+    // The first variant's last run is the report's "online" (not repeated: wrong counted once).
+    online_json["variants"].push_back({{"spec", v.spec},
+                                       {"rates", v.rates},
+                                       {"online_over_offline", med_on / med_off},
+                                       {"run", arm == 1 ? nlohmann::json("online") : v.last}});
+    if (arm == 1) {  // the first variant: the report's "online"
+      online_json["online"] = v.last;
+      online_json["online_rates"] = v.rates;
+      online_json["online_over_offline"] = med_on / med_off;
+    }
+  }
+  online_json["rounds"] = o.rounds;
+  online_json["online_over_offline_measure"] = rate;
+  online_json["arrivals_per_second"] = o.arrivals;
+  online_json["swap_fraction"] = o.swap_fraction;
+  online_json["ratio"] = o.ratio;
+  online_json["call_size"] = o.call_size;
+  online_json["drifting_queries"] = drifting.size();
+  online_json["online_variants"] = o.online;
+  online_json["planner_threads"] = o.planner_threads;
+  return online_json;
+}
+
+}  // namespace gpusearch::bench
