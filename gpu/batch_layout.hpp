@@ -59,6 +59,7 @@ struct QueryDesc {
   std::uint32_t slot;             // result slot of this query in the batch
   std::uint32_t and_segment_begin, and_segment_count;  // rows of the AND phase's segments
   std::uint32_t or_segment_begin, or_segment_count;    // rows of the OR phase's segments
+  double theta_seed;  // OR: a lower bound of the query's k-th score to start from (0: none)
 };
 
 // One thread block's share of one query: docIDs [doc_lo, doc_hi).

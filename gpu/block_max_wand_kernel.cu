@@ -145,7 +145,10 @@ __global__ void block_max_wand_kernel(ShardView shard, BatchPointers batch) {
   topk_init(st, k);
   if (tid < kNumCounters) counters[tid] = 0;
   // Other segments of the query may already hold a k-th score: a lower bound of the final one.
-  if (tid == 0) *shared_theta = *reinterpret_cast<const volatile unsigned long long*>(theta_query);
+  if (tid == 0) {
+    if (q.theta_seed > 0.0) raise_theta(theta_query, q.theta_seed);  // the host's seed
+    *shared_theta = *reinterpret_cast<const volatile unsigned long long*>(theta_query);
+  }
   __syncthreads();
 
   unsigned long long postings = 0, blocks_decoded = 0, blocks_skipped = 0, scored = 0;

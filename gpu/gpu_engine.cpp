@@ -11,6 +11,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "common/kth_impact_table.hpp"
 #include "common/reference_engine.hpp"
 #include "common/scoring.hpp"
 #include "common/online_cache_policy.hpp"
@@ -142,6 +143,7 @@ struct GpuEngine::Impl {
   int multiprocessors = 1;
   std::unique_ptr<DeviceShard> image;       // the whole shard, or
   std::unique_ptr<DeviceListCache> cache;  // the list cache (options.list_cache)
+  std::unique_ptr<KthImpactTable> seeds;   // OR threshold seeds (options.threshold_seed)
   std::array<Lane, 2> lanes;
   std::unique_ptr<QueryEngine> host_engine;
   std::uint64_t calls = 0;
@@ -217,6 +219,15 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
         options.postprocess_threads > 0 ? options.postprocess_threads : hw - 1);
   } else {
     impl_->image = std::make_unique<DeviceShard>(shard);
+  }
+  // A segment's rows of a range engine go to the NCCL merge and a list-cache engine's to the
+  // post-processor's finality test: both keep the unseeded path (a seed is safe for them too,
+  // but their callers have not been measured with shorter rows).
+  if (options.threshold_seed && !options.list_cache && options.doc_begin == 0 &&
+      options.doc_end == shard.num_docs()) {
+    impl_->seeds = std::make_unique<KthImpactTable>(shard);
+    impl_->annotations["threshold_seed"] = {{"table_bytes", impl_->seeds->bytes()},
+                                            {"build_seconds", impl_->seeds->build_seconds()}};
   }
 }
 
@@ -652,6 +663,18 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       d.num_terms = T;
       d.static_weight = w.static_weight;
       d.gs_bound_factor = factor ? *factor : -1.0;
+      // The OR phase's starting k-th score: one term's k-th best share of a score is a lower
+      // bound of the query's k-th score (scores are sums of non-negative parts). Lowered by the
+      // bounds' rounding slack: the kernels' float scores of those documents may round below
+      // the host's double.
+      d.theta_seed = 0.0;
+      if (m.seeds && pruned && run_or) {
+        double seed = 0.0;
+        for (unsigned j = 0; j < T; ++j)
+          seed = std::max(seed, w.term_weight[j] * m.seeds->lower_bound(q.terms[j], k));
+        d.theta_seed = seed * (1.0 - kBoundSlack) / m.options.bound_scale *
+                       m.options.threshold_seed_scale;
+      }
       d.and_order_begin = term_pos;
       d.slot = std::uint32_t(slot);
       order.resize(T);

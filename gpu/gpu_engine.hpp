@@ -50,6 +50,14 @@ struct GpuEngineOptions {
   // Tests only: every pruning bound is multiplied by this (1 keeps them safe); the weakened-bound
   // test sets 0.97 and expects wrong answers.
   float bound_scale = 1.0f;
+  // OR (window, bmw): each query's running k-th score starts from a lower bound instead of 0:
+  // the largest weight_t * (k-th largest impact of t's list) over its terms
+  // (common/kth_impact_table.hpp, built when the engine starts). Whole-shard engines without
+  // the list cache only.
+  bool threshold_seed = true;
+  // Tests only: the seed is multiplied by this (1 keeps it a lower bound); the inflated-seed
+  // test sets it above 1 and expects wrong answers.
+  double threshold_seed_scale = 1.0;
   // Several GPUs per ISN (gpu/multi_gpu_engine.hpp): this engine answers over the shard's
   // docIDs [doc_begin, doc_end) only (doc_end 0: to the end of the shard).
   std::uint32_t doc_begin = 0, doc_end = 0;

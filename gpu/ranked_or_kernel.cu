@@ -194,6 +194,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double theta_window;  // the query's k-th score lower bound, read once per window
   topk_init(st, batch.k);
   if (tid < kNumCounters) counters[tid] = 0;
+  // The host's seed (a lower bound of the k-th score, batch_layout.hpp): thread 0 reads theta
+  // after this in every window.
+  if (tid == 0 && q.theta_seed > 0.0) raise_theta(theta_query, q.theta_seed);
   for (unsigned t = tid; t < T; t += blockDim.x) {
     cursor[t] = find_block(shard.block_last_docid, terms[t].first_block,
                            terms[t].first_block + terms[t].num_blocks, seg.doc_lo);

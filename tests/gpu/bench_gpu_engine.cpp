@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
   bool or_stage = false;
   std::string topk_memory_default = "auto";
+  bool threshold_seed = true;
   unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
@@ -114,6 +115,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--topk-memory", topk_memory_default,
                  "AND and OR: where a segment's top-k lives (auto, shared, global)")
+      ->capture_default_str();
+  app.add_option("--threshold-seed", threshold_seed,
+                 "OR (window, bmw): start each query's k-th score from the per-term k-th impact "
+                 "table (a spec's sixth field seed / noseed overrides it)")
       ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
   app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target")
@@ -294,6 +299,8 @@ int main(int argc, char** argv) {
         const unsigned threads = spec_parts.size() > 2 ? unsigned(std::stoul(spec_parts[2])) : or_threads;
         const bool stage = spec_parts.size() > 3 ? spec_parts[3] == "1" : or_stage;
         const std::string topk_memory = spec_parts.size() > 4 ? spec_parts[4] : topk_memory_default;
+        // Sixth field: "seed" / "noseed", the OR threshold seed (default --threshold-seed).
+        const bool seeded = spec_parts.size() > 5 ? spec_parts[5] != "noseed" : threshold_seed;
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
@@ -302,6 +309,7 @@ int main(int argc, char** argv) {
           go.or_threads = threads;
           go.or_stage_blocks = stage;
           go.topk_memory = topk_memory;
+          go.threshold_seed = seeded;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
@@ -366,7 +374,7 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"topk_memory", topk_memory},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"topk_memory", topk_memory}, {"threshold_seed", seeded},
               {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
@@ -388,6 +396,9 @@ int main(int argc, char** argv) {
               {"counters", to_json(c)},
               {"early_termination_rounds_saved", rounds_saved},
               {"verified_queries", checked}, {"verify_failures", wrong}};
+          // The seed table's size and build time (per engine, once at start; not in the timing).
+          if (const auto st = raw.front()->stats(); st.contains("threshold_seed"))
+            row["threshold_seed_table"] = st["threshold_seed"];
           std::cerr << fmt::format(
               "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, unpack {:.1f} ms, "
               "{:.1f} G postings/s, {:.0f} GB/s postings, {} wrong of {}\n",

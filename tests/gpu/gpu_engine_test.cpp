@@ -326,6 +326,37 @@ TEST_F(GpuTest, WeakenedPruningBoundGivesWrongAnswers) {
   }
 }
 
+// The OR kernels' threshold seed (common/kth_impact_table.hpp): exact with and without it for
+// both pruned OR algorithms, every mode, k = 1 to 1000 and several segments per query; and it is
+// really used: a seed inflated by x1.5 (no longer a lower bound) gives wrong answers.
+TEST_F(GpuTest, ThresholdSeedIsExactAndAnInflatedSeedIsCaught) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=20000,seed=3,test_queries=200,mean_length=300", 1);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
+  ASSERT_GE(queries.size(), 150u);
+  for (const char* algorithm : {"window", "bmw"}) {
+    for (const bool seeded : {true, false}) {
+      gpu::GpuEngineOptions o;
+      o.algorithm = algorithm;
+      o.threshold_seed = seeded;
+      o.batch_size = 64;
+      o.max_segments_per_query = 4;
+      SCOPED_TRACE(std::string(algorithm) + (seeded ? " seeded" : " unseeded"));
+      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 100, 1000}), o),
+                2000u);
+    }
+    gpu::GpuEngineOptions o;
+    o.algorithm = algorithm;
+    o.threshold_seed_scale = 1.5;
+    const auto settings = all_settings({1, 10});
+    const CheckCount inflated = compare_gpu_with_reference(index, queries, settings, o, false);
+    EXPECT_GT(inflated.failures, 0u) << algorithm << ": " << inflated.checks
+                                     << " answers with the seed x1.5, none wrong";
+    std::cerr << algorithm << ": seed x1.5 gives " << inflated.failures << " wrong answers of "
+              << inflated.checks << "\n";
+  }
+}
+
 TEST_F(GpuTest, BadOptionsAreRejected) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=500,seed=2,test_queries=5", 1);

@@ -1,0 +1,102 @@
+#include "common/kth_impact_table.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "common/block_codec.hpp"
+#include "common/scoring.hpp"
+
+namespace gpusearch {
+
+namespace {
+
+// Number of ladder entries a list of df postings has a bound for.
+std::uint32_t ladder_entries(std::uint32_t df) {
+  return static_cast<std::uint32_t>(
+      std::upper_bound(KthImpactTable::kLadder.begin(), KthImpactTable::kLadder.end(), df) -
+      KthImpactTable::kLadder.begin());
+}
+
+// x as a float not above x (the bounds must stay lower bounds after rounding).
+float round_down(double x) {
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) > x) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+struct Scratch {
+  std::vector<std::uint32_t> blocks;
+  std::vector<double> impacts;
+  alignas(16) DocId docs[kBlockSize];
+  alignas(16) std::uint32_t freqs[kBlockSize];
+};
+
+}  // namespace
+
+KthImpactTable::KthImpactTable(const ShardIndex& shard) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::uint32_t n = shard.num_terms();
+  row_begin_.assign(std::size_t(n) + 1, 0);
+  for (std::uint32_t t = 0; t < n; ++t)
+    row_begin_[t + 1] = row_begin_[t] + ladder_entries(shard.term(t).df_shard);
+  values_.assign(row_begin_[n], 0.0f);
+  const IndexParams& p = shard.params();
+  const auto lengths = shard.doc_lengths();
+  const auto block_max = shard.block_max_impact();
+  const std::uint32_t budget = (kLadder.back() + kBlockSize - 1) / kBlockSize + kExtraBlocks;
+  tbb::enumerable_thread_specific<Scratch> scratch;
+  tbb::parallel_for(tbb::blocked_range<std::uint32_t>(0, n, 256), [&](const auto& range) {
+    Scratch& s = scratch.local();
+    for (std::uint32_t t = range.begin(); t != range.end(); ++t) {
+      const TermInfo& ti = shard.term(t);
+      const std::uint32_t entries = row_begin_[t + 1] - row_begin_[t];
+      if (entries == 0) continue;
+      // The `budget` blocks of highest maxima (all of a short list's).
+      s.blocks.resize(ti.num_blocks);
+      for (std::uint32_t i = 0; i < ti.num_blocks; ++i) s.blocks[i] = i;
+      const std::uint32_t take = std::min(budget, ti.num_blocks);
+      std::partial_sort(s.blocks.begin(), s.blocks.begin() + take, s.blocks.end(),
+                        [&](std::uint32_t a, std::uint32_t b) {
+                          return block_max[ti.first_block + a] > block_max[ti.first_block + b];
+                        });
+      s.impacts.clear();
+      for (std::uint32_t i = 0; i < take; ++i) {
+        const std::uint64_t b = ti.first_block + s.blocks[i];
+        const std::uint32_t count = std::min<std::uint32_t>(
+            kBlockSize, ti.df_shard - s.blocks[i] * kBlockSize);
+        const std::uint32_t* freq_part =
+            codec::decode_docids(shard.block_data(b), shard.block_floor(ti, b), s.docs);
+        codec::decode_freqs(freq_part, s.freqs);
+        for (std::uint32_t j = 0; j < count; ++j) {
+          const double norm =
+              length_norm(p.bm25, lengths[s.docs[j]], p.collection.avg_doc_length);
+          s.impacts.push_back(impact(s.freqs[j], norm));
+        }
+      }
+      std::sort(s.impacts.begin(), s.impacts.end(), std::greater<double>());
+      for (std::uint32_t e = 0; e < entries; ++e) {
+        const std::uint32_t K = kLadder[e];
+        values_[row_begin_[t] + e] = K <= s.impacts.size() ? round_down(s.impacts[K - 1]) : 0.0f;
+      }
+    }
+  });
+  build_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double KthImpactTable::lower_bound(TermId t, std::size_t k) const {
+  if (k == 0 || t + 1 >= row_begin_.size()) return 0.0;
+  const auto it = std::lower_bound(kLadder.begin(), kLadder.end(), k);
+  if (it == kLadder.end()) return 0.0;
+  const std::uint32_t e = static_cast<std::uint32_t>(it - kLadder.begin());
+  if (row_begin_[t] + e >= row_begin_[t + 1]) return 0.0;
+  return static_cast<double>(values_[row_begin_[t] + e]);
+}
+
+}  // namespace gpusearch
