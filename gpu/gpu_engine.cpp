@@ -26,6 +26,9 @@ namespace gpusearch::gpu {
 
 namespace {
 
+// algorithm auto: batches of at most this many queries run their OR phase by block-max WAND.
+constexpr std::size_t kAutoBmwMaxBatch = 256;
+
 // Hits per batch above which the results are unpacked on every core (see finish()).
 constexpr std::size_t kParallelUnpackHits = 16 * 1024;
 
@@ -96,6 +99,26 @@ std::uint32_t segment_count(std::uint64_t cost, std::uint64_t segment_cost, unsi
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(n, 1));
 }
 
+// The work decomposition's targets for a batch of nq queries. 0 in the options: chosen by batch
+// size, as measured on the H100 (NOTES-gpu-engine.md, 2026-11-24): a small batch's latency is
+// its slowest query's chain of windows, so it is cut finer (batch 64: 32 blocks per SM and
+// segments of 2,048 postings took the OR kernels of a lone batch from 2.23 to 1.75 ms); at
+// 1,024 16 blocks per SM did best, at 4,096 the default 8.
+struct SegmentTargets {
+  unsigned blocks_per_sm;
+  unsigned min_segment_postings;
+};
+SegmentTargets segment_targets(const GpuEngineOptions& o, std::size_t nq) {
+  const unsigned bps = o.blocks_per_sm != 0 ? o.blocks_per_sm
+                       : nq <= 256          ? 32
+                       : nq <= 2048         ? 16
+                                            : 8;
+  const unsigned min_postings = o.min_segment_postings != 0 ? o.min_segment_postings
+                                : nq <= 256                 ? 2048
+                                                            : 8192;
+  return {bps, min_postings};
+}
+
 // Segments over docIDs [0, end): the shard, or a list-cache query's horizon.
 void append_segments(const ShardIndex& shard, std::uint32_t query, const SegmentPlan& plan,
                      DocId end, std::vector<SegmentDesc>& out) {
@@ -130,7 +153,7 @@ void clip_segments(std::vector<SegmentDesc>& segments, std::size_t from, std::ui
 
 }  // namespace
 
-std::vector<std::string> gpu_algorithms() { return {"window", "bmw", "exhaustive"}; }
+std::vector<std::string> gpu_algorithms() { return {"auto", "window", "bmw", "exhaustive"}; }
 
 bool gpu_available() { return cuda_device_count() > 0; }
 int gpu_device_count() { return cuda_device_count(); }
@@ -166,11 +189,11 @@ struct GpuEngine::Impl {
 };
 
 GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineOptions options) {
-  if (options.algorithm.empty()) options.algorithm = "window";
+  if (options.algorithm.empty()) options.algorithm = "auto";
   const auto algos = gpu_algorithms();
   if (std::find(algos.begin(), algos.end(), options.algorithm) == algos.end())
     throw InputError("--algorithm", 0,
-                     fmt::format("unknown GPU algorithm '{}' (window, bmw, exhaustive)",
+                     fmt::format("unknown GPU algorithm '{}' (auto, window, bmw, exhaustive)",
                                  options.algorithm));
   if (options.batch_size == 0) throw InputError("--gpu-batch", 0, "must be at least 1");
   if (options.bmw_threads < 32 || options.bmw_threads > 256 || options.bmw_threads % 32 != 0)
@@ -187,7 +210,6 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
     throw InputError("--gpu-max-segments", 0,
                      fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
-  if (options.blocks_per_sm < 1) throw InputError("--gpu-blocks-per-sm", 0, "must be at least 1");
   if (!gpu_available()) throw CudaError("no CUDA device is available to the GPU engine");
   if (options.device >= cuda_device_count())
     throw InputError("--gpu", 0, fmt::format("device {} does not exist ({} present)",
@@ -351,7 +373,11 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   const ShardIndex& shard = m.shard;
   const IndexParams& ip = shard.params();
   const unsigned k = params.k;
-  const bool bmw = m.options.algorithm == "bmw";
+  // auto: block-max WAND for the OR phase of small batches, the window kernel for large ones
+  // (H100, k = 10, batch 64: OR p50 0.97 ms against 1.94, and-or 1.05 against 2.08; at 1,024
+  // the window kernel's throughput is 1.4x bmw's).
+  const bool bmw_always = m.options.algorithm == "bmw";
+  const bool bmw_small_batches = m.options.algorithm == "auto";
   const bool pruned = m.options.algorithm != "exhaustive";
   const bool run_and = params.mode != Mode::kOr, run_or = params.mode != Mode::kAnd;
 
@@ -413,21 +439,23 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   }
   bounds.push_back(gpu_queries.size());
   const DocId shard_end = shard.num_docs();
-  const std::uint64_t target_blocks = std::uint64_t(m.options.blocks_per_sm) * m.multiprocessors;
   // Segments per query of one batch: about target_blocks in all, in proportion to cost.
   auto plan_batch = [&](std::size_t begin, std::size_t end, std::vector<SegmentPlan>& and_plan,
                         std::vector<SegmentPlan>& or_plan) {
+    const SegmentTargets targets = segment_targets(m.options, end - begin);
+    const std::uint64_t target_blocks = std::uint64_t(targets.blocks_per_sm) * m.multiprocessors;
+    const std::uint64_t min_segment_postings = targets.min_segment_postings;
     std::uint64_t and_total = 0, or_total = 0;
     for (std::size_t j = begin; j < end; ++j) {
       and_total += and_cost[gpu_queries[j]];
       or_total += or_cost[gpu_queries[j]];
     }
     const std::uint64_t and_seg_cost =
-        std::max<std::uint64_t>(m.options.min_segment_postings / 8, and_total / target_blocks);
+        std::max<std::uint64_t>(min_segment_postings / 8, and_total / target_blocks);
     // OR blocks of more than 256 threads: proportionally fewer of them fill the device.
     const std::uint64_t or_target = std::max<std::uint64_t>(1, target_blocks * 256 / m.options.or_threads);
     const std::uint64_t or_seg_cost =
-        std::max<std::uint64_t>(m.options.min_segment_postings, or_total / or_target);
+        std::max<std::uint64_t>(min_segment_postings, or_total / or_target);
     and_plan.assign(end - begin, SegmentPlan{});
     or_plan.assign(end - begin, SegmentPlan{});
     for (std::size_t j = begin; j < end; ++j) {
@@ -612,6 +640,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.query_index.assign(gpu_queries.begin() + std::ptrdiff_t(begin),
                             gpu_queries.begin() + std::ptrdiff_t(end));
     const std::size_t nq = lane.query_index.size();
+    const bool bmw = bmw_always || (bmw_small_batches && nq <= kAutoBmwMaxBatch);
     plan_batch(begin, end, and_plan, or_plan);
     and_segments.clear();
     or_segments.clear();

@@ -29,8 +29,9 @@ struct GpuEngineOptions {
   int device = -1;                // -1: the process's current device
   // bmw: OR by block-max WAND over each query's threads (paper 002), AND with GS early
   // termination; window: OR by accumulator windows skipped on block-max bounds; exhaustive:
-  // no pruning at all.
-  std::string algorithm = "bmw";
+  // no pruning at all; auto (the default): bmw for batches of at most 256 queries (lower
+  // latency), window above (higher throughput).
+  std::string algorithm = "auto";
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned or_threads = 256;      // threads per OR segment (32 ... 1024) sharing a window
@@ -43,9 +44,10 @@ struct GpuEngineOptions {
   bool cost_order = true;         // sort queries by shortest-list length before batching
   // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query
   // gets one segment per min_segment_postings of its cost at least, and at most
-  // max_segments_per_query (1: one block per query).
-  unsigned blocks_per_sm = 8;
-  unsigned min_segment_postings = 8192;
+  // max_segments_per_query (1: one block per query). 0: by batch size (finer for small
+  // batches, whose latency is their slowest query's; gpu_engine.cpp, segment_targets).
+  unsigned blocks_per_sm = 0;
+  unsigned min_segment_postings = 0;
   unsigned max_segments_per_query = 64;
   // Tests only: every pruning bound is multiplied by this (1 keeps them safe); the weakened-bound
   // test sets 0.97 and expects wrong answers.

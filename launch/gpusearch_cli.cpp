@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
                    "engine: auto (gpu where a device is present, else cpu), cpu, gpu, or reference "
                    "(the exhaustive oracle)")->capture_default_str();
   srch->add_option("--algorithm", so.engine.algorithm,
-                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: window, bmw, exhaustive; default: the engine's best)");
+                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: auto, window, bmw, exhaustive; default: the engine's best)");
   srch->add_option("--intra-query", so.engine.intra_query_threads,
                    "cpu: threads that split one query's docID range (latency)")->capture_default_str();
   srch->add_option("--gpu", so.engine.gpu_device, "gpu: device ordinal (default: the process's)");
@@ -179,7 +179,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   srch->add_option("--gpu-blocks-per-sm", so.engine.gpu_blocks_per_sm,
                    "gpu: thread blocks a batch aims at per multiprocessor (queries are cut into "
-                   "docID segments to reach it)")->capture_default_str()->check(CLI::Range(1u, 64u));
+                   "docID segments to reach it; 0: by batch size, 32 / 16 / 8 for batches of at "
+                   "most 256 / 2,048 / more queries)")->capture_default_str()->check(CLI::Range(0u, 64u));
   srch->add_option("--gpu-max-segments", so.engine.gpu_max_segments,
                    "gpu: most docID segments per query (1: one thread block per query)")
       ->capture_default_str()->check(CLI::Range(1u, 64u));

@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   bool or_stage = false;
   std::string topk_memory_default = "auto";
   bool threshold_seed = true;
-  unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 8, max_segments = 64;
+  unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 0, max_segments = 64,
+           min_segment_postings = gpu::GpuEngineOptions{}.min_segment_postings;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "query log (TSV)")->required();
   app.add_option("--out", out_path, "JSON output")->required();
@@ -121,7 +122,10 @@ int main(int argc, char** argv) {
                  "table (a spec's sixth field seed / noseed overrides it)")
       ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
-  app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target")
+  app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target (0: by batch size)")
+      ->capture_default_str();
+  app.add_option("--min-segment-postings", min_segment_postings,
+                 "GPU work decomposition: a segment holds at least this much of a query's cost")
       ->capture_default_str();
   app.add_option("--max-segments", max_segments, "GPU segments per query at most (1: none)")
       ->capture_default_str();
@@ -313,6 +317,7 @@ int main(int argc, char** argv) {
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
+          go.min_segment_postings = min_segment_postings;
           std::vector<std::unique_ptr<QueryEngine>> engines;
           std::vector<gpu::GpuEngine*> raw;
           for (std::size_t s = 0; s < index.num_open_shards(); ++s) {
@@ -354,15 +359,26 @@ int main(int argc, char** argv) {
           for (const auto& shard_results : r.per_shard)
             for (const auto& x : shard_results) c.add(x.counters);
           // Latency: batches of this size one at a time; a query's latency is its batch's.
-          std::vector<double> batch_ms;
+          std::vector<double> batch_ms, lat_kernel_ms, lat_copy_ms, lat_host_ms;
           const std::size_t lat_n = std::min(queries.size(), std::max<std::size_t>(latency_limit, go.batch_size));
           for (std::size_t b0 = 0; b0 < lat_n; b0 += go.batch_size) {
             const std::vector<Query> batch(queries.begin() + b0,
                                            queries.begin() + std::min(lat_n, b0 + go.batch_size));
+            for (auto* e : raw) e->clear_stats();
             const auto t0 = Clock::now();
             run_all(engines, batch, params);
             const double ms = seconds_since(t0) * 1e3;
             for (std::size_t i = 0; i < batch.size(); ++i) batch_ms.push_back(ms);
+            // Where a lone batch's time goes: kernels, copies, and the host (the rest).
+            double kms = 0, cms = 0;
+            for (auto* e : raw)
+              for (const auto& b : e->batch_stats()) {
+                kms += b.kernel_ms;
+                cms += b.h2d_ms + b.d2h_ms;
+              }
+            lat_kernel_ms.push_back(kms);
+            lat_copy_ms.push_back(cms);
+            lat_host_ms.push_back(ms - kms - cms);
           }
           // Exactness of this run's answers on a sample.
           std::size_t checked = 0, wrong = 0;
@@ -379,6 +395,9 @@ int main(int argc, char** argv) {
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
               {"latency_ms_p99", percentile(batch_ms, 99)},
+              {"latency_batch_ms_p50", {{"kernel", percentile(lat_kernel_ms, 50)},
+                                        {"copies", percentile(lat_copy_ms, 50)},
+                                        {"host", percentile(lat_host_ms, 50)}}},
               {"kernel_ms", kernel_ms}, {"h2d_ms", h2d_ms}, {"d2h_ms", d2h_ms},
               {"pack_ms", pack_ms}, {"unpack_ms", unpack_ms}, {"h2d_bytes", h2d_bytes}, {"d2h_bytes", d2h_bytes},
               {"postings_bytes_read", bytes_read},
@@ -401,11 +420,14 @@ int main(int argc, char** argv) {
             row["threshold_seed_table"] = st["threshold_seed"];
           std::cerr << fmt::format(
               "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, unpack {:.1f} ms, "
-              "{:.1f} G postings/s, {:.0f} GB/s postings, {} wrong of {}\n",
+              "{:.1f} G postings/s, {:.0f} GB/s postings, {} wrong of {}; a lone batch's p50: "
+              "kernels {:.2f} ms, copies {:.2f}, host {:.2f}\n",
               algo_spec, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
               percentile(batch_ms, 99), kernel_ms, unpack_ms,
               double(c.postings_decoded) / std::max(kernel_ms, 1e-9) / 1e6,
-              double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6, wrong, checked);
+              double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6, wrong, checked,
+              percentile(lat_kernel_ms, 50), percentile(lat_copy_ms, 50),
+              percentile(lat_host_ms, 50));
           gpu_json.push_back(row);
         }
       }

@@ -357,6 +357,23 @@ TEST_F(GpuTest, ThresholdSeedIsExactAndAnInflatedSeedIsCaught) {
   }
 }
 
+// The default algorithm, auto: block-max WAND for small batches, the window kernel for large
+// ones, both exact against the reference (batches of 64 and of 4,096 in one call).
+TEST_F(GpuTest, AutoAlgorithmIsExactAtSmallAndLargeBatches) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=20000,seed=29,test_queries=300,mean_length=250", 2);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 300);
+  ASSERT_GE(queries.size(), 200u);
+  for (unsigned batch : {64u, 4096u}) {
+    gpu::GpuEngineOptions o;
+    EXPECT_EQ(o.algorithm, "auto");
+    o.batch_size = batch;
+    SCOPED_TRACE("auto, batch " + std::to_string(batch));
+    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 100, 1000}), o),
+              4000u);
+  }
+}
+
 TEST_F(GpuTest, BadOptionsAreRejected) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=500,seed=2,test_queries=5", 1);
