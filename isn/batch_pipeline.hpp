@@ -30,6 +30,7 @@ struct PipelinedBatch {
   std::vector<Query> queries;
   std::vector<ShardResult> results;
   std::chrono::steady_clock::time_point started, finished;
+  double compute_share = 1.0;  // of [started, finished): its queries' share of a joint call
   std::string error;  // the first failed job's (the batch is then answered on the fallback)
 };
 

@@ -98,6 +98,11 @@ int main(int argc, char** argv) {
                  o.inject_engine_fault_at_batch,
                  "test: the engine (any) fails from this batch on (counting from 1); the ISN "
                  "finishes on its fallback engine");
+  app.add_option("--coalesce-batches", o.coalesce_batches,
+                 "batches waiting when the engine frees up join one engine call, up to this many "
+                 "(same search parameters; 1: one call per batch; not with --scheduler)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--inject-delay-ms", o.inject_delay_ms, "test: sleep this long before each batch");
   app.add_option("--inject-delay-rank", o.inject_delay_rank,
                  "test: only this rank sleeps (-1: all)");

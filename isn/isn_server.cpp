@@ -105,6 +105,9 @@ class BatchLoop {
   // its jobs in the pipeline; and sends an answered batch.
   std::unique_ptr<PipelinedBatch> open_batch(Inbound in, Clock::time_point idle_since);
   void search_now(PipelinedBatch& b);
+  // Searches the opened batches: runs of them with equal parameters (one stage, no threshold
+  // sharing) in one engine call, the others one by one.
+  void search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open);
   // The second stage of a batch whose first stage is done: first the ranker-cache commands the
   // aggregator sent for it (and any for batches this ISN never got), then the ranking. Throws
   // what the ranking throws (a bad ranker does not: its queries keep the first stage).
@@ -127,6 +130,7 @@ class BatchLoop {
   cpu::CpuEngine* sharing_engine_ = nullptr;
   std::vector<cpu::QueryThresholdSlots> slots_;  // the engine thread's
   std::uint64_t batches_shared_ = 0;
+  std::uint64_t joint_calls_ = 0, batches_joined_ = 0;  // --coalesce-batches
   MPI_Comm world_;
   ProgressPacer pacer_;
 
@@ -236,6 +240,56 @@ void BatchLoop::search_now(PipelinedBatch& b) {
   b.finished = Clock::now();
 }
 
+void BatchLoop::search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open) {
+  const auto joinable = [&](const PipelinedBatch& a, const PipelinedBatch& b) {
+    const SearchParams &p = a.params, &q = b.params;
+    return !sharing_engine_ && p.candidates == 0 && q.candidates == 0 && p.mode == q.mode &&
+           p.scoring == q.scoring && p.alpha == q.alpha && p.k == q.k;
+  };
+  for (std::size_t i = 0; i < open.size();) {
+    std::size_t j = i + 1;
+    while (j < open.size() && joinable(*open[i], *open[j])) ++j;
+    if (j - i == 1) {
+      search_now(*open[i++]);
+      continue;
+    }
+    std::vector<Query> queries;
+    for (std::size_t x = i; x < j; ++x)
+      queries.insert(queries.end(), open[x]->queries.begin(), open[x]->queries.end());
+    std::vector<ShardResult> results(queries.size());
+    const auto t0 = Clock::now();
+    std::string error;
+    try {
+      engine_.search(queries, open[i]->params, results);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const auto t1 = Clock::now();
+    std::size_t at = 0;
+    for (std::size_t x = i; x < j; ++x) {
+      PipelinedBatch& b = *open[x];
+      b.results.assign(results.begin() + std::ptrdiff_t(at),
+                       results.begin() + std::ptrdiff_t(at + b.queries.size()));
+      at += b.queries.size();
+      b.error = error;
+      if (error.empty()) {
+        try {
+          rank_batch(b);  // one stage: applies the ranker-cache commands due by this batch
+        } catch (const std::exception& e) {
+          b.error = e.what();
+        }
+      }
+      b.started = t0;
+      b.header.start_us = steady_us(t0);
+      b.finished = t1;
+      b.compute_share = double(b.queries.size()) / double(std::max<std::size_t>(1, queries.size()));
+    }
+    ++joint_calls_;
+    batches_joined_ += j - i;
+    i = j;
+  }
+}
+
 void BatchLoop::apply_ranker_commands(std::uint64_t batch_id) {
   std::vector<RankerCacheCommand> due;
   {
@@ -284,7 +338,7 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
   const auto t1 = b.finished;
   header.end_us = steady_us(t1);
   header.fallback_active = engine_.fallback_active();
-  header.compute_us = micros(t1 - b.started);
+  header.compute_us = std::uint64_t(double(micros(t1 - b.started)) * b.compute_share);
   auto message = std::make_shared<const OutgoingMessage>(
       encode_results(header, b.results, [&](DocId d) { return shard_.external_id(d); }));
   // Pipelined batches overlap: their busy time is the pipeline's (stats), not this sum.
@@ -307,21 +361,25 @@ void BatchLoop::engine_thread_main() {
   if (pipeline_) return pipelined_engine_thread_main();
   auto idle_since = Clock::now();  // when the engine last finished (or started)
   for (;;) {
-    Inbound in;
+    std::vector<Inbound> ins;
     {
       std::unique_lock lock(mutex_);
       engine_busy_ = false;
       work_ready_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
       if (inbox_.empty()) return;  // stop, nothing left
-      in = std::move(inbox_.front());
-      inbox_.pop_front();
+      // The batches already waiting come along (--coalesce-batches), to share one engine call.
+      do {
+        ins.push_back(std::move(inbox_.front()));
+        inbox_.pop_front();
+      } while (ins.size() < options_.coalesce_batches && !inbox_.empty());
       engine_busy_ = true;
       busy_since_ = Clock::now();
     }
-    if (auto b = open_batch(std::move(in), idle_since)) {
-      search_now(*b);
-      send_answer(*b);
-    }
+    std::vector<std::unique_ptr<PipelinedBatch>> open;
+    for (Inbound& in : ins)
+      if (auto b = open_batch(std::move(in), idle_since)) open.push_back(std::move(b));
+    search_joined(open);
+    for (auto& b : open) send_answer(*b);
     idle_since = Clock::now();
   }
 }
@@ -536,6 +594,10 @@ nlohmann::json BatchLoop::stats() const {
                     {{"active", sharing_engine_ != nullptr},
                      {"sharers", thresholds_ ? thresholds_->sharers() : 1},
                      {"batches_shared", batches_shared_}}},
+                   {"coalesce",
+                    {{"max_batches", options_.coalesce_batches},
+                     {"joint_calls", joint_calls_},
+                     {"batches_joined", batches_joined_}}},
                    {"rss_bytes", current_rss_bytes()},
                    {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.

@@ -46,6 +46,10 @@ struct IsnOptions {
   // done on them before the hello. alpha NaN: the index's.
   std::optional<SearchParams> prepare_params;
   std::size_t parallel_chunk_queries = 4;  // ParallelBatchEngine's chunk
+  // Batches waiting in the ISN's queue when the engine frees up join one engine call, up to
+  // this many (1: one call per batch), where they share their search parameters: a backed-up
+  // queue is worked off in larger calls (the GPU engine's fixed cost per call is paid once).
+  unsigned coalesce_batches = 4;
   // Test hooks.
   std::uint64_t inject_engine_fault_at_batch = 0;  // any engine fails from this batch; 0: never
   unsigned inject_delay_ms = 0;                 // sleep before each batch

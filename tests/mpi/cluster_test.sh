@@ -429,6 +429,27 @@ case "$case_name" in
     grep -q "did not answer the shutdown" "$tmp/out.txt" || fail "no shutdown message"
     echo "PASS: stuck ISN: all 40 queries answered (partially), metrics written, job ended in ${took}s (exit $rc)"
     ;;
+  coalesce)
+    # A slow engine (5 ms per batch) with 8 batches in flight: the ISN's queue backs up, and the
+    # waiting batches join one engine call (--coalesce-batches). The answers must equal the
+    # reference's and the run file the one-call-per-batch run's, byte for byte.
+    synthetic_index 1 "$tmp/idx"
+    "$gs" -q search --engine reference --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
+      --mode and-or --k 10 --run "$tmp/ref.txt" >/dev/null
+    for c in 1 8; do
+      cluster --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" --isns 1 --mode and-or \
+        --k 10 --batch-size 6 --max-in-flight 8 --inject-delay-ms 5 --coalesce-batches "$c" \
+        --run "$tmp/run-$c.txt" --metrics "$tmp/m-$c.json" > "$tmp/out-$c.txt" 2>&1 ||
+        { cat "$tmp/out-$c.txt"; fail "coalesce $c: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$c.txt" || fail "coalesce $c differs from the reference"
+    done
+    cmp -s "$tmp/run-1.txt" "$tmp/run-8.txt" || fail "joined calls changed the run file"
+    joint=$(metric "$tmp/m-8.json" 'm["isn"][0]["stats"]["coalesce"]["joint_calls"]')
+    none=$(metric "$tmp/m-1.json" 'm["isn"][0]["stats"]["coalesce"]["joint_calls"]')
+    [ "$joint" -gt 0 ] || fail "--coalesce-batches 8: no batches ever joined a call"
+    [ "$none" = 0 ] || fail "--coalesce-batches 1: $none joint calls"
+    echo "PASS: waiting batches joined $joint engine calls; answers equal the reference"
+    ;;
   depths)
     synthetic_index 2 "$tmp/idx"
     # Repeats answered by the result cache come back before the batches in flight, and cost
