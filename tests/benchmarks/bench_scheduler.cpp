@@ -21,6 +21,10 @@
 //   bench_scheduler --index DIR [--queries FILE] [--train FILE] --out JSON [--gpu-engine E]
 //                   [--configs cpu,gpu,best-serial,lbd,queues-lone-cost,queues]
 //                   [--deadline-ms 500] [--gpu-engine simulated --sim-gpu-call-us 500 ...]
+//                   [--cpu-engine simulated --sim-cpu-query-ns ...]
+// A simulated processor (tests/support/simulated_engine.hpp) answers exactly and sleeps the
+// modelled time: on a host without a GPU or with few cores, the scheduler's routing can be
+// measured against a GPU of a given batch cost and 15 CPU workers of a given query cost.
 //                   [--seconds-per-rate 1.5] [--mode and-or] [--k 10]
 #include <algorithm>
 #include <atomic>
@@ -49,7 +53,7 @@
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/engine_factory.hpp"
 #include "isn/parallel_batch_engine.hpp"
-#include "simulated_gpu_engine.hpp"
+#include "simulated_engine.hpp"
 
 using namespace gpusearch;
 using Clock = std::chrono::steady_clock;
@@ -70,7 +74,9 @@ struct Settings {
   unsigned cost_repeats = CostLogOptions{}.repeats;
   std::string cpu_cost_clock = "thread", gpu_cost_clock = "wall";
   std::filesystem::path cost_log_path;
-  gpusearch::testing::SimulatedGpuCosts simulated;
+  gpusearch::testing::SimulatedCosts simulated;  // the GPU side's
+  std::string cpu_engine = "cpu";
+  gpusearch::testing::SimulatedCosts simulated_cpu{0, 100000, 0, 1.0};
 };
 
 std::vector<Query> resolve_all(const ShardIndex& shard, const std::filesystem::path& path) {
@@ -236,6 +242,23 @@ int main(int argc, char** argv) {
   app.add_option("--sim-gpu-posting-ns", s.simulated.posting_ns,
                  "simulated GPU: nanoseconds per posting of a query's lists")
       ->capture_default_str();
+  app.add_option("--sim-gpu-posting-exponent", s.simulated.posting_exponent,
+                 "simulated GPU: a query's cost grows with its postings to this power")
+      ->capture_default_str();
+  app.add_option("--cpu-engine", s.cpu_engine,
+                 "the CPU side: cpu (the CPU engine) or simulated (exact answers, slept time: "
+                 "--sim-cpu-*; its costs are logged on the wall clock)")
+      ->capture_default_str();
+  app.add_option("--sim-cpu-query-ns", s.simulated_cpu.query_ns,
+                 "simulated CPU: nanoseconds per query")
+      ->capture_default_str();
+  app.add_option("--sim-cpu-posting-ns", s.simulated_cpu.posting_ns,
+                 "simulated CPU: nanoseconds per posting (to the exponent)")
+      ->capture_default_str();
+  app.add_option("--sim-cpu-posting-exponent", s.simulated_cpu.posting_exponent,
+                 "simulated CPU: a query's cost grows with its postings to this power (pruning: "
+                 "below 1)")
+      ->capture_default_str();
   app.add_option("--configs", s.configs, "configurations, comma-separated")->capture_default_str();
   app.add_option("--mode", s.mode)->capture_default_str();
   app.add_option("--scoring", s.scoring)->capture_default_str();
@@ -291,13 +314,22 @@ int main(int argc, char** argv) {
                               s.k};
 
     // The engines: the CPU engine, and the GPU-side engine (the GPU engine where present).
-    cpu::CpuEngine cpu_engine(shard, 0);
+    cpu::CpuEngine real_cpu_engine(shard, 0);
+    if (s.cpu_engine != "cpu" && s.cpu_engine != "simulated")
+      throw InputError("--cpu-engine", 0, fmt::format("'{}': cpu or simulated", s.cpu_engine));
+    std::unique_ptr<QueryEngine> simulated_cpu;
+    if (s.cpu_engine == "simulated") {
+      simulated_cpu = std::make_unique<gpusearch::testing::SimulatedEngine>(
+          shard, std::make_unique<cpu::CpuEngine>(shard, 0), s.simulated_cpu, "simulated-cpu");
+      s.cpu_cost_clock = "wall";  // its time is slept
+    }
+    QueryEngine& cpu_engine = simulated_cpu ? *simulated_cpu : real_cpu_engine;
     EngineOptions go;
     go.engine = s.gpu_engine;
     const bool simulated = s.gpu_engine == "simulated";
     const std::string gpu_name = simulated ? "simulated" : resolve_engine_name(s.gpu_engine);
     std::unique_ptr<QueryEngine> gpu_engine =
-        simulated ? std::make_unique<gpusearch::testing::SimulatedGpuEngine>(
+        simulated ? std::make_unique<gpusearch::testing::SimulatedEngine>(
                         shard, std::make_unique<cpu::CpuEngine>(shard, 0), s.simulated)
                   : run_batches_in_parallel(make_engine(go, shard, 0));
     const unsigned cpu_workers =
@@ -312,7 +344,8 @@ int main(int argc, char** argv) {
 
     // Warm-up, and the answers every run is checked against (the CPU engine's).
     std::vector<ShardResult> expected(test.size()), scratch(test.size());
-    cpu_engine.search(test, params, expected);
+    real_cpu_engine.search(test, params, expected);
+    if (simulated_cpu) simulated_cpu->search(test, params, scratch);  // memoized from now on
     gpu_engine->search(test, params, scratch);
     std::uint64_t disagree = 0;
     for (std::size_t i = 0; i < test.size(); ++i) disagree += !same_hits(scratch[i], expected[i]);
@@ -494,8 +527,14 @@ int main(int argc, char** argv) {
         {"simulated_gpu",
          simulated ? nlohmann::json{{"call_us", s.simulated.call_us},
                                     {"query_ns", s.simulated.query_ns},
-                                    {"posting_ns", s.simulated.posting_ns}}
+                                    {"posting_ns", s.simulated.posting_ns},
+                                    {"posting_exponent", s.simulated.posting_exponent}}
                    : nlohmann::json(nullptr)},
+        {"simulated_cpu",
+         simulated_cpu ? nlohmann::json{{"query_ns", s.simulated_cpu.query_ns},
+                                        {"posting_ns", s.simulated_cpu.posting_ns},
+                                        {"posting_exponent", s.simulated_cpu.posting_exponent}}
+                       : nlohmann::json(nullptr)},
         {"lbd_threshold_blocks", lbd_blocks},
         {"lbd_short_on", s.lbd_short_on},
         {"engines_disagree", disagree},

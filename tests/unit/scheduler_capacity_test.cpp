@@ -1,6 +1,6 @@
 // The `queues` scheduler's capacity routing (isn/capacity_router.hpp) with real engines: the CPU
 // engine as the CPU (slowed to a known cost per query) and a simulated GPU processor (exact
-// answers, slept batch time: tests/support/simulated_gpu_engine.hpp). Most load goes to a GPU
+// answers, slept batch time: tests/support/simulated_engine.hpp). Most load goes to a GPU
 // with many times the CPU's capacity although a lone query costs the GPU more; a saturated CPU
 // queue spills to the GPU by routing (not stealing); every answer is the reference's.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <random>
 
 #include "scheduler_fixture.hpp"
-#include "simulated_gpu_engine.hpp"
+#include "simulated_engine.hpp"
 
 using namespace gpusearch;
 using namespace std::chrono_literals;
@@ -26,8 +26,7 @@ TEST_F(SchedulerFixture, CapacityRoutingSendsMostLoadToAGpuWithManyTimesTheCapac
     o.deadline = 5s;  // not under test here
     o.estimate = [](const QueryFeatures&) { return CostEstimate{{2e-3, 3.02e-3}}; };
     auto cpu = std::make_unique<DelayEngine>(cpu_engine(shard()), 2000us);
-    gpusearch::testing::SimulatedGpuEngine gpu(shard(), reference_engine(shard()),
-                                               {3000, 20000, 0});
+    gpusearch::testing::SimulatedEngine gpu(shard(), reference_engine(shard()), {3000, 20000, 0});
     CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {&gpu, 1, 64}, o);
     const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
     // 3,000 arrivals/s for 0.3 s: six times the CPU's capacity, a fraction of the GPU's.

@@ -1,13 +1,16 @@
-// A simulated GPU-side processor for the scheduler's tests and for bench_scheduler on hosts
-// without a GPU. It answers exactly (the wrapped engine's answers, memoized per query and search
-// parameters) and takes the time a batched accelerator would: a fixed cost per call plus a
-// marginal cost per query that grows with the query's postings. The time is slept, not spent,
-// so a 2-core build host can run a processor with many times the capacity of its CPU worker
-// next to it; the costs of a first-seen query's answer (the wrapped engine's work) count inside
-// the call's time.
+// A simulated processor for the scheduler's tests and for bench_scheduler on hosts without a GPU
+// (or without many cores). It answers exactly (the wrapped engine's answers, memoized per query
+// and search parameters) and takes the time the modelled processor would: a fixed cost per call
+// (a GPU's launch and copies) plus a cost per query that grows with its postings,
+//   call_us + sum over the call's queries of (query_ns + posting_ns * postings^posting_exponent)
+// (a batched GPU: a large call_us, exponent 1; a pruning CPU engine: no call_us, exponent < 1).
+// The time is slept, not spent, so a 2-core build host can run a GPU with many times the
+// capacity of its CPU worker, or 15 CPU workers; a first-seen query's answer (the wrapped
+// engine's work) counts inside the call's time.
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,25 +25,27 @@
 
 namespace gpusearch::testing {
 
-struct SimulatedGpuCosts {
+struct SimulatedCosts {
   double call_us = 500;    // per call (a launch, the copies)
   double query_ns = 1000;  // per query in the call
-  double posting_ns = 0;   // per posting of the query's lists
+  double posting_ns = 0;   // per posting (to the exponent) of the query's lists
+  double posting_exponent = 1.0;
 };
 
-class SimulatedGpuEngine final : public QueryEngine {
+class SimulatedEngine final : public QueryEngine {
  public:
-  SimulatedGpuEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> inner,
-                     SimulatedGpuCosts costs)
-      : shard_(shard), inner_(std::move(inner)), costs_(costs) {}
-  std::string_view name() const override { return "simulated-gpu"; }
+  SimulatedEngine(const ShardIndex& shard, std::unique_ptr<QueryEngine> inner, SimulatedCosts costs,
+                  std::string name = "simulated-gpu")
+      : shard_(shard), inner_(std::move(inner)), costs_(costs), name_(std::move(name)) {}
+  std::string_view name() const override { return name_; }
   bool runs_batch_in_parallel() const override { return true; }
 
   // The call's simulated duration.
   double seconds_for(std::span<const Query> queries) const {
     double ns = costs_.call_us * 1e3;
     for (const Query& q : queries)
-      ns += costs_.query_ns + costs_.posting_ns * query_features(shard_, q).total;
+      ns += costs_.query_ns +
+            costs_.posting_ns * std::pow(query_features(shard_, q).total, costs_.posting_exponent);
     return ns * 1e-9;
   }
 
@@ -74,7 +79,8 @@ class SimulatedGpuEngine final : public QueryEngine {
 
   const ShardIndex& shard_;
   std::unique_ptr<QueryEngine> inner_;
-  SimulatedGpuCosts costs_;
+  SimulatedCosts costs_;
+  std::string name_;
   std::mutex mutex_;
   std::map<std::string, ShardResult> answers_;
 };
