@@ -218,10 +218,15 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
     job->has_estimate = true;
   }
   job->done = std::move(done);
+  // Capacity routing reads and moves the router's state: under the lock. The other rules depend
+  // on the query alone: outside it (LBD's features cost more than the lock should be held).
+  const bool by_capacity =
+      options_.policy == SchedulerPolicy::kQueues && options_.routing == QueuesRouting::kCapacity;
+  const CostEstimate* estimate = job->has_estimate ? &job->estimate : nullptr;
+  if (!by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
   {
     std::lock_guard lock(mutex_);
-    std::tie(job->queue, job->preferred) =
-        classify_locked(query, job->has_estimate ? &job->estimate : nullptr, true);
+    if (by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, true);
     if (router_ && job->queue != JobQueue::kEither) router_->queued(job->preferred, job->estimate);
     job->seq = next_seq_++;
     ++queued_in_[std::size_t(job->queue)];

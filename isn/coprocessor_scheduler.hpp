@@ -156,7 +156,8 @@ class CoProcessorScheduler {
                  Taken& taken);
   bool can_take(Processor p) const;  // under mutex_
   // The queue and preferred processor of a query with estimate e (null: no estimator); under
-  // mutex_ for capacity routing (route: a submission, which moves theta).
+  // mutex_ for capacity routing (route: a submission, which moves theta); the other rules read
+  // nothing shared.
   std::pair<JobQueue, Processor> classify_locked(const Query& query, const CostEstimate* e,
                                                  bool route) const;
   void notify(Processor p) { wake_[std::size_t(p)].notify_one(); }
