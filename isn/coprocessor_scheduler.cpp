@@ -46,6 +46,17 @@ std::string_view to_string(SchedulerPolicy p) {
   return "?";
 }
 
+QueuesRouting parse_queues_routing(std::string_view name) {
+  if (name == "capacity") return QueuesRouting::kCapacity;
+  if (name == "lone-cost") return QueuesRouting::kLoneCost;
+  throw InputError("--scheduler-routing", 0,
+                   fmt::format("unknown routing '{}' (one of: capacity, lone-cost)", name));
+}
+
+std::string_view to_string(QueuesRouting r) {
+  return r == QueuesRouting::kCapacity ? "capacity" : "lone-cost";
+}
+
 std::string_view to_string(JobQueue q) {
   switch (q) {
     case JobQueue::kCpuPreferred:
@@ -84,6 +95,8 @@ double thread_cpu_seconds() {
 struct CoProcessorScheduler::Job {
   const Query* query = nullptr;
   QueryFeatures features;  // with an observer only
+  CostEstimate estimate;   // with an estimator only
+  bool has_estimate = false;
   SearchParams params;
   ShardResult* out = nullptr;
   Clock::time_point arrival, urgent_at, deadline;
@@ -113,6 +126,9 @@ CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlo
     slots_[p].workers = std::max(1u, slots_[p].workers);
     slots_[p].max_batch = std::max(1u, slots_[p].max_batch);
   }
+  if (options_.estimate)
+    router_ = std::make_unique<CapacityRouter>(
+        std::array<unsigned, kProcessors>{slots_[0].workers, slots_[1].workers}, options_.capacity);
   for (std::size_t p = 0; p < kProcessors; ++p)
     for (unsigned w = 0; w < slots_[p].workers; ++w)
       workers_.emplace_back([this, p] { worker_main(Processor(p)); });
@@ -143,6 +159,20 @@ void CoProcessorScheduler::wake_for(JobQueue q) {
 }
 
 std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query) const {
+  CostEstimate e;
+  if (options_.estimate) e = options_.estimate(query_features(shard_, query));
+  std::lock_guard lock(mutex_);
+  return classify_locked(query, options_.estimate ? &e : nullptr, false);
+}
+
+double CoProcessorScheduler::seconds_per_predicted(Processor p) const {
+  std::lock_guard lock(mutex_);
+  return router_ ? router_->seconds_per_predicted(p) : 1.0;
+}
+
+std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(const Query& query,
+                                                                     const CostEstimate* estimate,
+                                                                     bool route) const {
   switch (options_.policy) {
     case SchedulerPolicy::kCpu:
       return {JobQueue::kCpuPreferred, Processor::kCpu};
@@ -156,10 +186,14 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query
     }
     case SchedulerPolicy::kQueues:
     case SchedulerPolicy::kBestSerial: {
-      const CostEstimate e = options_.estimate(query_features(shard_, query));
+      const CostEstimate& e = *estimate;
       const double cpu = e.on(Processor::kCpu), gpu = e.on(Processor::kGpu);
       const Processor preferred = gpu < cpu ? Processor::kGpu : Processor::kCpu;
       if (options_.policy == SchedulerPolicy::kBestSerial) return {own_queue(preferred), preferred};
+      if (options_.routing == QueuesRouting::kCapacity) {
+        const Processor to = route ? router_->route(e).to : router_->choose(e).to;
+        return {own_queue(to), to};
+      }
       if (cpu >= options_.preference_ratio * gpu) return {JobQueue::kGpuPreferred, Processor::kGpu};
       if (gpu >= options_.preference_ratio * cpu) return {JobQueue::kCpuPreferred, Processor::kCpu};
       return {JobQueue::kEither, preferred};
@@ -178,11 +212,22 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
   job->deadline = arrival + options_.deadline;
   job->urgent_at = arrival + std::chrono::duration_cast<Clock::duration>(options_.deadline *
                                                                          options_.urgent_fraction);
-  std::tie(job->queue, job->preferred) = classify(query);
-  if (options_.observe) job->features = query_features(shard_, query);
+  if (options_.observe || options_.estimate) job->features = query_features(shard_, query);
+  if (options_.estimate) {
+    job->estimate = options_.estimate(job->features);
+    job->has_estimate = true;
+  }
   job->done = std::move(done);
+  // Capacity routing reads and moves the router's state: under the lock. The other rules depend
+  // on the query alone: outside it (LBD's features cost more than the lock should be held).
+  const bool by_capacity =
+      options_.policy == SchedulerPolicy::kQueues && options_.routing == QueuesRouting::kCapacity;
+  const CostEstimate* estimate = job->has_estimate ? &job->estimate : nullptr;
+  if (!by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
   {
     std::lock_guard lock(mutex_);
+    if (by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, true);
+    if (router_ && job->queue != JobQueue::kEither) router_->queued(job->preferred, job->estimate);
     job->seq = next_seq_++;
     ++queued_in_[std::size_t(job->queue)];
     const JobQueue q = job->queue;
@@ -201,6 +246,8 @@ bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
   auto take = [&](std::deque<std::unique_ptr<Job>>& q, std::size_t i, bool stolen, bool promoted) {
     taken.job = std::move(q[i]);
     q.erase(q.begin() + std::ptrdiff_t(i));
+    if (router_ && &q != &either)
+      router_->dequeued(&q == &own ? p : other(p), taken.job->estimate, q.empty());
     taken.stolen = stolen;
     taken.promoted = promoted;
     return true;
@@ -273,6 +320,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
     if (batch.empty()) continue;
     --idle_workers_[std::size_t(p)];
     ++running_calls_;
+    double predicted = 0;  // the call's predicted seconds on p (capacity measurement)
+    for (const Taken& t : batch) predicted += t.job->estimate.on(p);
+    if (router_) router_->call_started(p, predicted);
     // Jobs left for p: another idle worker of p takes them. p now busy: the other processor
     // may steal from p's queue.
     if (can_take(p)) notify(p);
@@ -333,6 +383,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
     c.missed += missed;
     c.errors += !error.empty();
     c.busy_seconds += seconds_between(t0, t1);
+    if (router_) router_->call_finished(p, predicted, seconds_between(t0, t1), error.empty());
     // Serialized (best-serial): the end of a call lets either processor start the next.
     if (options_.policy == SchedulerPolicy::kBestSerial) {
       notify(Processor::kCpu);
@@ -353,6 +404,8 @@ void CoProcessorScheduler::drop_waiting() {
       for (auto& j : q) dropped.push_back(std::move(j));
       q.clear();
     }
+    if (router_)
+      for (std::size_t p = 0; p < kProcessors; ++p) router_->dequeued(Processor(p), {}, true);
     dropped_ += dropped.size();
   }
   for (auto& j : dropped) {
@@ -426,12 +479,14 @@ nlohmann::json CoProcessorScheduler::stats() const {
   nlohmann::json j = {{"policy", to_string(options_.policy)},
                       {"deadline_ms", options_.deadline.count() / 1000.0},
                       {"urgent_fraction", options_.urgent_fraction},
+                      {"routing", to_string(options_.routing)},
                       {"preference_ratio", options_.preference_ratio},
                       {"dropped", dropped_}};
   if (options_.policy == SchedulerPolicy::kLbd) {
     j["lbd_threshold_blocks"] = options_.lbd_threshold_blocks;
     j["lbd_short_on"] = to_string(options_.lbd_short_on);
   }
+  if (router_) j["capacity"] = router_->stats();
   for (std::size_t q = 0; q < 3; ++q)
     j["queued_in"][std::string(to_string(JobQueue(q)))] = queued_in_[q];
   for (std::size_t p = 0; p < kProcessors; ++p) {
@@ -504,48 +559,6 @@ nlohmann::json SchedulerEngine::stats() const {
   if (!training_report_.is_null()) j["predictor"] = training_report_;
   if (online_stats_) j["predictor"]["online"] = online_stats_();
   return j;
-}
-
-namespace {
-
-double clock_seconds(CostClock clock) {
-  if (clock == CostClock::kWall)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  return thread_cpu_seconds();
-}
-
-}  // namespace
-
-CostLog log_query_costs(const ShardIndex& shard, std::span<const Query> queries,
-                        const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
-                        const CostLogOptions& options) {
-  CostLog log;
-  std::array<QueryEngine*, kProcessors> engines{&cpu, &gpu};
-  ShardResult r;
-  std::vector<double> runs;
-  for (const Query& q : queries) {
-    if (q.terms.empty()) continue;
-    const QueryFeatures f = query_features(shard, q);
-    for (std::size_t p = 0; p < kProcessors; ++p) {
-      runs.clear();
-      for (unsigned run = 0; run < std::max(1u, options.repeats); ++run) {
-        const double t0 = clock_seconds(options.clock[p]);
-        engines[p]->search(std::span(&q, 1), params, std::span(&r, 1));
-        runs.push_back(clock_seconds(options.clock[p]) - t0);
-      }
-      const bool or_ran = params.mode == Mode::kAndOr && r.and_matches < params.k;
-      log.samples[p].push_back({f, *std::min_element(runs.begin(), runs.end()), or_ran});
-    }
-  }
-  return log;
-}
-
-CostPredictor train_cost_predictor(const ShardIndex& shard, std::span<const Query> queries,
-                                   const SearchParams& params, QueryEngine& cpu, QueryEngine& gpu,
-                                   nlohmann::json* report, const CostLogOptions& options) {
-  const CostLog log = log_query_costs(shard, queries, params, cpu, gpu, options);
-  return CostPredictor::train(log.samples[0], log.samples[1], report);
 }
 
 }  // namespace gpusearch

@@ -6,12 +6,18 @@
 //   lbd          paper 002's length-based distribution: a query whose lists hold fewer than S
 //                blocks in total goes to one processor (the GPU in the paper), the rest to the
 //                other; static, no stealing.
-//   queues       paper 001's three queues: CPU-preferred, GPU-preferred (predicted at least
-//                preference_ratio times cheaper there) and either. An idle processor takes, in
-//                order: the oldest job near its deadline that prefers it (a job older than
-//                urgent_fraction of its deadline goes first to its preferred processor), the
-//                oldest of its own queue, the oldest of the either queue, and then steals the
-//                oldest of the other's queue when every worker of the other is busy.
+//   queues       paper 001's three queues: CPU-preferred, GPU-preferred and either. An idle
+//                processor takes, in order: the oldest job near its deadline that prefers it (a
+//                job older than urgent_fraction of its deadline goes first to its preferred
+//                processor), the oldest of its own queue, the oldest of the either queue, and
+//                then steals the oldest of the other's queue when every worker of the other is
+//                busy. Which queue a job joins (QueuesRouting):
+//                  capacity   (default) the processor expected to finish it first given the work
+//                             queued there and each processor's measured capacity, and where
+//                             that is close, by relative advantage (isn/capacity_router.hpp);
+//                             the either queue stays empty.
+//                  lone-cost  paper 001's rule: the processor predicted at least
+//                             preference_ratio times cheaper for the query alone, else either.
 //   best-serial  paper 001 Figure 7's third line: one query at a time, on the processor
 //                predicted cheaper for it (a benchmark baseline).
 //
@@ -39,6 +45,7 @@
 
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
+#include "isn/capacity_router.hpp"
 #include "isn/cost_predictor.hpp"
 
 namespace gpusearch {
@@ -48,6 +55,11 @@ enum class SchedulerPolicy { kCpu, kGpu, kLbd, kQueues, kBestSerial };
 SchedulerPolicy parse_scheduler_policy(std::string_view name);
 std::string_view to_string(SchedulerPolicy p);
 std::vector<std::string> scheduler_policy_names();
+
+// How `queues` picks a job's queue (see above). Throws InputError naming --scheduler-routing.
+enum class QueuesRouting : std::uint8_t { kCapacity, kLoneCost };
+QueuesRouting parse_queues_routing(std::string_view name);
+std::string_view to_string(QueuesRouting r);
 
 enum class JobQueue : std::uint8_t { kCpuPreferred = 0, kGpuPreferred = 1, kEither = 2 };
 std::string_view to_string(JobQueue q);
@@ -71,7 +83,9 @@ struct SchedulerOptions {
   SchedulerPolicy policy = SchedulerPolicy::kQueues;
   std::uint64_t lbd_threshold_blocks = 30000;  // paper 002's S (its best value)
   Processor lbd_short_on = Processor::kGpu;    // where queries below S go (paper 002: the GPU)
-  double preference_ratio = 1.2;               // paper 001: "20% faster" makes a job prefer
+  QueuesRouting routing = QueuesRouting::kCapacity;
+  CapacityRoutingOptions capacity;  // routing kCapacity
+  double preference_ratio = 1.2;  // routing kLoneCost (paper 001: "20% faster" makes a job prefer)
   std::chrono::microseconds deadline{500000};  // after arrival
   double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
   CostEstimator estimate;                      // queues and best-serial need one
@@ -81,7 +95,7 @@ struct SchedulerOptions {
 
 struct JobOutcome {
   Processor ran_on = Processor::kCpu;
-  Processor preferred = Processor::kCpu;
+  Processor preferred = Processor::kCpu;  // capacity routing: where it was routed
   JobQueue queued_in = JobQueue::kEither;
   bool stolen = false;    // taken from the other processor's queue
   bool promoted = false;  // taken ahead of its processor's own queue because it was urgent
@@ -124,6 +138,9 @@ class CoProcessorScheduler {
   void drop_waiting();
   // Where the next query would be queued, and which processor it prefers (for tests and logs).
   std::pair<JobQueue, Processor> classify(const Query& query) const;
+  // Capacity routing's measured seconds per predicted second of p (1 before any measured call;
+  // also measured under lone-cost routing; 1 for policies without a cost estimator).
+  double seconds_per_predicted(Processor p) const;
 
   const SchedulerOptions& options() const { return options_; }
   nlohmann::json stats() const;
@@ -138,6 +155,11 @@ class CoProcessorScheduler {
   bool take_next(Processor p, Clock::time_point now, const SearchParams* batch_params,
                  Taken& taken);
   bool can_take(Processor p) const;  // under mutex_
+  // The queue and preferred processor of a query with estimate e (null: no estimator); under
+  // mutex_ for capacity routing (route: a submission, which moves theta); the other rules read
+  // nothing shared.
+  std::pair<JobQueue, Processor> classify_locked(const Query& query, const CostEstimate* e,
+                                                 bool route) const;
   void notify(Processor p) { wake_[std::size_t(p)].notify_one(); }
   std::deque<std::unique_ptr<Job>>& queue(JobQueue q) { return queues_[std::size_t(q)]; }
 
@@ -154,6 +176,8 @@ class CoProcessorScheduler {
   std::condition_variable ready_;
   void wake_for(JobQueue q);  // under mutex_ or not: notifies whoever may take from q
   std::array<std::deque<std::unique_ptr<Job>>, 3> queues_;
+  // Capacity bookkeeping and routing (policies with an estimator); mutable: classify() asks it.
+  mutable std::unique_ptr<CapacityRouter> router_;
   std::array<unsigned, kProcessors> idle_workers_{};
   unsigned running_calls_ = 0;  // engine calls in progress, both processors
   bool stop_ = false;

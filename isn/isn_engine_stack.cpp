@@ -97,6 +97,7 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
       throw InputError("--lbd-short-on", 0,
                        fmt::format("'{}': the processor is cpu or gpu", so.lbd_short_on));
     sched.lbd_short_on = so.lbd_short_on == "cpu" ? Processor::kCpu : Processor::kGpu;
+    sched.routing = parse_queues_routing(so.routing);
     // The GPU-side processor keeps its own fallback, so a GPU failure leaves the CPU side
     // scheduling as before.
     auto accelerator =

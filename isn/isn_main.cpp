@@ -67,6 +67,11 @@ int main(int argc, char** argv) {
   app.add_option("--scheduler-ratio", so.scheduling.preference_ratio,
                  "scheduler queues: predicted cost ratio that makes a query prefer a processor")
       ->capture_default_str();
+  app.add_option("--scheduler-routing", so.routing,
+                 "scheduler queues: capacity (the processor expected to finish a query first, "
+                 "by each processor's measured capacity and queued work; relative advantage "
+                 "where close) or lone-cost (paper 001: predicted lone costs, --scheduler-ratio)")
+      ->capture_default_str();
   // The run's parameters, as the aggregator is given them (launch/cluster.sh passes them to
   // both): with a scheduler that predicts costs, its predictor trains on them at start-up.
   std::string run_mode, run_scoring = "bm25";

@@ -19,6 +19,14 @@
 #                queues) on the synthetic index and on Debian + MS MARCO; then the cluster with
 #                --scheduler queues on Debian against the CPU engine's run, and 4 ISNs sharing
 #                the GPU (tests/mpi/cluster_test.sh share), both exact
+#     sched-capacity  the scheduler's capacity routing (issue 11): bench_scheduler with cpu, gpu,
+#                queues-lone-cost (paper 001's routing by lone costs) and queues (routing by
+#                measured capacity) on the synthetic index and on Debian + MS MARCO
+#                (sched_capacity_{synthetic,real}.{json,log}; read sustained_rate.queues_over_gpu
+#                >= 1, queues_over_best_single >= 1.3, against queues-lone-cost_*); then one ISN
+#                through the cluster on Debian: the GPU engine alone, --scheduler queues, and
+#                --scheduler queues --scheduler-routing lone-cost, each against the CPU engine's
+#                run (q/s, p99, jobs per processor, measured seconds per predicted second)
 #     multigpu   the per-range multi-GPU engine (issue 11) through the ISN on Debian + MS MARCO:
 #                --gpus-per-isn 1 --gpu-range-engine, and G = every GPU where there are several,
 #                each run against the CPU engine's
@@ -317,6 +325,57 @@ EOF
         || status=1
       tail -1 "$OUT/sched_share.log"
       echo "sched done: $(elapsed)"
+      ;;
+    sched-capacity)
+      sched_flags=(--seconds-per-rate "${SCHED_SECONDS:-1.0}" --max-runs 11
+                   --configs "cpu,gpu,queues-lone-cost,queues")
+      show='^(index|predictor|[a-z-]+ +sustained|queues)'
+      bench_index || { status=1; continue; }
+      # shellcheck disable=SC2086
+      "$bin/bench_scheduler" --index $idx --out "$OUT/sched_capacity_synthetic.json" \
+        "${sched_flags[@]}" ${SCHED_ARGS:-} > "$OUT/sched_capacity_synthetic.log" 2>&1 || status=1
+      grep -E "$show" "$OUT/sched_capacity_synthetic.log" | sed 's/^/synthetic: /'
+      echo "sched-capacity synthetic done: $(elapsed)"
+      real_data || { status=1; continue; }
+      # shellcheck disable=SC2086
+      "$bin/bench_scheduler" --index $ridx --queries $queries \
+        --out "$OUT/sched_capacity_real.json" "${sched_flags[@]}" ${SCHED_ARGS:-} \
+        > "$OUT/sched_capacity_real.log" 2>&1 || status=1
+      grep -E "$show" "$OUT/sched_capacity_real.log" | sed 's/^/real: /'
+      echo "sched-capacity real done: $(elapsed)"
+      # One ISN through the cluster on Debian at its closed-loop throughput: the GPU engine
+      # alone, then the scheduler routed by capacity and by lone costs; every run against the
+      # CPU engine's.
+      "$bin/gpusearch" -q search --engine cpu --index $ridx --queries $rq --mode and-or --k 10 \
+        --run "$OUT/sched_capacity_cpu.run" > /dev/null 2>&1 || status=1
+      for tag in gpu_alone queues_capacity queues_lone_cost; do
+        case $tag in
+          gpu_alone) extra=() ;;
+          queues_capacity) extra=(--scheduler queues --scheduler-train "$queries") ;;
+          *) extra=(--scheduler queues --scheduler-routing lone-cost --scheduler-train "$queries") ;;
+        esac
+        GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
+          --mode and-or --k 10 --engine gpu "${extra[@]}" --max-in-flight 4 \
+          --run "$OUT/sched_capacity_$tag.run" --metrics "$OUT/sched_capacity_$tag.json" \
+          > "$OUT/sched_capacity_$tag.log" 2>&1 || status=1
+        "$bin/gpusearch" compare-runs "$OUT/sched_capacity_cpu.run" "$OUT/sched_capacity_$tag.run" \
+          2>&1 | tail -1 | sed "s/^/cluster $tag vs cpu: /"
+        python3 - "$OUT/sched_capacity_$tag.json" "$tag" <<'EOF' || true
+import json, sys
+m = json.load(open(sys.argv[1]))
+line = f"cluster {sys.argv[2]}: {m['queries_per_second']:.0f} q/s, p99 {m['latency_ms']['p99']} ms"
+s = m["isn"][0]["stats"].get("scheduler")
+if s:
+    p = s["processors"]
+    line += f"; jobs cpu {p['cpu']['jobs']} gpu {p['gpu']['jobs']}, stolen {p['cpu']['stolen'] + p['gpu']['stolen']}"
+    c = s.get("capacity")
+    if c:
+        line += (f"; s/pred cpu {c['cpu']['seconds_per_predicted_second']:.3f} "
+                 f"gpu {c['gpu']['seconds_per_predicted_second']:.4f}, theta {c['theta']:.3g}")
+print(line)
+EOF
+      done
+      echo "sched-capacity done: $(elapsed)"
       ;;
     multigpu)
       # The per-range multi-GPU engine (--gpus-per-isn G; gpu/multi_gpu_engine.hpp) through the

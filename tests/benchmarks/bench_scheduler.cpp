@@ -5,7 +5,11 @@
 //   gpu          the GPU-side engine only (one worker, batches of whatever waits)
 //   best-serial  one query at a time, on the processor predicted cheaper for it
 //   lbd          paper 002's threshold on a query's total blocks (--lbd-blocks)
-//   queues       paper 001's three queues, stealing and deadline promotion
+//   queues       paper 001's three queues, stealing and deadline promotion, each query routed
+//                by capacity (isn/capacity_router.hpp: the processor expected to finish it
+//                first given each one's measured capacity and queued work; relative advantage
+//                where close)
+//   queues-lone-cost  the same queues, routed by paper 001's rule on lone-query costs
 // the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
 // with no missed deadline is the configuration's sustained rate, and each run reports the mean,
 // p50 and p99 delay (arrival to answer). The cost predictor is trained on the training queries
@@ -15,7 +19,12 @@
 // reference is what their own tests check).
 //
 //   bench_scheduler --index DIR [--queries FILE] [--train FILE] --out JSON [--gpu-engine E]
-//                   [--configs cpu,gpu,best-serial,lbd,queues] [--deadline-ms 500]
+//                   [--configs cpu,gpu,best-serial,lbd,queues-lone-cost,queues]
+//                   [--deadline-ms 500] [--gpu-engine simulated --sim-gpu-call-us 500 ...]
+//                   [--cpu-engine simulated --sim-cpu-query-ns ...]
+// A simulated processor (tests/support/simulated_engine.hpp) answers exactly and sleeps the
+// modelled time: on a host without a GPU or with few cores, the scheduler's routing can be
+// measured against a GPU of a given batch cost and 15 CPU workers of a given query cost.
 //                   [--seconds-per-rate 1.5] [--mode and-or] [--k 10]
 #include <algorithm>
 #include <atomic>
@@ -44,6 +53,7 @@
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/engine_factory.hpp"
 #include "isn/parallel_batch_engine.hpp"
+#include "simulated_engine.hpp"
 
 using namespace gpusearch;
 using Clock = std::chrono::steady_clock;
@@ -52,7 +62,7 @@ namespace {
 
 struct Settings {
   std::filesystem::path index_dir, queries_path, train_path, out_path;
-  std::string gpu_engine = "auto", configs = "cpu,gpu,best-serial,lbd,queues";
+  std::string gpu_engine = "auto", configs = "cpu,gpu,best-serial,lbd,queues-lone-cost,queues";
   std::string mode = "and-or", scoring = "bm25";
   unsigned k = 10, cpu_workers = 0, gpu_max_batch = 4096, deadline_ms = 500, max_runs = 14;
   std::size_t limit = 4000, train_limit = 600;
@@ -64,6 +74,9 @@ struct Settings {
   unsigned cost_repeats = CostLogOptions{}.repeats;
   std::string cpu_cost_clock = "thread", gpu_cost_clock = "wall";
   std::filesystem::path cost_log_path;
+  gpusearch::testing::SimulatedCosts simulated;  // the GPU side's
+  std::string cpu_engine = "cpu";
+  gpusearch::testing::SimulatedCosts simulated_cpu{0, 100000, 0, 1.0};
 };
 
 std::vector<Query> resolve_all(const ShardIndex& shard, const std::filesystem::path& path) {
@@ -216,7 +229,35 @@ int main(int argc, char** argv) {
                  "training queries for the cost predictor (default INDEX/queries.train.tsv; "
                  "absent: every other query of --queries, the rest being the test queries)");
   app.add_option("--out", s.out_path, "JSON output")->required();
-  app.add_option("--gpu-engine", s.gpu_engine, "the GPU-side engine: auto, gpu, cpu, reference")
+  app.add_option("--gpu-engine", s.gpu_engine,
+                 "the GPU-side engine: auto, gpu, cpu, reference, or simulated (exact answers, "
+                 "slept time: --sim-gpu-*)")
+      ->capture_default_str();
+  app.add_option("--sim-gpu-call-us", s.simulated.call_us,
+                 "simulated GPU: microseconds per call")
+      ->capture_default_str();
+  app.add_option("--sim-gpu-query-ns", s.simulated.query_ns,
+                 "simulated GPU: nanoseconds per query in a call")
+      ->capture_default_str();
+  app.add_option("--sim-gpu-posting-ns", s.simulated.posting_ns,
+                 "simulated GPU: nanoseconds per posting of a query's lists")
+      ->capture_default_str();
+  app.add_option("--sim-gpu-posting-exponent", s.simulated.posting_exponent,
+                 "simulated GPU: a query's cost grows with its postings to this power")
+      ->capture_default_str();
+  app.add_option("--cpu-engine", s.cpu_engine,
+                 "the CPU side: cpu (the CPU engine) or simulated (exact answers, slept time: "
+                 "--sim-cpu-*; its costs are logged on the wall clock)")
+      ->capture_default_str();
+  app.add_option("--sim-cpu-query-ns", s.simulated_cpu.query_ns,
+                 "simulated CPU: nanoseconds per query")
+      ->capture_default_str();
+  app.add_option("--sim-cpu-posting-ns", s.simulated_cpu.posting_ns,
+                 "simulated CPU: nanoseconds per posting (to the exponent)")
+      ->capture_default_str();
+  app.add_option("--sim-cpu-posting-exponent", s.simulated_cpu.posting_exponent,
+                 "simulated CPU: a query's cost grows with its postings to this power (pruning: "
+                 "below 1)")
       ->capture_default_str();
   app.add_option("--configs", s.configs, "configurations, comma-separated")->capture_default_str();
   app.add_option("--mode", s.mode)->capture_default_str();
@@ -273,11 +314,24 @@ int main(int argc, char** argv) {
                               s.k};
 
     // The engines: the CPU engine, and the GPU-side engine (the GPU engine where present).
-    cpu::CpuEngine cpu_engine(shard, 0);
+    cpu::CpuEngine real_cpu_engine(shard, 0);
+    if (s.cpu_engine != "cpu" && s.cpu_engine != "simulated")
+      throw InputError("--cpu-engine", 0, fmt::format("'{}': cpu or simulated", s.cpu_engine));
+    std::unique_ptr<QueryEngine> simulated_cpu;
+    if (s.cpu_engine == "simulated") {
+      simulated_cpu = std::make_unique<gpusearch::testing::SimulatedEngine>(
+          shard, std::make_unique<cpu::CpuEngine>(shard, 0), s.simulated_cpu, "simulated-cpu");
+      s.cpu_cost_clock = "wall";  // its time is slept
+    }
+    QueryEngine& cpu_engine = simulated_cpu ? *simulated_cpu : real_cpu_engine;
     EngineOptions go;
     go.engine = s.gpu_engine;
-    const std::string gpu_name = resolve_engine_name(s.gpu_engine);
-    auto gpu_engine = run_batches_in_parallel(make_engine(go, shard, 0));
+    const bool simulated = s.gpu_engine == "simulated";
+    const std::string gpu_name = simulated ? "simulated" : resolve_engine_name(s.gpu_engine);
+    std::unique_ptr<QueryEngine> gpu_engine =
+        simulated ? std::make_unique<gpusearch::testing::SimulatedEngine>(
+                        shard, std::make_unique<cpu::CpuEngine>(shard, 0), s.simulated)
+                  : run_batches_in_parallel(make_engine(go, shard, 0));
     const unsigned cpu_workers =
         s.cpu_workers ? s.cpu_workers : std::max(1u, std::thread::hardware_concurrency() - 1);
     const ProcessorSlot cpu_slot{&cpu_engine, cpu_workers, 1};
@@ -290,7 +344,8 @@ int main(int argc, char** argv) {
 
     // Warm-up, and the answers every run is checked against (the CPU engine's).
     std::vector<ShardResult> expected(test.size()), scratch(test.size());
-    cpu_engine.search(test, params, expected);
+    real_cpu_engine.search(test, params, expected);
+    if (simulated_cpu) simulated_cpu->search(test, params, scratch);  // memoized from now on
     gpu_engine->search(test, params, scratch);
     std::uint64_t disagree = 0;
     for (std::size_t i = 0; i < test.size(); ++i) disagree += !same_hits(scratch[i], expected[i]);
@@ -362,7 +417,9 @@ int main(int argc, char** argv) {
     std::map<std::string, double> sustained;
     for (const std::string& name : names) {
       SchedulerOptions o;
-      o.policy = parse_scheduler_policy(name);
+      const bool lone_cost = name == "queues-lone-cost";
+      o.policy = parse_scheduler_policy(lone_cost ? "queues" : name);
+      o.routing = lone_cost ? QueuesRouting::kLoneCost : QueuesRouting::kCapacity;
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;
@@ -388,14 +445,22 @@ int main(int argc, char** argv) {
         RunResult rr =
             run_at_rate(shard, s, params, o, cpu_slot_here, gpu_slot, test, expected, rate, rng);
         const auto& d = rr.json["delay_ms"];
+        // Capacity routing's measured seconds per predicted second (the GPU's from its batches).
+        std::string capacity;
+        if (const auto& st = rr.json["scheduler"]; st.contains("capacity"))
+          capacity = fmt::format(
+              "  s/pred cpu {:.3f} gpu {:.3f}",
+              st["capacity"]["cpu"]["seconds_per_predicted_second"].get<double>(),
+              st["capacity"]["gpu"]["seconds_per_predicted_second"].get<double>());
         std::cout << fmt::format(
             "{:<12} rate {:>9.1f}/s  {}  delay mean {:>8.2f} ms p99 {:>8.2f} ms  on cpu {:>6} "
-            "gpu {:>6}  stolen {:>5} promoted {:>5} missed {:>5} wrong {}\n",
+            "gpu {:>6}  stolen {:>5} promoted {:>5} missed {:>5} wrong {}{}\n",
             name, rate, rr.passed ? "pass" : "FAIL", d["mean"].get<double>(),
             d["p99"].get<double>(), rr.json["jobs_on"]["cpu"].get<std::uint64_t>(),
             rr.json["jobs_on"]["gpu"].get<std::uint64_t>(), rr.json["stolen"].get<std::uint64_t>(),
             rr.json["promoted"].get<std::uint64_t>(),
-            rr.json["missed_deadline"].get<std::uint64_t>(), rr.json["wrong"].get<std::uint64_t>());
+            rr.json["missed_deadline"].get<std::uint64_t>(), rr.json["wrong"].get<std::uint64_t>(),
+            capacity);
         runs.push_back(rr.json);
         if (rr.passed)
           best_pass = std::max(best_pass, rate);
@@ -429,11 +494,17 @@ int main(int argc, char** argv) {
     const double single = std::max(sustained.count("cpu") ? sustained["cpu"] : 0.0,
                                    sustained.count("gpu") ? sustained["gpu"] : 0.0);
     if (single > 0)
-      for (const char* both : {"queues", "lbd"})
+      for (const char* both : {"queues", "queues-lone-cost", "lbd"})
         if (sustained.count(both)) {
           summary[std::string(both) + "_over_best_single"] = sustained[both] / single;
           std::cout << fmt::format("{} sustains {:.2f}x the better of CPU only and GPU only\n",
                                    both, sustained[both] / single);
+          // Issue 11: never below the GPU alone.
+          if (sustained.count("gpu") && sustained["gpu"] > 0) {
+            summary[std::string(both) + "_over_gpu"] = sustained[both] / sustained["gpu"];
+            std::cout << fmt::format("{} sustains {:.2f}x the GPU alone\n", both,
+                                     sustained[both] / sustained["gpu"]);
+          }
         }
     nlohmann::json out = {
         {"benchmark", "bench_scheduler"},
@@ -453,6 +524,17 @@ int main(int argc, char** argv) {
         {"seconds_per_rate", s.seconds_per_rate},
         {"cpu_workers", cpu_workers},
         {"gpu_max_batch", s.gpu_max_batch},
+        {"simulated_gpu",
+         simulated ? nlohmann::json{{"call_us", s.simulated.call_us},
+                                    {"query_ns", s.simulated.query_ns},
+                                    {"posting_ns", s.simulated.posting_ns},
+                                    {"posting_exponent", s.simulated.posting_exponent}}
+                   : nlohmann::json(nullptr)},
+        {"simulated_cpu",
+         simulated_cpu ? nlohmann::json{{"query_ns", s.simulated_cpu.query_ns},
+                                        {"posting_ns", s.simulated_cpu.posting_ns},
+                                        {"posting_exponent", s.simulated_cpu.posting_exponent}}
+                       : nlohmann::json(nullptr)},
         {"lbd_threshold_blocks", lbd_blocks},
         {"lbd_short_on", s.lbd_short_on},
         {"engines_disagree", disagree},

@@ -264,7 +264,7 @@ case "$case_name" in
   badflags)
     synthetic_index 1 "$tmp/idx"
     for flags in "--scheduler fifo" "--gpus-per-isn 0" "--scheduler queues --scheduler-train $tmp/none.tsv" \
-        "--share-thresholds maybe"; do
+        "--share-thresholds maybe" "--scheduler queues --scheduler-routing fastest"; do
       set +e
       # shellcheck disable=SC2086
       timeout -k 10 60 "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
@@ -275,6 +275,7 @@ case "$case_name" in
       grep -q "MPI_ABORT" "$tmp/out.txt" && { cat "$tmp/out.txt"; fail "$flags: the job was aborted"; }
       case "$flags" in
         *fifo*) want="unknown scheduler 'fifo'" ;;
+        *routing*) want="unknown routing 'fastest'" ;;
         *gpus-per-isn*) want="--gpus-per-isn 0" ;;
         *share-thresholds*) want="--share-thresholds" ;;
         *) want="needs training queries" ;;

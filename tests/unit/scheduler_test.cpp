@@ -5,162 +5,15 @@
 // processor it prefers, and the cost predictor fits logged costs.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
-#include <future>
-#include <map>
 #include <random>
 #include <set>
-#include <thread>
 
-#include "common/reference_engine.hpp"
-#include "common/result_compare.hpp"
-#include "isn/coprocessor_scheduler.hpp"
-#include "isn/cost_predictor.hpp"
-#include "isn/cpu_engine/cpu_engine.hpp"
-#include "isn/parallel_batch_engine.hpp"
-#include "partition/index_builder.hpp"
-#include "partition/synthetic_collection.hpp"
-#include "test_support.hpp"
+#include "scheduler_fixture.hpp"
 
 using namespace gpusearch;
-using gpusearch::testing::TempDir;
 using namespace std::chrono_literals;
-
-namespace {
-
-struct SchedulerFixture : ::testing::Test {
-  static void SetUpTestSuite() {
-    tmp = new TempDir;
-    BuildOptions o;
-    o.out_dir = *tmp / "idx";
-    o.progress = false;
-    build_index_synthetic(SyntheticParams::parse(
-                              "docs=2000,seed=11,train_queries=80,test_queries=80,mean_length=120"),
-                          o);
-    index = new Index(Index::open(*tmp / "idx"));
-    for (const char* log : {"queries.test.tsv", "queries.train.tsv"}) {
-      auto& into = std::string(log) == "queries.test.tsv" ? test_queries : train_queries;
-      for (const auto& qt : read_query_file(*tmp / "idx" / log).queries) {
-        Query q;
-        QueryProblem p;
-        if (resolve_query(index->shard(0), qt, {}, q, p, "test") && !q.terms.empty())
-          into.push_back(std::move(q));
-      }
-    }
-  }
-  static void TearDownTestSuite() {
-    delete index;
-    delete tmp;
-  }
-  static const ShardIndex& shard() { return index->shard(0); }
-
-  // Every answer of `got` is the reference's top-k for its query.
-  static void expect_exact(std::span<const Query> queries, const SearchParams& p,
-                           std::span<const ShardResult> got, const std::string& what) {
-    ASSERT_EQ(queries.size(), got.size());
-    for (std::size_t i = 0; i < queries.size(); ++i) {
-      const auto ref = reference_answer(*index, queries[i], p, p.k + 20);
-      const ShardResult* one[] = {&got[i]};
-      const QueryResult merged = merge_shard_results(p, one);
-      const auto diff = compare_top_k(ref.hits, ref.total_matches, p.k, merged.hits);
-      EXPECT_FALSE(diff) << what << ", query " << queries[i].id << ": " << diff.value_or("");
-    }
-  }
-
-  static inline TempDir* tmp = nullptr;
-  static inline Index* index = nullptr;
-  static inline std::vector<Query> test_queries, train_queries;
-};
-
-// Blocks its first call until opened; records the order in which it answers queries.
-class GatedEngine final : public QueryEngine {
- public:
-  explicit GatedEngine(std::unique_ptr<QueryEngine> inner) : inner_(std::move(inner)) {
-    gate_ = open_.get_future().share();
-  }
-  std::string_view name() const override { return inner_->name(); }
-  void search(std::span<const Query> q, const SearchParams& p,
-              std::span<ShardResult> out) override {
-    if (!entered_once_.exchange(true)) {
-      entered_.set_value();
-      gate_.wait();
-    }
-    {
-      std::lock_guard lock(m_);
-      for (const Query& x : q) order_.push_back(x.id);
-    }
-    inner_->search(q, p, out);
-  }
-  void wait_entered() { entered_.get_future().wait(); }
-  void open() { open_.set_value(); }
-  std::vector<std::string> order() const {
-    std::lock_guard lock(m_);
-    return order_;
-  }
-
- private:
-  std::unique_ptr<QueryEngine> inner_;
-  std::promise<void> open_, entered_;
-  std::shared_future<void> gate_;
-  std::atomic<bool> entered_once_{false};
-  mutable std::mutex m_;
-  std::vector<std::string> order_;
-};
-
-// Sleeps before every call: a slow processor.
-class DelayEngine final : public QueryEngine {
- public:
-  DelayEngine(std::unique_ptr<QueryEngine> inner, std::chrono::microseconds per_call)
-      : inner_(std::move(inner)), per_call_(per_call) {}
-  std::string_view name() const override { return inner_->name(); }
-  void search(std::span<const Query> q, const SearchParams& p,
-              std::span<ShardResult> out) override {
-    std::this_thread::sleep_for(per_call_);
-    inner_->search(q, p, out);
-  }
-
- private:
-  std::unique_ptr<QueryEngine> inner_;
-  std::chrono::microseconds per_call_;
-};
-
-std::unique_ptr<QueryEngine> cpu_engine(const ShardIndex& s) {
-  return std::make_unique<cpu::CpuEngine>(s, 0);
-}
-std::unique_ptr<QueryEngine> reference_engine(const ShardIndex& s) {
-  return std::make_unique<ReferenceEngine>(s, 0);
-}
-
-// An estimator with fixed preferences: the CPU costs 1, the GPU `gpu_cost`.
-CostEstimator fixed_costs(double gpu_cost) {
-  return [gpu_cost](const QueryFeatures&) { return CostEstimate{{1.0, gpu_cost}}; };
-}
-
-// Waits for jobs submitted one by one.
-struct Completions {
-  std::mutex m;
-  std::condition_variable cv;
-  std::map<std::string, JobOutcome> outcomes;
-  CoProcessorScheduler::Done done(const std::string& id) {
-    return [this, id](const JobOutcome& o) {
-      std::lock_guard lock(m);
-      outcomes[id] = o;
-      cv.notify_all();
-    };
-  }
-  void wait_for(std::size_t n) {
-    std::unique_lock lock(m);
-    ASSERT_TRUE(cv.wait_for(lock, 30s, [&] { return outcomes.size() >= n; }))
-        << outcomes.size() << " of " << n << " jobs done";
-  }
-  JobOutcome get(const std::string& id) {
-    std::lock_guard lock(m);
-    return outcomes.at(id);
-  }
-};
-
-}  // namespace
+using namespace gpusearch::scheduler_testing;
 
 TEST(SchedulerPolicy, UnknownNameIsAClearError) {
   EXPECT_EQ(parse_scheduler_policy("queues"), SchedulerPolicy::kQueues);
@@ -173,6 +26,16 @@ TEST(SchedulerPolicy, UnknownNameIsAClearError) {
     EXPECT_NE(what.find("--scheduler"), std::string::npos) << what;
     EXPECT_NE(what.find("fifo"), std::string::npos) << what;
     EXPECT_NE(what.find("queues"), std::string::npos) << what;
+  }
+  EXPECT_EQ(parse_queues_routing("capacity"), QueuesRouting::kCapacity);
+  EXPECT_EQ(parse_queues_routing("lone-cost"), QueuesRouting::kLoneCost);
+  try {
+    parse_queues_routing("fastest");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--scheduler-routing"), std::string::npos) << what;
+    EXPECT_NE(what.find("fastest"), std::string::npos) << what;
   }
 }
 
@@ -187,9 +50,15 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
   auto alternate = [median_blocks](const QueryFeatures& f) {
     return f.total_blocks < median_blocks ? CostEstimate{{1.0, 3.0}} : CostEstimate{{3.0, 1.0}};
   };
-  for (const char* name : {"cpu", "gpu", "lbd", "queues", "best-serial"}) {
+  // queues under both routings: capacity (the default) and paper 001's lone costs.
+  for (const char* name : {"cpu", "gpu", "lbd", "queues", "queues-lone-cost", "best-serial"}) {
     SchedulerOptions o;
-    o.policy = parse_scheduler_policy(name);
+    const bool lone_cost = std::string(name) == "queues-lone-cost";
+    o.policy = parse_scheduler_policy(lone_cost ? "queues" : name);
+    o.routing = lone_cost ? QueuesRouting::kLoneCost : QueuesRouting::kCapacity;
+    // Capacity routing by the predictions only (a prior no measurement outweighs): the real
+    // engines' costs here would send every job to the faster one, and both must be exercised.
+    o.capacity.prior_predicted_seconds = 1e12;
     o.lbd_threshold_blocks = median_blocks;
     o.estimate = alternate;
     auto cpu = cpu_engine(shard());
@@ -210,9 +79,10 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
       if (policy == "gpu") {
         EXPECT_EQ(ran[0], 0) << policy;
       }
-      if (policy == "lbd" || policy == "queues" || policy == "best-serial") {
-        EXPECT_GT(ran[0], 0) << policy;
-        EXPECT_GT(ran[1], 0) << policy;
+      if (policy == "lbd" || policy == "queues" || policy == "queues-lone-cost" ||
+          policy == "best-serial") {
+        EXPECT_GT(ran[0], 0) << policy << " " << s.stats().dump();
+        EXPECT_GT(ran[1], 0) << policy << " " << s.stats().dump();
       }
       if (policy == "best-serial") {
         for (const JobOutcome& oc : outcomes) EXPECT_EQ(oc.batch_size, 1u);
@@ -224,7 +94,8 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
 TEST_F(SchedulerFixture, IdleProcessorStealsFromABusyOne) {
   SchedulerOptions o;
   o.policy = SchedulerPolicy::kQueues;
-  o.estimate = fixed_costs(10.0);  // every job prefers the CPU, strongly
+  o.routing = QueuesRouting::kLoneCost;  // paper 001's queues: every job in the CPU's
+  o.estimate = fixed_costs(10.0);        // every job prefers the CPU, strongly
   auto gated = std::make_unique<GatedEngine>(cpu_engine(shard()));
   GatedEngine& cpu = *gated;
   auto gpu = reference_engine(shard());
@@ -295,6 +166,7 @@ TEST_F(SchedulerFixture, UrgentJobGoesFirstToItsPreferredProcessor) {
     if (totals.size() < 5) GTEST_SKIP() << "test queries with equal list lengths";
     SchedulerOptions o;
     o.policy = SchedulerPolicy::kQueues;
+    o.routing = QueuesRouting::kLoneCost;  // the either queue is paper 001's
     o.deadline = 1000ms;
     o.urgent_fraction = 0.5;
     o.estimate = [&costs](const QueryFeatures& f) { return costs.lower_bound(f.total)->second; };
@@ -338,40 +210,48 @@ TEST_F(SchedulerFixture, UrgentJobGoesFirstToItsPreferredProcessor) {
 // Many jobs arriving at random over slow processors, with a short deadline: jobs are stolen,
 // promoted and late, and every answer is still the reference's.
 TEST_F(SchedulerFixture, ExactUnderLoadWithStealingAndPromotion) {
-  SchedulerOptions o;
-  o.policy = SchedulerPolicy::kQueues;
-  o.deadline = 20ms;
-  o.urgent_fraction = 0.25;
-  o.estimate = [](const QueryFeatures& f) {
-    const double x = std::fmod(f.total, 3.0);  // a third each: CPU, GPU, either
-    return CostEstimate{{1.0, x < 1 ? 2.0 : x < 2 ? 0.5 : 1.05}};
-  };
-  // The CPU (one worker, 4 ms a job) cannot keep up with its third of the jobs: the other
-  // processor steals, and jobs grow urgent.
-  auto cpu = std::make_unique<DelayEngine>(cpu_engine(shard()), 4000us);
-  auto gpu =
-      std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())), 3000us);
-  CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 8}, o);
-  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
-  std::vector<ShardResult> out(test_queries.size());
-  Completions done;
-  std::mt19937 rng(5);
-  std::exponential_distribution<double> gap(2000.0);  // 2,000 arrivals/s: overload
-  for (std::size_t i = 0; i < test_queries.size(); ++i) {
-    s.submit(test_queries[i], p, out[i], CoProcessorScheduler::Clock::now(),
-             done.done(std::to_string(i)));
-    std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
+  for (QueuesRouting routing : {QueuesRouting::kLoneCost, QueuesRouting::kCapacity}) {
+    SCOPED_TRACE(to_string(routing));
+    SchedulerOptions o;
+    o.routing = routing;
+    o.policy = SchedulerPolicy::kQueues;
+    o.deadline = 20ms;
+    o.urgent_fraction = 0.25;
+    o.estimate = [](const QueryFeatures& f) {
+      const double x = std::fmod(f.total, 3.0);  // a third each: CPU, GPU, either
+      return CostEstimate{{1.0, x < 1 ? 2.0 : x < 2 ? 0.5 : 1.05}};
+    };
+    // The CPU (one worker, 4 ms a job) cannot keep up with a third of the jobs: under lone-cost
+    // routing the other processor steals, and jobs grow urgent.
+    auto cpu = std::make_unique<DelayEngine>(cpu_engine(shard()), 4000us);
+    auto gpu =
+        std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())), 3000us);
+    CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 8}, o);
+    const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+    std::vector<ShardResult> out(test_queries.size());
+    Completions done;
+    std::mt19937 rng(5);
+    std::exponential_distribution<double> gap(2000.0);  // 2,000 arrivals/s: overload
+    for (std::size_t i = 0; i < test_queries.size(); ++i) {
+      s.submit(test_queries[i], p, out[i], CoProcessorScheduler::Clock::now(),
+               done.done(std::to_string(i)));
+      std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
+    }
+    done.wait_for(test_queries.size());
+    expect_exact(test_queries, p, out, "under load");
+    const auto st = s.stats();
+    EXPECT_GT(st["processors"]["cpu"]["jobs"].get<int>(), 0);
+    EXPECT_GT(st["processors"]["gpu"]["jobs"].get<int>(), 0);
+    const int moved = st["processors"]["cpu"]["stolen"].get<int>() +
+                      st["processors"]["gpu"]["stolen"].get<int>() +
+                      st["processors"]["cpu"]["promoted"].get<int>() +
+                      st["processors"]["gpu"]["promoted"].get<int>();
+    // Paper 001's routing leaves the CPU a third of the jobs, more than it can run: stolen and
+    // promoted jobs. Capacity routing sends the CPU only what it can run, so there may be none.
+    if (routing == QueuesRouting::kLoneCost) {
+      EXPECT_GT(moved, 0) << st.dump();
+    }
   }
-  done.wait_for(test_queries.size());
-  expect_exact(test_queries, p, out, "under load");
-  const auto st = s.stats();
-  EXPECT_GT(st["processors"]["cpu"]["jobs"].get<int>(), 0);
-  EXPECT_GT(st["processors"]["gpu"]["jobs"].get<int>(), 0);
-  const int moved = st["processors"]["cpu"]["stolen"].get<int>() +
-                    st["processors"]["gpu"]["stolen"].get<int>() +
-                    st["processors"]["cpu"]["promoted"].get<int>() +
-                    st["processors"]["gpu"]["promoted"].get<int>();
-  EXPECT_GT(moved, 0) << st.dump();
 }
 
 TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
@@ -461,6 +341,7 @@ TEST_F(SchedulerFixture, ObserverSeesTheCostOfEveryJobRunAlone) {
   std::size_t cpu_costs = 0, gpu_costs = 0, with_features = 0;
   SchedulerOptions o;
   o.policy = SchedulerPolicy::kQueues;
+  o.routing = QueuesRouting::kLoneCost;
   o.estimate = fixed_costs(1.0);  // every job in the either queue
   o.observe = [&](Processor p, const QueryFeatures& f, double seconds) {
     std::lock_guard lock(m);
