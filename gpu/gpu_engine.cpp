@@ -28,6 +28,10 @@ namespace {
 
 // algorithm auto: batches of at most this many queries run their OR phase by block-max WAND.
 constexpr std::size_t kAutoBmwMaxBatch = 256;
+// ... and whose queries are long: mean sum of list lengths (postings) at least this. Block-max
+// WAND's per-thread cursors pay off on long lists only (Debian descriptions through the cluster,
+// batches of 64: bmw 0.86 ms per batch against the window kernel's 0.24).
+constexpr std::uint64_t kLongQueryPostings = 128 * 1024;
 
 // Hits per batch above which the results are unpacked on every core (see finish()).
 constexpr std::size_t kParallelUnpackHits = 16 * 1024;
@@ -103,18 +107,20 @@ std::uint32_t segment_count(std::uint64_t cost, std::uint64_t segment_cost, unsi
 // size, as measured on the H100 (NOTES-gpu-engine.md, 2026-11-24): a small batch's latency is
 // its slowest query's chain of windows, so it is cut finer (batch 64: 32 blocks per SM and
 // segments of 2,048 postings took the OR kernels of a lone batch from 2.23 to 1.75 ms); at
-// 1,024 16 blocks per SM did best, at 4,096 the default 8.
+// 1,024 16 blocks per SM did best, at 4,096 the default 8. Only for long queries: on Debian
+// descriptions (short lists) the finer cut cost more than it saved (a batch of 64 through the
+// cluster: 0.31 ms against 0.24 at 8 blocks per SM).
 struct SegmentTargets {
   unsigned blocks_per_sm;
   unsigned min_segment_postings;
 };
-SegmentTargets segment_targets(const GpuEngineOptions& o, std::size_t nq) {
-  const unsigned bps = o.blocks_per_sm != 0 ? o.blocks_per_sm
-                       : nq <= 256          ? 32
-                       : nq <= 2048         ? 16
-                                            : 8;
+SegmentTargets segment_targets(const GpuEngineOptions& o, std::size_t nq, bool long_queries) {
+  const unsigned bps = o.blocks_per_sm != 0          ? o.blocks_per_sm
+                       : long_queries && nq <= 256  ? 32
+                       : long_queries && nq <= 2048 ? 16
+                                                    : 8;
   const unsigned min_postings = o.min_segment_postings != 0 ? o.min_segment_postings
-                                : nq <= 256                 ? 2048
+                                : long_queries && nq <= 256 ? 2048
                                                             : 8192;
   return {bps, min_postings};
 }
@@ -440,9 +446,16 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   bounds.push_back(gpu_queries.size());
   const DocId shard_end = shard.num_docs();
   // Segments per query of one batch: about target_blocks in all, in proportion to cost.
+  // A batch of long queries: the mean sum of its queries' list lengths is at least
+  // kLongQueryPostings (the synthetic 2.5M index's, not Debian's 64K-document lists).
+  auto long_queries = [&](std::size_t begin, std::size_t end) {
+    std::uint64_t total = 0;
+    for (std::size_t j = begin; j < end; ++j) total += or_cost[gpu_queries[j]];
+    return end > begin && total / (end - begin) >= kLongQueryPostings;
+  };
   auto plan_batch = [&](std::size_t begin, std::size_t end, std::vector<SegmentPlan>& and_plan,
                         std::vector<SegmentPlan>& or_plan) {
-    const SegmentTargets targets = segment_targets(m.options, end - begin);
+    const SegmentTargets targets = segment_targets(m.options, end - begin, long_queries(begin, end));
     const std::uint64_t target_blocks = std::uint64_t(targets.blocks_per_sm) * m.multiprocessors;
     const std::uint64_t min_segment_postings = targets.min_segment_postings;
     std::uint64_t and_total = 0, or_total = 0;
@@ -640,7 +653,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.query_index.assign(gpu_queries.begin() + std::ptrdiff_t(begin),
                             gpu_queries.begin() + std::ptrdiff_t(end));
     const std::size_t nq = lane.query_index.size();
-    const bool bmw = bmw_always || (bmw_small_batches && nq <= kAutoBmwMaxBatch);
+    const bool bmw =
+        bmw_always || (bmw_small_batches && nq <= kAutoBmwMaxBatch && long_queries(begin, end));
     plan_batch(begin, end, and_plan, or_plan);
     and_segments.clear();
     or_segments.clear();

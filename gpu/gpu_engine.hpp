@@ -29,8 +29,8 @@ struct GpuEngineOptions {
   int device = -1;                // -1: the process's current device
   // bmw: OR by block-max WAND over each query's threads (paper 002), AND with GS early
   // termination; window: OR by accumulator windows skipped on block-max bounds; exhaustive:
-  // no pruning at all; auto (the default): bmw for batches of at most 256 queries (lower
-  // latency), window above (higher throughput).
+  // no pruning at all; auto (the default): bmw for batches of at most 256 long queries (lower
+  // latency on long lists), window otherwise (gpu_engine.cpp, kLongQueryPostings).
   std::string algorithm = "auto";
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)

@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
   app.add_flag("--gpu-range-engine", o.engine.gpu_range_engine,
                "gpu: the per-range multi-GPU engine (docID ranges merged through NCCL) even with "
                "one GPU per ISN");
+  app.add_option("--gpu-blocks-per-sm", o.engine.gpu_blocks_per_sm,
+                 "gpu: thread blocks a batch aims at per multiprocessor (0: by batch size)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 64u));
   app.add_option("--batch-chunk", o.parallel_chunk_queries,
                  "queries per parallel task within a batch")
       ->capture_default_str();
