@@ -83,7 +83,7 @@ struct SchedulerOptions {
   SchedulerPolicy policy = SchedulerPolicy::kQueues;
   std::uint64_t lbd_threshold_blocks = 30000;  // paper 002's S (its best value)
   Processor lbd_short_on = Processor::kGpu;    // where queries below S go (paper 002: the GPU)
-  QueuesRouting routing = QueuesRouting::kCapacity;
+  QueuesRouting routing = QueuesRouting::kLoneCost;  // measured better on the H100 (NOTES-scheduler)
   CapacityRoutingOptions capacity;  // routing kCapacity
   double preference_ratio = 1.2;  // routing kLoneCost (paper 001: "20% faster" makes a job prefer)
   std::chrono::microseconds deadline{500000};  // after arrival

@@ -33,7 +33,7 @@ struct IsnSchedulerOptions {
   unsigned cpu_workers = 0;          // 0: the oneTBB parallelism allowed (--threads)
   unsigned gpu_max_batch = 4096;     // queries per call of the GPU-side engine
   std::string lbd_short_on = "gpu";  // lbd: the processor for queries below the threshold
-  std::string routing = "capacity";  // queues: capacity or lone-cost (isn/capacity_router.hpp)
+  std::string routing = "lone-cost";  // queues: lone-cost or capacity (isn/capacity_router.hpp)
   // Batches whose jobs the ISN queues before the oldest is answered (isn/batch_pipeline.hpp);
   // 1: one batch at a time.
   unsigned batches_in_flight = 4;

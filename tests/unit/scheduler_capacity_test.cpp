@@ -69,6 +69,7 @@ TEST_F(SchedulerFixture, ASaturatedCpuQueueSpillsToTheGpuByRouting) {
   std::atomic<bool> gpu_cheaper{true};
   SchedulerOptions o;
   o.policy = SchedulerPolicy::kQueues;
+  o.routing = QueuesRouting::kCapacity;
   o.deadline = 60s;
   o.estimate = [&](const QueryFeatures&) {
     return gpu_cheaper ? CostEstimate{{5e-3, 1e-3}} : CostEstimate{{1e-3, 5e-3}};
