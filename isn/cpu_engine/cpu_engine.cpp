@@ -179,7 +179,9 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
       case Algorithm::kMaxScore: {
         std::uint64_t postings = 0;
         for (const PostingCursor& c : cursors) postings += c.df();
-        if (postings * options_.daat_docs_per_posting < ctx.num_docs)
+        if (cursors.size() == 1)
+          stats = single_list_top_k(ctx, cursors[0], top, counters);
+        else if (postings * options_.daat_docs_per_posting < ctx.num_docs)
           stats = block_max_maxscore(ctx, cursors, top, counters);
         else
           stats = windowed_maxscore(ctx, cursors, top, counters, options_.window_docs);

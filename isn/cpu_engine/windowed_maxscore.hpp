@@ -30,4 +30,13 @@ inline constexpr unsigned kDefaultWindowDocs = 4096;
 RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
                            QueryCounters& counters, unsigned window_docs = kDefaultWindowDocs);
 
+// A one-term query (maxscore's path for it): the list's blocks in docID order; a block whose
+// maximum (plus the static part's bound) is below the threshold is passed over without
+// decoding, the others are scored posting by posting. With the starting threshold
+// (threshold_seed.hpp), which for one list is the k-th score of its best block, almost every
+// block but the best is passed over; the windows' per-window bounds and accumulators are
+// not needed.
+RunStats single_list_top_k(const QueryContext& ctx, PostingCursor& list, TopK& top,
+                           QueryCounters& counters);
+
 }  // namespace gpusearch::cpu
