@@ -25,7 +25,7 @@
 
 namespace gpusearch::cpu {
 
-inline constexpr unsigned kDefaultWindowDocs = 4096;
+inline constexpr unsigned kDefaultWindowDocs = 8192;
 
 RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
                            QueryCounters& counters, unsigned window_docs = kDefaultWindowDocs);
