@@ -197,7 +197,9 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
         else if (postings * options_.daat_docs_per_posting < ctx.num_docs)
           stats = block_max_maxscore(ctx, cursors, top, counters);
         else
-          stats = windowed_maxscore(ctx, cursors, top, counters, options_.window_docs);
+          stats = windowed_maxscore(
+              ctx, cursors, top, counters,
+              options_.window_docs ? options_.window_docs : window_docs_for(ctx.num_docs));
         break;
       }
       case Algorithm::kMaxScoreDaat:

@@ -19,13 +19,18 @@
 // large k, where almost every list stays essential.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "isn/cpu_engine/daat_algorithms.hpp"
 
 namespace gpusearch::cpu {
 
-inline constexpr unsigned kDefaultWindowDocs = 8192;
+inline constexpr unsigned kDefaultWindowDocs = 4096;
+// CpuEngineOptions::window_docs 0: windows by the shard's size.
+inline unsigned window_docs_for(std::uint64_t shard_docs) {
+  return shard_docs > (std::uint64_t(1) << 20) ? 2 * kDefaultWindowDocs : kDefaultWindowDocs;
+}
 
 RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
                            QueryCounters& counters, unsigned window_docs = kDefaultWindowDocs);

@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
                  "(CpuEngineOptions::seed_blocks_per_term; 0: no seed)")
       ->capture_default_str();
   app.add_option("--window-docs", window_docs,
-                 "documents per window of the windowed MaxScore (CpuEngineOptions::window_docs)")
+                 "documents per window of the windowed MaxScore (CpuEngineOptions::window_docs; "
+                 "0: by the shard's size)")
       ->capture_default_str();
   app.add_option("--daat-docs-per-posting", daat_docs_per_posting,
                  "maxscore runs document at a time below one posting per this many documents "
