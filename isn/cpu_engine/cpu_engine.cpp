@@ -97,6 +97,15 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
                 : code_of[lengths[d]]);
     }
   }
+  {
+    const auto block_max = shard.block_max_impact();
+    best_block_.resize(shard.num_terms());
+    for (TermId t = 0; t < shard.num_terms(); ++t) {
+      const TermInfo& info = shard.term(t);
+      const float* m = block_max.data() + info.first_block;
+      best_block_[t] = std::uint32_t(std::max_element(m, m + info.num_blocks) - m);
+    }
+  }
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
   gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
 }
@@ -164,8 +173,12 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   } else {
     // Pruning OR algorithms start from a lower bound of the k-th score (threshold_seed.hpp).
     if (a != Algorithm::kExhaustive && options_.seed_blocks_per_term > 0)
+    {
+      std::vector<std::uint32_t> best(query.terms.size());
+      for (std::size_t i = 0; i < best.size(); ++i) best[i] = best_block_[query.terms[i]];
       top.raise_floor(seed_threshold(ctx, cursors, params.k, options_.seed_blocks_per_term,
-                                     options_.seed_scale));
+                                     options_.seed_scale, best));
+    }
     switch (a) {
       case Algorithm::kExhaustive:
         stats = ranked_or(ctx, cursors, top, counters);
@@ -179,10 +192,14 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
       case Algorithm::kMaxScore: {
         std::uint64_t postings = 0;
         for (const PostingCursor& c : cursors) postings += c.df();
-        if (postings * options_.daat_docs_per_posting < ctx.num_docs)
+        if (cursors.size() == 1)
+          stats = single_list_top_k(ctx, cursors[0], top, counters);
+        else if (postings * options_.daat_docs_per_posting < ctx.num_docs)
           stats = block_max_maxscore(ctx, cursors, top, counters);
         else
-          stats = windowed_maxscore(ctx, cursors, top, counters, options_.window_docs);
+          stats = windowed_maxscore(
+              ctx, cursors, top, counters,
+              options_.window_docs ? options_.window_docs : window_docs_for(ctx.num_docs));
         break;
       }
       case Algorithm::kMaxScoreDaat:

@@ -38,8 +38,11 @@ struct CpuEngineOptions {
   // Stop over GS-ordered docIDs (paper 000, eq. 5) where the index's GS alpha makes it exact.
   // The exhaustive algorithm never stops early.
   bool gs_early_termination = true;
-  // Documents per window of the windowed MaxScore (windowed_maxscore.hpp).
-  unsigned window_docs = 4096;
+  // Documents per window of the windowed MaxScore (windowed_maxscore.hpp); 0: by the shard's
+  // size, 4096 up to 2^20 documents and 8192 above (NOTES-cpu-engine.md, session 24: 8192 took
+  // 7% of the instructions off at k = 10 on the 2.5M shard but only 1% on the 64K Debian one,
+  // whose lists fill small windows, for twice the scratch memory).
+  unsigned window_docs = 0;
   // `maxscore` runs the document-at-a-time block-max MaxScore (`maxscore-daat`) for a query
   // whose lists hold together fewer than one posting per this many documents of the shard:
   // sparse lists cross mostly empty windows, whose fixed cost the windowed algorithm pays
@@ -136,6 +139,9 @@ class CpuEngine final : public QueryEngine {
   // The same as a 2-byte code per document into a table of the distinct norms (empty when there
   // are more than 65,536 distinct lengths): a quarter of the bytes, so more of it stays cached.
   std::vector<std::uint16_t> norm_codes_;
+  // Per term, its block of highest block maximum (the first such): the threshold seed's block
+  // for k <= 128 without a scan of the list's maxima per query.
+  std::vector<std::uint32_t> best_block_;
   std::vector<double> norm_table_;
   bool gs_ordered_ = false;
 };

@@ -9,7 +9,8 @@
 namespace gpusearch::cpu {
 
 double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
-                      unsigned blocks_per_term, double scale) {
+                      unsigned blocks_per_term, double scale,
+                      std::span<const std::uint32_t> best_block) {
   double seed = -std::numeric_limits<double>::infinity();
   if (k == 0 || blocks_per_term == 0) return seed;
   // Enough blocks to hold k postings, and `blocks_per_term` to choose from.
@@ -30,15 +31,20 @@ double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> te
     const PostingCursor& c = terms[order[oi]];
     if (c.docid() == kNoDoc || c.df() < k || !(c.max_score() > seed)) continue;
     const std::uint32_t nb = c.num_blocks();
-    // The `budget` blocks of highest maxima (a partial insertion sort: budget is small).
+    // The `budget` blocks of highest maxima: given, for one block, else a partial insertion
+    // sort (budget is small).
     best.clear();
-    for (std::uint32_t b = 0; b < nb; ++b) {
-      const float m = c.block_max_impact(b);
-      if (best.size() == budget && !(m > c.block_max_impact(best.back()))) continue;
-      if (best.size() < budget) best.push_back(b);
-      std::size_t i = best.size() - 1;
-      for (; i > 0 && c.block_max_impact(best[i - 1]) < m; --i) best[i] = best[i - 1];
-      best[i] = b;
+    if (budget == 1 && best_block.size() == terms.size()) {
+      if (nb > 0) best.push_back(best_block[order[oi]]);
+    } else {
+      for (std::uint32_t b = 0; b < nb; ++b) {
+        const float m = c.block_max_impact(b);
+        if (best.size() == budget && !(m > c.block_max_impact(best.back()))) continue;
+        if (best.size() < budget) best.push_back(b);
+        std::size_t i = best.size() - 1;
+        for (; i > 0 && c.block_max_impact(best[i - 1]) < m; --i) best[i] = best[i - 1];
+        best[i] = b;
+      }
     }
     // Skip a list whose best block cannot beat the seed so far.
     if (best.empty() || !(c.weight() * double(c.block_max_impact(best[0])) > seed)) continue;

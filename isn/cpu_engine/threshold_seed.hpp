@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "isn/cpu_engine/daat_algorithms.hpp"
@@ -17,8 +18,11 @@ namespace gpusearch::cpu {
 // The largest such lower bound over the query's lists, each list decoding at most
 // `blocks_per_term` blocks (about k / 128 more when k needs them), documents of the cursors'
 // range only; -inf when no list has k postings there. `scale` multiplies the result: 1, except
-// in the test that proves an inflated seed is caught. The cursors do not move.
+// in the test that proves an inflated seed is caught. The cursors do not move. `best_block`
+// (empty, or one per list: the list's block of highest maximum, the first such) spares the
+// scan of every list's block maxima when one block per list is decoded.
 double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
-                      unsigned blocks_per_term, double scale = 1.0);
+                      unsigned blocks_per_term, double scale = 1.0,
+                      std::span<const std::uint32_t> best_block = {});
 
 }  // namespace gpusearch::cpu

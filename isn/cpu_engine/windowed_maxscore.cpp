@@ -373,4 +373,43 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
   return stats;
 }
 
+RunStats single_list_top_k(const QueryContext& ctx, PostingCursor& list, TopK& top,
+                           QueryCounters& counters) {
+  RunStats stats;
+  const double w = list.weight();
+  while (list.docid() < ctx.range_end) {
+    const double threshold = top.threshold();
+    DocId d = list.docid();
+    if (threshold > -std::numeric_limits<double>::infinity()) {
+      if (ctx.gs_stop(d, threshold) || below(ctx.static_bound(d) + list.max_score(), threshold)) {
+        stats.early_terminated = true;
+        break;
+      }
+      // Blocks below the threshold from d on, by their maxima only (the shallow pointer).
+      bool skipped = false;
+      while (below(ctx.static_bound(d) + list.block_max_score(d), threshold)) {
+        const DocId last = list.block_max_last();
+        d = last == kNoDoc ? kNoDoc : last + 1;
+        skipped = true;
+        if (d >= ctx.range_end) break;
+      }
+      if (skipped) {
+        if (d >= ctx.range_end) break;
+        list.next_geq(d);  // decodes the first block that may hold a qualifying document
+        continue;
+      }
+    }
+    // The postings up to the end of the current block, each offered against the threshold.
+    list.block_max_score(d);  // the shallow pointer on the current block
+    const DocId block_last = list.block_max_last();
+    const DocId stop = block_last == kNoDoc ? kNoDoc : block_last + 1;
+    list.for_each_run_below(stop, [&](const DocId* docs, const std::uint32_t* fr, std::uint32_t m) {
+      for (std::uint32_t j = 0; j < m; ++j)
+        ctx.offer(top, docs[j], w * impact(fr[j], ctx.cached_norm(docs[j])));
+      counters.docs_scored += m;
+    });
+  }
+  return stats;
+}
+
 }  // namespace gpusearch::cpu

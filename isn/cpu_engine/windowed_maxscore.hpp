@@ -19,6 +19,7 @@
 // large k, where almost every list stays essential.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "isn/cpu_engine/daat_algorithms.hpp"
@@ -26,8 +27,21 @@
 namespace gpusearch::cpu {
 
 inline constexpr unsigned kDefaultWindowDocs = 4096;
+// CpuEngineOptions::window_docs 0: windows by the shard's size.
+inline unsigned window_docs_for(std::uint64_t shard_docs) {
+  return shard_docs > (std::uint64_t(1) << 20) ? 2 * kDefaultWindowDocs : kDefaultWindowDocs;
+}
 
 RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> terms, TopK& top,
                            QueryCounters& counters, unsigned window_docs = kDefaultWindowDocs);
+
+// A one-term query (maxscore's path for it): the list's blocks in docID order; a block whose
+// maximum (plus the static part's bound) is below the threshold is passed over without
+// decoding, the others are scored posting by posting. With the starting threshold
+// (threshold_seed.hpp), which for one list is the k-th score of its best block, almost every
+// block but the best is passed over; the windows' per-window bounds and accumulators are
+// not needed.
+RunStats single_list_top_k(const QueryContext& ctx, PostingCursor& list, TopK& top,
+                           QueryCounters& counters);
 
 }  // namespace gpusearch::cpu

@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
   bool profile_queries = false;
   std::size_t limit = 2000;
   unsigned seed_blocks = cpu::CpuEngineOptions{}.seed_blocks_per_term;
+  unsigned window_docs = cpu::CpuEngineOptions{}.window_docs;
+  unsigned daat_docs_per_posting = cpu::CpuEngineOptions{}.daat_docs_per_posting;
   std::uint32_t shard_id = 0;
   app.add_option("--index", index_dir, "index directory")->required();
   app.add_option("--queries", queries_path, "queries (TSV or TREC topics)")->required();
@@ -130,11 +132,21 @@ int main(int argc, char** argv) {
                  "blocks per list decoded for the starting threshold of the pruning algorithms "
                  "(CpuEngineOptions::seed_blocks_per_term; 0: no seed)")
       ->capture_default_str();
+  app.add_option("--window-docs", window_docs,
+                 "documents per window of the windowed MaxScore (CpuEngineOptions::window_docs; "
+                 "0: by the shard's size)")
+      ->capture_default_str();
+  app.add_option("--daat-docs-per-posting", daat_docs_per_posting,
+                 "maxscore runs document at a time below one posting per this many documents "
+                 "(CpuEngineOptions::daat_docs_per_posting; 0: always windowed)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const auto engine_options = [&](const std::string& name) {
     cpu::CpuEngineOptions o;
     o.algorithm = cpu::parse_algorithm(name);
     o.seed_blocks_per_term = seed_blocks;
+    o.window_docs = window_docs;
+    o.daat_docs_per_posting = daat_docs_per_posting;
     return o;
   };
   try {

@@ -371,6 +371,19 @@ TEST_F(CpuEngineTest, WeakenedBoundsAreCaught) {
     EXPECT_EQ(count_wrong(index, qs, a, 1.0), 0u) << cpu::to_string(a);
     EXPECT_GT(count_wrong(index, qs, a, 0.97), 0u) << cpu::to_string(a) << " bounds x 0.97";
   }
+  // One-term queries take maxscore's single-list path (single_list_top_k), with the starting
+  // threshold and without it: exact with the true bounds, caught with weakened ones.
+  std::vector<Query> singles;
+  for (const Query& q : qs) singles.push_back(Query{q.id, {q.terms.front()}});
+  for (unsigned seed_blocks : {1u, 0u}) {
+    cpu::CpuEngineOptions o;
+    o.algorithm = cpu::Algorithm::kMaxScore;
+    o.seed_blocks_per_term = seed_blocks;
+    EXPECT_EQ(count_wrong(index, singles, o), 0u) << "one term, seed blocks " << seed_blocks;
+    o.bound_scale = 0.97;
+    EXPECT_GT(count_wrong(index, singles, o), 0u)
+        << "one term, seed blocks " << seed_blocks << ", bounds x 0.97";
+  }
 }
 
 // The starting threshold (threshold_seed.hpp): every pruning algorithm without it and with a
