@@ -31,6 +31,7 @@ What it models (README, "Scaling studies: the simulator"), following aggregator/
 
 import math
 from collections import deque
+from statistics import NormalDist
 
 import numpy as np
 
@@ -40,10 +41,11 @@ def quantile_table(summary, scale=1.0, tail=None):
     order statistics at i/m (the last is the maximum); draws interpolate between them. count:
     the samples summarized. The top cell (from the (m-1)-th order statistic to the maximum) holds
     count/m samples of which the maximum is one: with `tail` (the largest values, exact, from the
-    timeline summary) those values are the knots there, each at its own rank; without, the
-    maximum keeps the probability of one sample (1/count) and the rest of the cell that of the
-    order statistic below it (a run draws about one batch near its maximum, as it measured one,
-    not count/m of them)."""
+    timeline summary) those values are the knots there, each at its own rank, so that a run
+    draws about one batch near the maximum, as it measured one. Without (points measured before
+    the timeline), the cell is interpolated linearly up to the maximum, which gives a run count/m
+    batches spread up to the maximum: too many where the maximum was one outlier (a fixed-rate
+    GPU point's p99 came out +59% so), about right on a host whose delays are often long."""
     order = list(summary.get("order_statistics") or [])
     count = int(summary.get("count", 0) or 0)
     if not order:
@@ -51,18 +53,14 @@ def quantile_table(summary, scale=1.0, tail=None):
         return np.array([0.0, 1.0]), np.array([v, v]) * scale, count
     values = [summary.get("min", order[0])] + order
     levels = list(np.arange(0, len(values)) / (len(values) - 1))
-    if count > len(order) >= 2:
-        tail = sorted(tail or [], reverse=True)[:count]
-        if tail:
-            # The j-th largest (j from 1) at rank count - j + 1; the order statistics below the
-            # smallest of them stay.
-            lowest = (count - len(tail) + 1) / count
-            keep = [i for i, lv in enumerate(levels) if lv < lowest]
-            levels = [levels[i] for i in keep] + [(count - j) / count for j in range(len(tail) - 1, -1, -1)]
-            values = [values[i] for i in keep] + tail[::-1]
-        else:
-            levels = levels[:-1] + [1.0 - 1.0 / count, 1.0]
-            values = values[:-1] + [values[-2], values[-1]]
+    tail = sorted(tail or [], reverse=True)[:count]
+    if count > len(order) >= 2 and tail:
+        # The j-th largest (j from 1) at rank count - j + 1; the order statistics below the
+        # smallest of them stay.
+        lowest = (count - len(tail) + 1) / count
+        keep = [i for i, lv in enumerate(levels) if lv < lowest]
+        levels = [levels[i] for i in keep] + [(count - j) / count for j in range(len(tail) - 1, -1, -1)]
+        values = [values[i] for i in keep] + tail[::-1]
     return np.array(levels), np.array(values, dtype=float) * scale, count
 
 
@@ -70,17 +68,22 @@ class Draw:
     """Draws from a quantile table. `of_max` n: a draw of one of n whose maximum has the table's
     distribution (inverse CDF at v^n). `without_max()`: the same table less its top sample (when
     the run's first batch, simulated from its own measured times, was the maximum). `rho`: the
-    measured lag-1 correlation of the per-batch values' normal scores, kept by SerialDraws."""
+    measured lag-1 correlation of the per-batch values' normal scores, and `successors`: the
+    measured levels of the batches that followed the slowest 1/64, both kept by SerialDraws."""
 
-    def __init__(self, table, top=1.0, per_isn=False, rho=0.0):
+    def __init__(self, table, top=1.0, per_isn=False, rho=0.0, successors=None):
         self.levels, self.values, self.count = table
         self.top = top
         self.per_isn = per_isn  # the table is one ISN's distribution: of_max does not apply
         self.rho = float(rho or 0.0)
+        self.successors = np.array(successors or [], dtype=float)
+        # A level above this is one of the slowest 1/64 (whose successors were measured).
+        self.tail_level = 1.0 - len(self.successors) / self.count if len(self.successors) and self.count else 1.0
 
     def without_max(self):
         return Draw((self.levels, self.values, self.count),
-                    1.0 - 1.0 / self.count if self.count > 1 else 1.0, self.per_isn, self.rho)
+                    1.0 - 1.0 / self.count if self.count > 1 else 1.0, self.per_isn, self.rho,
+                    list(self.successors))
 
     def __call__(self, rng, n=1, of_max=1):
         v = rng.random(n)
@@ -99,23 +102,31 @@ class Draw:
 
 
 class SerialDraws:
-    """One simulated run's draws that keep each stage's measured serial correlation: the batch's
+    """One simulated run's draws that keep each stage's measured serial dependence: the batch's
     level is Phi(z), z an AR(1) series of standard normals with the stage's rho (a Gaussian
-    copula: the marginal stays the measured distribution). Draws without rho, and per-ISN
-    independent draws past one host, are plain."""
+    copula: the marginal stays the measured distribution); after a batch among the slowest 1/64,
+    the next batch's level is one of the measured successors' levels. Draws without either, and
+    per-ISN independent draws past one host, are plain."""
+
+    normal = NormalDist()
 
     def __init__(self, rng):
         self.rng = rng
-        self.state = {}
+        self.state = {}  # id(draw) -> (z, level) of the previous batch
 
     def __call__(self, draw, n=1, of_max=1):
-        if not draw.rho or (n > 1 and of_max <= 1):
+        if (not draw.rho and not len(draw.successors)) or (n > 1 and of_max <= 1):
             return draw(self.rng, n, of_max)
         e = self.rng.standard_normal()
-        z = self.state.get(id(draw))
-        z = e if z is None else draw.rho * z + math.sqrt(1.0 - draw.rho * draw.rho) * e
-        self.state[id(draw)] = z
-        return draw.at(0.5 * (1.0 + math.erf(z / math.sqrt(2.0))), self.rng, n, of_max)
+        previous = self.state.get(id(draw))
+        if previous is not None and previous[1] > draw.tail_level:
+            u = float(self.rng.choice(draw.successors))
+            z = self.normal.inv_cdf(min(max(u - 0.5 / draw.count, 1e-9), 1 - 1e-9))
+        else:
+            z = e if previous is None else draw.rho * previous[0] + math.sqrt(1.0 - draw.rho * draw.rho) * e
+            u = 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+        self.state[id(draw)] = (z, u)
+        return draw.at(u, self.rng, n, of_max)
 
 
 def zero_draw():
@@ -140,8 +151,10 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     fixed, per_q = inp["cost_model"]
     shape = inp["service_shape"]
     to_isn, from_isn, isn_encode = inp["to_isn"], inp["from_isn"], inp["isn_encode"]
-    isn_open = inp.get("isn_open") or zero_draw()
-    merge_delay = inp.get("merge_delay") or zero_draw()
+    # Stages a point's summary may lack (None: 0, and no random numbers drawn, so that such a
+    # point simulates as it did before they existed).
+    isn_open = inp.get("isn_open")
+    merge_delay = inp.get("merge_delay")
     pipelined = inp.get("pipelined", False)
     send_draw = inp.get("send_draw")
     merge_per_q = inp["merge_ms_per_query"](n)
@@ -163,7 +176,7 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     if first_batch:
         first_cost = fixed + per_q * first_batch["queries"]
         shape, to_isn, from_isn, isn_encode, isn_open = (
-            d.without_max() if first_batch["was_max"].get(k) else d
+            d.without_max() if d is not None and first_batch["was_max"].get(k) else d
             for k, d in (("isn_occupancy" if pipelined else "isn_compute", shape),
                          ("to_isn", to_isn), ("from_isn", from_isn),
                          ("isn_encode", isn_encode), ("isn_open", isn_open)))
@@ -204,7 +217,8 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         link_out_free = float(sent[-1])
         warm = first and first_batch
         received = sent + lat + (per_isn(first_batch["to_isn_ms"]) if warm else draw(to_isn, n, of_max))
-        opened = per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm else draw(isn_open, n, of_max)
+        opened = (per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm
+                  else draw(isn_open, n, of_max) if isn_open else 0.0)
         start = np.maximum(received, isn_free) + opened
         # A pipelining ISN's service follows its previous batch's (occupancy: the part not
         # overlapped); its engine thread takes the next batch once this one's jobs are queued.
@@ -263,7 +277,7 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         in_flight.sort(key=lambda b: b[0])
         while in_flight and in_flight[0][0] <= t:
             done, arrivals = in_flight.pop(0)
-            start = max(done, merge_free) + float(draw(merge_delay)[0])
+            start = max(done, merge_free) + (float(draw(merge_delay)[0]) if merge_delay else 0.0)
             recorded = start + decode_per_q * len(arrivals)
             latencies.extend(recorded - a for a in arrivals)
             merge_free = start + merge_per_q * len(arrivals)

@@ -35,7 +35,8 @@ point's `derived.timeline` by the driver, so it survives the stripping:
   of the batch's last answer and the previous merge's end to the merge's start). Summarized as
   common/metrics does.
 - stage_serial_correlation: per stage, the lag-1 correlation of the per-batch values' normal
-  scores (serial_correlation), for the simulator's draws to keep.
+  scores (serial_correlation), for the simulator's draws to keep; stage_tail_successors: the
+  levels of the batches that followed the slowest 1/64 (tail_successors).
 - stage_tails_ms: the largest per-batch values of each stage (compute, occupancy, message delays,
   encoding), exact: the summaries' 128 order statistics leave the top cell (15 batches of a
   2,000-batch run) between the 127th and the maximum, and drawing uniformly across that cell
@@ -93,6 +94,22 @@ def serial_correlation(values):
     saa = sum((x - ma) ** 2 for x in a)
     sbb = sum((y - mb) ** 2 for y in b)
     return round(sab / (saa * sbb) ** 0.5, 4) if saa > 0 and sbb > 0 else 0.0
+
+
+def tail_successors(values):
+    """The levels (rank / n, among the run's values) of the batches that followed the run's
+    slowest 1/64 (at least 8 of them, else none): whether a slow batch's successor was slow too
+    (a heavy query holding the scheduler's CPU workers, a stalled thread), which the normal
+    scores' correlation, dominated by the body of the distribution, does not tell."""
+    n = len(values)
+    top = n // 64
+    if top < 8:
+        return []
+    order = sorted(range(n), key=lambda i: values[i])
+    level = [0.0] * n
+    for r, i in enumerate(order):
+        level[i] = (r + 1) / n
+    return sorted(round(level[i + 1], 4) for i in order[n - top:] if i + 1 < n)
 
 
 def _line(xs, ys):
@@ -168,13 +185,14 @@ def summarize(metrics):
         merge_delay.append(round(max(0.0, b["merge_start"] - max(b["complete"], merged_before)), 4))
         merged_before = max(merged_before, b["merged"])
     first_batch = {"queries": int(first["queries"]), "was_max": {}}
-    tails, serial = {}, {}
+    tails, serial, successors = {}, {}, {}
     for name, f in stage.items():
         per_batch_max = [max((f(b, i) for i in isn), default=0.0) for b, isn in zip(batches, present)]
         first_batch[f"{name}_ms"] = [round(f(first, i), 4) for i in present[0]]
         first_batch["was_max"][name] = bool(per_batch_max[0] >= max(per_batch_max))
         tails[name] = [round(x, 4) for x in sorted(per_batch_max, reverse=True)[:TAIL_SAMPLES]]
         serial[name] = serial_correlation(per_batch_max)
+        successors[name] = tail_successors(per_batch_max)
     occupancy = [round(x, 4) for x in occupancy]
     tails["isn_occupancy"] = sorted(occupancy, reverse=True)[:TAIL_SAMPLES]
     isn_open = [round(x, 4) for x in isn_open]
@@ -185,6 +203,7 @@ def summarize(metrics):
     for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open), ("merge_delay", merge_delay),
                          ("cut_to_sent", cut_to_sent)):
         serial[name] = serial_correlation(values)
+        successors[name] = tail_successors(values)
     first_batch["isn_occupancy_ms"] = occupancy[0]
     first_batch["isn_open_ms"] = isn_open[0]
     for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open)):
@@ -211,4 +230,5 @@ def summarize(metrics):
         "cut_to_sent": summary(cut_to_sent),
         "stage_tails_ms": tails,
         "stage_serial_correlation": serial,
+        "stage_tail_successors": successors,
     }
