@@ -157,6 +157,9 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     merge_delay = inp.get("merge_delay")
     pipelined = inp.get("pipelined", False)
     send_draw = inp.get("send_draw")
+    # The main thread's lateness in cutting a batch that is due (fixed rate): None, not drawn.
+    cut_stall = inp.get("cut_stall") if rate else None
+    stall_until = None
     merge_per_q = inp["merge_ms_per_query"](n)
     decode_per_q = inp["decode_ms_per_query"]
     lat = net["latency_ms"]
@@ -267,9 +270,14 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
             t += admitted * (first_admission if t == 0.0 and first_admission is not None else alpha)
             progressed = True
         exhausted = next_q >= Q
-        # Cuts.
+        # Cuts (at a fixed rate, each after the main thread's measured lateness).
         while len(in_flight) < F and pending and (
                 len(pending) >= B or exhausted or t >= pending[0] + max_wait - 1e-12):
+            if cut_stall is not None and stall_until is None:
+                stall_until = t + float(draw(cut_stall)[0])
+            if stall_until is not None and t < stall_until - 1e-12:
+                break
+            stall_until = None
             t, batch = cut(t)
             in_flight.append(batch)
             progressed = True
@@ -294,7 +302,9 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
             candidates.append(in_flight[0][0])
         if rate and next_q < Q:
             candidates.append(next_q / rate * 1e3)
-        if pending and len(in_flight) < F:
+        if stall_until is not None:
+            candidates.append(stall_until)  # a due batch waits for the main thread's lateness
+        elif pending and len(in_flight) < F:
             candidates.append(pending[0] + max_wait)
         if not rate and next_q < Q and merging:
             candidates.append(merging[0][0])  # the merge thread's end frees window places

@@ -199,9 +199,31 @@ def summarize(metrics):
     tails["isn_open"] = sorted(isn_open, reverse=True)[:TAIL_SAMPLES]
     tails["merge_delay"] = sorted(merge_delay, reverse=True)[:TAIL_SAMPLES]
     cut_to_sent = [round(b["sent"] - b["cut"], 4) for b in batches]
+    # At a fixed rate, query i arrives at i / rate: a batch is due when its oldest query has
+    # waited max_wait or it is full, once a place in the pipeline is free and the previous batch
+    # has been sent; the main thread's lateness past that (its polling sleeps; a thread that
+    # was not running) is cut_stall. Only where every query went into a batch (no query
+    # answered at admission), so that the batches' first queries are known.
+    cut_stall = None
+    q = metrics.get("queries", {})
+    rate = pol.get("qps") or 0.0
+    if rate and not q.get("no_known_terms") and not q.get("cache_hits"):
+        depth = pol.get("max_in_flight") or 0
+        wait_ms = pol.get("max_wait_us", 0) / 1000.0
+        cut_stall, queued = [], 0
+        for k, b in enumerate(batches):
+            ready = min(queued / rate * 1000.0 + wait_ms,
+                        (queued + pol.get("batch_size", 1) - 1) / rate * 1000.0)
+            if depth and k >= depth:
+                ready = max(ready, batches[k - depth]["complete"])
+            if k:
+                ready = max(ready, batches[k - 1]["sent"])
+            cut_stall.append(round(max(0.0, b["cut"] - ready), 4))
+            queued += int(b["queries"])
+        tails["cut_stall"] = sorted(cut_stall, reverse=True)[:TAIL_SAMPLES]
     tails["cut_to_sent"] = sorted(cut_to_sent, reverse=True)[:TAIL_SAMPLES]
     for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open), ("merge_delay", merge_delay),
-                         ("cut_to_sent", cut_to_sent)):
+                         ("cut_to_sent", cut_to_sent), ("cut_stall", cut_stall or [])):
         serial[name] = serial_correlation(values)
         successors[name] = tail_successors(values)
     first_batch["isn_occupancy_ms"] = occupancy[0]
@@ -228,6 +250,7 @@ def summarize(metrics):
         "isn_open": summary(isn_open),
         "merge_delay": summary(merge_delay),
         "cut_to_sent": summary(cut_to_sent),
+        "cut_stall": summary(cut_stall) if cut_stall is not None else None,
         "stage_tails_ms": tails,
         "stage_serial_correlation": serial,
         "stage_tail_successors": successors,
