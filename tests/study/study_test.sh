@@ -54,7 +54,7 @@ case "$case_name" in
         fail "$f: no latency order statistics"
       [ "$(metric "$f" 'm["derived"]["timeline"]["first_cut_ms"] > 0 and len(m["derived"]["timeline"]["first_batch"]["isn_compute_ms"]) == m["config"]["isns"]')" = True ] ||
         fail "$f: no timeline summary (first cut, the first batch per ISN) in derived.timeline"
-      [ "$(metric "$f" 't = m["derived"]["timeline"]; t["isn_occupancy"]["count"] == t["isn_open"]["count"] == t["batches_summarized"] and len(t["stage_tails_ms"]["isn_compute"]) > 0 and "isn_compute" in t["stage_serial_correlation"]')" = True ] ||
+      [ "$(metric "$f" '(lambda t: t["isn_occupancy"]["count"] == t["isn_open"]["count"] == t["batches_summarized"] and len(t["stage_tails_ms"]["isn_compute"]) > 0 and "isn_compute" in t["stage_serial_correlation"])(m["derived"]["timeline"])')" = True ] ||
         fail "$f: the timeline summary lacks the occupancy, opening, tails or serial correlation"
     done
     isns=$(for f in "$out"/points/*.json; do metric "$f" 'm["metrics"]["isns"]'; done | sort | tr '\n' ' ')
