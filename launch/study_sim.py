@@ -31,42 +31,102 @@ What it models (README, "Scaling studies: the simulator"), following aggregator/
 
 import math
 from collections import deque
+from statistics import NormalDist
 
 import numpy as np
 
 
-def quantile_table(summary, scale=1.0):
+def quantile_table(summary, scale=1.0, tail=None):
     """(levels, values, count) of a common/metrics summary: the minimum at level 0, the i-th of m
     order statistics at i/m (the last is the maximum); draws interpolate between them. count:
-    the samples summarized."""
+    the samples summarized. The top cell (from the (m-1)-th order statistic to the maximum) holds
+    count/m samples of which the maximum is one: with `tail` (the largest values, exact, from the
+    timeline summary) those values are the knots there, each at its own rank, so that a run
+    draws about one batch near the maximum, as it measured one. Without (points measured before
+    the timeline), the cell is interpolated linearly up to the maximum, which gives a run count/m
+    batches spread up to the maximum: too many where the maximum was one outlier (a fixed-rate
+    GPU point's p99 came out +59% so), about right on a host whose delays are often long."""
     order = list(summary.get("order_statistics") or [])
     count = int(summary.get("count", 0) or 0)
     if not order:
         v = summary.get("mean", 0.0)
         return np.array([0.0, 1.0]), np.array([v, v]) * scale, count
-    values = np.array([summary.get("min", order[0])] + order, dtype=float) * scale
-    return np.arange(0, len(values)) / (len(values) - 1), values, count
+    values = [summary.get("min", order[0])] + order
+    levels = list(np.arange(0, len(values)) / (len(values) - 1))
+    tail = sorted(tail or [], reverse=True)[:count]
+    if count > len(order) >= 2 and tail:
+        # The j-th largest (j from 1) at rank count - j + 1; the order statistics below the
+        # smallest of them stay.
+        lowest = (count - len(tail) + 1) / count
+        keep = [i for i, lv in enumerate(levels) if lv < lowest]
+        levels = [levels[i] for i in keep] + [(count - j) / count for j in range(len(tail) - 1, -1, -1)]
+        values = [values[i] for i in keep] + tail[::-1]
+    return np.array(levels), np.array(values, dtype=float) * scale, count
 
 
 class Draw:
     """Draws from a quantile table. `of_max` n: a draw of one of n whose maximum has the table's
     distribution (inverse CDF at v^n). `without_max()`: the same table less its top sample (when
-    the run's first batch, simulated from its own measured times, was the maximum)."""
+    the run's first batch, simulated from its own measured times, was the maximum). `rho`: the
+    measured lag-1 correlation of the per-batch values' normal scores, and `successors`: the
+    measured levels of the batches that followed the slowest 1/64, both kept by SerialDraws."""
 
-    def __init__(self, table, top=1.0, per_isn=False):
+    def __init__(self, table, top=1.0, per_isn=False, rho=0.0, successors=None):
         self.levels, self.values, self.count = table
         self.top = top
         self.per_isn = per_isn  # the table is one ISN's distribution: of_max does not apply
+        self.rho = float(rho or 0.0)
+        self.successors = np.array(successors or [], dtype=float)
+        # A level above this is one of the slowest 1/64 (whose successors were measured).
+        self.tail_level = 1.0 - len(self.successors) / self.count if len(self.successors) and self.count else 1.0
 
     def without_max(self):
         return Draw((self.levels, self.values, self.count),
-                    1.0 - 1.0 / self.count if self.count > 1 else 1.0, self.per_isn)
+                    1.0 - 1.0 / self.count if self.count > 1 else 1.0, self.per_isn, self.rho,
+                    list(self.successors))
 
     def __call__(self, rng, n=1, of_max=1):
         v = rng.random(n)
         if of_max > 1 and not self.per_isn:
             v = v ** of_max
         return np.interp(v * self.top, self.levels, self.values)
+
+    def at(self, u, rng, n=1, of_max=1):
+        """The draw whose batch-level value is at level u: with of_max n, one ISN (at random) at
+        u and the others from the same distribution below it (level u x U^n)."""
+        if n == 1 or of_max <= 1 or self.per_isn:
+            return np.interp(np.full(n, u) * self.top, self.levels, self.values)
+        v = u * rng.random(n) ** of_max
+        v[rng.integers(n)] = u
+        return np.interp(v * self.top, self.levels, self.values)
+
+
+class SerialDraws:
+    """One simulated run's draws that keep each stage's measured serial dependence: the batch's
+    level is Phi(z), z an AR(1) series of standard normals with the stage's rho (a Gaussian
+    copula: the marginal stays the measured distribution); after a batch among the slowest 1/64,
+    the next batch's level is one of the measured successors' levels. Draws without either, and
+    per-ISN independent draws past one host, are plain."""
+
+    normal = NormalDist()
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.state = {}  # id(draw) -> (z, level) of the previous batch
+
+    def __call__(self, draw, n=1, of_max=1):
+        if (not draw.rho and not len(draw.successors)) or (n > 1 and of_max <= 1):
+            return draw(self.rng, n, of_max)
+        e = self.rng.standard_normal()
+        previous = self.state.get(id(draw))
+        if previous is not None and previous[1] > draw.tail_level:
+            u = float(self.rng.choice(draw.successors))
+            z = self.normal.inv_cdf(min(max(u - 0.5 / draw.count, 1e-9), 1 - 1e-9))
+        else:
+            z = e if previous is None else draw.rho * previous[0] + math.sqrt(1.0 - draw.rho * draw.rho) * e
+            u = 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+        self.state[id(draw)] = (z, u)
+        return draw.at(u, self.rng, n, of_max)
 
 
 def zero_draw():
@@ -80,6 +140,7 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     distribution), else the log-normal shard-to-shard variation (prediction). Returns throughput,
     latency percentiles (nearest rank), the mean round trip and the mean batch size."""
     rng = np.random.default_rng(seed)
+    draw = SerialDraws(rng)
     pol = inp["policy"]
     B, F, W = pol["batch_size"], pol["max_in_flight"], pol["window"]
     max_wait = pol["max_wait_us"] / 1e3
@@ -90,6 +151,15 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     fixed, per_q = inp["cost_model"]
     shape = inp["service_shape"]
     to_isn, from_isn, isn_encode = inp["to_isn"], inp["from_isn"], inp["isn_encode"]
+    # Stages a point's summary may lack (None: 0, and no random numbers drawn, so that such a
+    # point simulates as it did before they existed).
+    isn_open = inp.get("isn_open")
+    merge_delay = inp.get("merge_delay")
+    pipelined = inp.get("pipelined", False)
+    send_draw = inp.get("send_draw")
+    # The main thread's lateness in cutting a batch that is due (fixed rate): None, not drawn.
+    cut_stall = inp.get("cut_stall") if rate else None
+    stall_until = None
     merge_per_q = inp["merge_ms_per_query"](n)
     decode_per_q = inp["decode_ms_per_query"]
     lat = net["latency_ms"]
@@ -108,15 +178,17 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     first_batch = inp.get("first_batch")
     if first_batch:
         first_cost = fixed + per_q * first_batch["queries"]
-        shape, to_isn, from_isn, isn_encode = (
-            d.without_max() if first_batch["was_max"].get(k) else d
-            for k, d in (("isn_compute", shape), ("to_isn", to_isn), ("from_isn", from_isn),
-                         ("isn_encode", isn_encode)))
+        shape, to_isn, from_isn, isn_encode, isn_open = (
+            d.without_max() if d is not None and first_batch["was_max"].get(k) else d
+            for k, d in (("isn_occupancy" if pipelined else "isn_compute", shape),
+                         ("to_isn", to_isn), ("from_isn", from_isn),
+                         ("isn_encode", isn_encode), ("isn_open", isn_open)))
 
     def per_isn(values):
         return np.resize(np.array(values, dtype=float), n)
 
-    isn_free = np.zeros(n)
+    isn_free = np.zeros(n)   # the ISN's engine thread free (one batch at a time: its encoding done)
+    isn_end = np.zeros(n)    # a pipelining ISN's last service end
     link_out_free = link_in_free = 0.0
     merge_free = 0.0
     merging = deque()        # (merge end, queries) of batches handed to the merge thread
@@ -133,24 +205,31 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         batches_cut += 1
         size = min(B, len(pending))
         arrivals = [pending.popleft() for _ in range(size)]
-        now += send_fixed + send_per_q * size + per_send
+        send = float(draw(send_draw)[0]) if send_draw else send_fixed
+        now += send + send_per_q * size + per_send
         cost = (fixed + per_q * size)
         if sigma is None:
-            c = np.full(n, cost * shape(rng)[0] * others)
+            c = np.full(n, cost * draw(shape)[0] * others)
             c[rng.integers(n)] /= others
         else:
-            c = cost * shape(rng)[0] * np.exp(sigma * rng.standard_normal(n) - sigma * sigma / 2)
+            c = cost * draw(shape)[0] * np.exp(sigma * rng.standard_normal(n) - sigma * sigma / 2)
         if first and first_batch:
             # The run's first batch as measured (its warm-up), the cost scaled to this size.
             c = per_isn(first_batch["isn_compute_ms"]) * cost / first_cost
         sent = np.maximum(now, link_out_free) + tx_q * size * np.arange(1, n + 1)
         link_out_free = float(sent[-1])
         warm = first and first_batch
-        received = sent + lat + (per_isn(first_batch["to_isn_ms"]) if warm else to_isn(rng, n, of_max))
-        start = np.maximum(received, isn_free)
-        done = start + c + (per_isn(first_batch["isn_encode_ms"]) if warm else isn_encode(rng, n, of_max))
-        isn_free[:] = done
-        ready = np.sort(done + lat + (per_isn(first_batch["from_isn_ms"]) if warm else from_isn(rng, n, of_max)))
+        received = sent + lat + (per_isn(first_batch["to_isn_ms"]) if warm else draw(to_isn, n, of_max))
+        opened = (per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm
+                  else draw(isn_open, n, of_max) if isn_open else 0.0)
+        start = np.maximum(received, isn_free) + opened
+        # A pipelining ISN's service follows its previous batch's (occupancy: the part not
+        # overlapped); its engine thread takes the next batch once this one's jobs are queued.
+        served = (np.maximum(start, isn_end) if pipelined else start) + c
+        done = served + (per_isn(first_batch["isn_encode_ms"]) if warm else draw(isn_encode, n, of_max))
+        isn_end[:] = served
+        isn_free[:] = start if pipelined else done
+        ready = np.sort(done + lat + (per_isn(first_batch["from_isn_ms"]) if warm else draw(from_isn, n, of_max)))
         # A FIFO link taking `ready` (ascending) at rx each ends at
         # max(free + n rx, max over j of ready_j + (n - j) rx), j counted from 0.
         rx = rx_q * size
@@ -191,9 +270,14 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
             t += admitted * (first_admission if t == 0.0 and first_admission is not None else alpha)
             progressed = True
         exhausted = next_q >= Q
-        # Cuts.
+        # Cuts (at a fixed rate, each after the main thread's measured lateness).
         while len(in_flight) < F and pending and (
                 len(pending) >= B or exhausted or t >= pending[0] + max_wait - 1e-12):
+            if cut_stall is not None and stall_until is None:
+                stall_until = t + float(draw(cut_stall)[0])
+            if stall_until is not None and t < stall_until - 1e-12:
+                break
+            stall_until = None
             t, batch = cut(t)
             in_flight.append(batch)
             progressed = True
@@ -201,7 +285,7 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         in_flight.sort(key=lambda b: b[0])
         while in_flight and in_flight[0][0] <= t:
             done, arrivals = in_flight.pop(0)
-            start = max(done, merge_free)
+            start = max(done, merge_free) + (float(draw(merge_delay)[0]) if merge_delay else 0.0)
             recorded = start + decode_per_q * len(arrivals)
             latencies.extend(recorded - a for a in arrivals)
             merge_free = start + merge_per_q * len(arrivals)
@@ -218,7 +302,9 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
             candidates.append(in_flight[0][0])
         if rate and next_q < Q:
             candidates.append(next_q / rate * 1e3)
-        if pending and len(in_flight) < F:
+        if stall_until is not None:
+            candidates.append(stall_until)  # a due batch waits for the main thread's lateness
+        elif pending and len(in_flight) < F:
             candidates.append(pending[0] + max_wait)
         if not rate and next_q < Q and merging:
             candidates.append(merging[0][0])  # the merge thread's end frees window places

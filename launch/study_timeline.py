@@ -12,13 +12,35 @@ point's `derived.timeline` by the driver, so it survives the stripping:
 - admission_ms_per_query, admission_samples: the same cost in the run's steady state: from the
   merge end that gave the window room to the next cut, per query of that batch, over the batches
   whose cut waited for that room last (not for a place in the pipeline); the median.
-- cut_to_sent_ms: mean time from a cut to the encoded batch handed to MPI (main thread).
+- cut_to_sent_ms: mean time from a cut to the encoded batch handed to MPI (main thread);
+  cut_to_sent: its per-batch distribution (a main thread that stalls there, 10 ms now and then on
+  the GPU host, holds every query behind it).
 - per_query_merge_ms: the merge thread's cost per query answered (mean over batches).
 - first_batch: the first batch's per-ISN compute, to-ISN and from-ISN delays and encoding (the
   run's warm-up: first messages, cold caches, the GPU's first kernels), and whether each was the
   run's maximum.
 - batch sizes, compute per ISN per batch, and the fit of the mean ISN compute per batch against
   the batch size (within the point's own batches; a fixed part and a part per query).
+- isn_occupancy, isn_overlap_fraction: an ISN that pipelines its batches (--scheduler: a batch's
+  jobs are queued when it arrives) starts a batch before the previous one has ended, so its
+  batches' compute times overlap and add up to more than the time it was busy. A batch's
+  occupancy is its compute less the part spent under the previous batch's: end less the later of
+  its start and the previous batch's end (so an ISN's ends follow from its starts as those of a
+  FIFO server with these service times). The per-batch maximum over the ISNs, summarized as
+  common/metrics does; the share of batches that started before the previous one ended.
+- isn_open: per batch, the longest over the ISNs from the later of its receipt and the ISN's
+  engine thread being free (the previous batch's start or encoding) to its start: decoding the
+  message and resolving the terms, and a thread that was not running (measured: 3 ms now and
+  then on an idle ISN of the GPU host). merge_delay: the merge thread's like delay (from the later
+  of the batch's last answer and the previous merge's end to the merge's start). Summarized as
+  common/metrics does.
+- stage_serial_correlation: per stage, the lag-1 correlation of the per-batch values' normal
+  scores (serial_correlation), for the simulator's draws to keep; stage_tail_successors: the
+  levels of the batches that followed the slowest 1/64 (tail_successors).
+- stage_tails_ms: the largest per-batch values of each stage (compute, occupancy, message delays,
+  encoding), exact: the summaries' 128 order statistics leave the top cell (15 batches of a
+  2,000-batch run) between the 127th and the maximum, and drawing uniformly across that cell
+  gives a run a dozen batches near the maximum where it had one.
 
 Plain Python (no numpy): the driver runs it on GPU hosts whose Python may have no numpy.
 """
@@ -27,6 +49,67 @@ Plain Python (no numpy): the driver runs it on GPU hosts whose Python may have n
 def _mean(xs):
     xs = list(xs)
     return sum(xs) / len(xs) if xs else 0.0
+
+
+from statistics import NormalDist
+
+TAIL_SAMPLES = 32
+ORDER_STATISTICS = 128  # common/metrics' kSummaryOrderStatistics
+
+
+def summary(values):
+    """common/metrics' summary shape (count, mean, min, max, p50/p95/p99 by nearest rank, and
+    up to 128 order statistics, the i-th of m at rank ceil(i n / m))."""
+    v = sorted(values)
+    n = len(v)
+    if not n:
+        return {"count": 0}
+    m = min(n, ORDER_STATISTICS)
+
+    def rank(p):
+        return max(1, min(n, -(-p * n // 100)))  # nearest rank: ceil(p n / 100)
+
+    return {"count": n, "mean": sum(v) / n, "min": v[0], "max": v[-1],
+            "p50": v[rank(50) - 1], "p95": v[rank(95) - 1], "p99": v[rank(99) - 1],
+            "order_statistics": [v[(i * n + m - 1) // m - 1] for i in range(1, m + 1)]}
+
+
+def serial_correlation(values):
+    """The lag-1 correlation of a per-batch sequence's normal scores (each value replaced by the
+    standard normal quantile of its rank): the dependence of a batch's value on the previous
+    batch's, whatever the distribution's shape. A pipelining ISN's occupancies alternate (about
+    -0.7: a batch that overlapped the previous one occupies the ISN briefly); delays that come in
+    bursts follow each other (positive)."""
+    n = len(values)
+    if n < 8:
+        return 0.0
+    order = sorted(range(n), key=lambda i: values[i])
+    score = [0.0] * n
+    normal = NormalDist()
+    for r, i in enumerate(order):
+        score[i] = normal.inv_cdf((r + 1) / (n + 1))
+    a, b = score[:-1], score[1:]
+    ma, mb = _mean(a), _mean(b)
+    sab = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    saa = sum((x - ma) ** 2 for x in a)
+    sbb = sum((y - mb) ** 2 for y in b)
+    return round(sab / (saa * sbb) ** 0.5, 4) if saa > 0 and sbb > 0 else 0.0
+
+
+def tail_successors(values):
+    """The levels (rank / n, among the run's values) of the batches that followed the run's
+    slowest 1/64 (at least 8 of them, else none): whether a slow batch's successor was slow too
+    (a heavy query holding the scheduler's CPU workers, a stalled thread), which the normal
+    scores' correlation, dominated by the body of the distribution, does not tell."""
+    n = len(values)
+    top = n // 64
+    if top < 8:
+        return []
+    order = sorted(range(n), key=lambda i: values[i])
+    level = [0.0] * n
+    for r, i in enumerate(order):
+        level[i] = (r + 1) / n
+    return sorted(round(level[i + 1], 4) for i in order[n - top:] if i + 1 < n)
 
 
 def _line(xs, ys):
@@ -74,11 +157,79 @@ def summarize(metrics):
         "from_isn": lambda b, i: i["arrived"] - i["encoded"],
     }
     present = [[i for i in b["isn"] if not i.get("missing")] for b in batches]
+    # Occupancy (above): each ISN's batches in the order it started them.
+    occupancy = [0.0] * len(batches)
+    isn_open = [0.0] * len(batches)
+    overlapped = pairs = 0
+    previous_end, previous_start, encodes = {}, {}, {}
+    for k, isn in enumerate(present):
+        for i in isn:
+            r = i["rank"]
+            before = previous_end.get(r)
+            if before is not None:
+                pairs += 1
+                overlapped += i["start"] < before
+            occupancy[k] = max(occupancy[k], max(0.0, i["end"] - max(i["start"], before or i["start"])))
+            previous_end[r] = max(i["end"], before or i["end"])
+            # The ISN's engine thread was free from its last batch start or encoding before this
+            # batch's start (one at a time: the previous batch's encoding).
+            free = max([previous_start.get(r, 0.0)] + [e for e in encodes.get(r, []) if e <= i["start"]])
+            isn_open[k] = max(isn_open[k], max(0.0, i["start"] - max(i["received"], free)))
+            previous_start[r] = i["start"]
+            encodes[r] = [e for e in encodes.get(r, []) if e > i["start"]][-3:] + [i["encoded"]]
+    # The merge thread's delay: from the later of the batch's last answer and the previous
+    # batch's merge end to this merge's start (a thread that was not running, the run file's
+    # writes), per batch.
+    merge_delay, merged_before = [], 0.0
+    for b in batches:
+        merge_delay.append(round(max(0.0, b["merge_start"] - max(b["complete"], merged_before)), 4))
+        merged_before = max(merged_before, b["merged"])
     first_batch = {"queries": int(first["queries"]), "was_max": {}}
+    tails, serial, successors = {}, {}, {}
     for name, f in stage.items():
         per_batch_max = [max((f(b, i) for i in isn), default=0.0) for b, isn in zip(batches, present)]
         first_batch[f"{name}_ms"] = [round(f(first, i), 4) for i in present[0]]
         first_batch["was_max"][name] = bool(per_batch_max[0] >= max(per_batch_max))
+        tails[name] = [round(x, 4) for x in sorted(per_batch_max, reverse=True)[:TAIL_SAMPLES]]
+        serial[name] = serial_correlation(per_batch_max)
+        successors[name] = tail_successors(per_batch_max)
+    occupancy = [round(x, 4) for x in occupancy]
+    tails["isn_occupancy"] = sorted(occupancy, reverse=True)[:TAIL_SAMPLES]
+    isn_open = [round(x, 4) for x in isn_open]
+    tails["isn_open"] = sorted(isn_open, reverse=True)[:TAIL_SAMPLES]
+    tails["merge_delay"] = sorted(merge_delay, reverse=True)[:TAIL_SAMPLES]
+    cut_to_sent = [round(b["sent"] - b["cut"], 4) for b in batches]
+    # At a fixed rate, query i arrives at i / rate: a batch is due when its oldest query has
+    # waited max_wait or it is full, once a place in the pipeline is free and the previous batch
+    # has been sent; the main thread's lateness past that (its polling sleeps; a thread that
+    # was not running) is cut_stall. Only where every query went into a batch (no query
+    # answered at admission), so that the batches' first queries are known.
+    cut_stall = None
+    q = metrics.get("queries", {})
+    rate = pol.get("qps") or 0.0
+    if rate and not q.get("no_known_terms") and not q.get("cache_hits"):
+        depth = pol.get("max_in_flight") or 0
+        wait_ms = pol.get("max_wait_us", 0) / 1000.0
+        cut_stall, queued = [], 0
+        for k, b in enumerate(batches):
+            ready = min(queued / rate * 1000.0 + wait_ms,
+                        (queued + pol.get("batch_size", 1) - 1) / rate * 1000.0)
+            if depth and k >= depth:
+                ready = max(ready, batches[k - depth]["complete"])
+            if k:
+                ready = max(ready, batches[k - 1]["sent"])
+            cut_stall.append(round(max(0.0, b["cut"] - ready), 4))
+            queued += int(b["queries"])
+        tails["cut_stall"] = sorted(cut_stall, reverse=True)[:TAIL_SAMPLES]
+    tails["cut_to_sent"] = sorted(cut_to_sent, reverse=True)[:TAIL_SAMPLES]
+    for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open), ("merge_delay", merge_delay),
+                         ("cut_to_sent", cut_to_sent), ("cut_stall", cut_stall or [])):
+        serial[name] = serial_correlation(values)
+        successors[name] = tail_successors(values)
+    first_batch["isn_occupancy_ms"] = occupancy[0]
+    first_batch["isn_open_ms"] = isn_open[0]
+    for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open)):
+        first_batch["was_max"][name] = bool(values[0] >= max(values))
     return {
         "batches_summarized": len(batches),
         "first_cut_ms": float(first["cut"]),
@@ -94,4 +245,13 @@ def summarize(metrics):
         "isn_encode_mean_ms": _mean(isn_encode),
         "isn_compute_vs_batch_size": fit,
         "first_batch": first_batch,
+        "isn_occupancy": summary(occupancy),
+        "isn_overlap_fraction": overlapped / pairs if pairs else 0.0,
+        "isn_open": summary(isn_open),
+        "merge_delay": summary(merge_delay),
+        "cut_to_sent": summary(cut_to_sent),
+        "cut_stall": summary(cut_stall) if cut_stall is not None else None,
+        "stage_tails_ms": tails,
+        "stage_serial_correlation": serial,
+        "stage_tail_successors": successors,
     }

@@ -6,7 +6,10 @@
 #                                             points; the simulator validates and predicts,
 #                                             the same from a study-strip copy
 #   study_test.sh BUILD_DIR simulator_gpu_host the simulator within its tolerances on every
-#                                             point of tests/benchmarks/study-gpu-host
+#                                             point of the two committed GPU-host studies
+#                                             (tests/benchmarks/study-gpu-host and
+#                                             study-gpu-host-2026-11-24), and not without its
+#                                             pipelining and tail elements
 #   study_test.sh BUILD_DIR bad_spec          bad specs fail before running, naming the bad input
 #   study_test.sh BUILD_DIR multi_node_netns  the cluster across three "hosts" (network
 #                                             namespaces joined by a bridge, Open MPI's launch
@@ -51,6 +54,8 @@ case "$case_name" in
         fail "$f: no latency order statistics"
       [ "$(metric "$f" 'm["derived"]["timeline"]["first_cut_ms"] > 0 and len(m["derived"]["timeline"]["first_batch"]["isn_compute_ms"]) == m["config"]["isns"]')" = True ] ||
         fail "$f: no timeline summary (first cut, the first batch per ISN) in derived.timeline"
+      [ "$(metric "$f" '(lambda t: t["isn_occupancy"]["count"] == t["isn_open"]["count"] == t["batches_summarized"] and len(t["stage_tails_ms"]["isn_compute"]) > 0 and "isn_compute" in t["stage_serial_correlation"])(m["derived"]["timeline"])')" = True ] ||
+        fail "$f: the timeline summary lacks the occupancy, opening, tails or serial correlation"
     done
     isns=$(for f in "$out"/points/*.json; do metric "$f" 'm["metrics"]["isns"]'; done | sort | tr '\n' ' ')
     [ "$isns" = "1 2 " ] || fail "expected points with 1 and 2 ISNs, got $isns"
@@ -93,21 +98,57 @@ PY
     ;;
 
   simulator_gpu_host)
-    # The simulator's validation on the GPU host's committed study (tests/benchmarks/
-    # study-gpu-host: measured points, their timelines summarized): every point within 15% of
-    # the measured throughput and 25% of the measured p99, and --check fails when the
-    # tolerances are tighter than the model's errors.
-    cp -r "$root/tests/benchmarks/study-gpu-host" "$tmp/gh"
-    "$root/launch/study-simulate" "$tmp/gh" --isns 1,10 --repeats 2 --check > "$tmp/sim.log" 2>&1 ||
-      { cat "$tmp/sim.log"; fail "a GPU-host point is outside the simulator's tolerances"; }
-    tail -1 "$tmp/sim.log"
-    n=$(metric "$tmp/gh/simulation.json" 'sum(r["within"] for r in m["validation"])')
-    [ "$n" -ge 15 ] || fail "only $n points validated within the tolerances"
+    # The timeline summary on a hand-made timeline: one ISN pipelining two batches (the second
+    # starts 2 ms before the first ends), the third waiting 1 ms after the second's encoding.
+    python3 - "$root/launch" <<'PY' || fail "study_timeline's occupancy or opening is wrong"
+import sys
+sys.path.insert(0, sys.argv[1])
+import study_timeline
+def batch(cut, queries, received, start, end):
+    return {"cut": cut, "sent": cut + 0.1, "queries": queries, "complete": end + 0.5,
+            "merge_start": end + 0.6, "merged": end + 0.7,
+            "isn": [{"rank": 1, "received": received, "start": start, "end": end,
+                     "encoded": end + 0.2, "arrived": end + 0.4}]}
+m = {"batch_policy": {"qps": 100.0},
+     "timeline": {"batches": [batch(0.0, 4, 0.2, 0.3, 5.0), batch(1.0, 4, 1.2, 3.0, 6.0),
+                              batch(2.0, 4, 2.2, 7.2, 8.0)]}}
+t = study_timeline.summarize(m)
+occupancy = sorted(t["stage_tails_ms"]["isn_occupancy"], reverse=True)
+assert occupancy == [4.7, 1.0, 0.8], occupancy            # 5.0-0.3; 6.0-5.0; 8.0-7.2
+assert abs(t["isn_overlap_fraction"] - 0.5) < 1e-9, t["isn_overlap_fraction"]
+opening = sorted(t["stage_tails_ms"]["isn_open"], reverse=True)
+assert [round(x, 4) for x in opening] == [1.8, 1.0, 0.1], opening  # 3.0-1.2; 7.2-6.2; 0.3-0.2
+assert t["isn_occupancy"]["count"] == 3 and abs(t["isn_occupancy"]["mean"] - 6.5 / 3) < 1e-9
+PY
+    # The simulator's validation on the GPU host's committed studies (measured points, their
+    # timelines summarized): every point within 15% of the measured throughput and 25% of the
+    # measured p99, and --check fails when the tolerances are tighter than the model's errors.
+    for study in study-gpu-host study-gpu-host-2026-11-24; do
+      cp -r "$root/tests/benchmarks/$study" "$tmp/$study"
+      "$root/launch/study-simulate" "$tmp/$study" --isns 1,10 --check > "$tmp/sim.log" 2>&1 ||
+        { cat "$tmp/sim.log"; fail "a point of $study is outside the simulator's tolerances"; }
+      tail -1 "$tmp/sim.log"
+      n=$(metric "$tmp/$study/simulation.json" 'sum(r["within"] for r in m["validation"])')
+      total=$(ls "$tmp/$study/points" | wc -l)
+      [ "$n" = "$total" ] || fail "$study: $n of $total points validated within the tolerances"
+    done
     rc=0
-    "$root/launch/study-simulate" "$tmp/gh" --isns 1 --repeats 2 --check --throughput-tolerance 0.001 \
+    "$root/launch/study-simulate" "$tmp/study-gpu-host" --isns 1 --repeats 2 --check --throughput-tolerance 0.001 \
       --p99-tolerance 0.001 > "$tmp/tight.log" 2>&1 || rc=$?
     [ "$rc" = 1 ] || { cat "$tmp/tight.log"; fail "--check with 0.1% tolerances: exit $rc, expected 1"; }
-    echo "PASS: the simulator meets its tolerances on the $n GPU-host points; --check can fail"
+    # Each element the 2026-11-24 study needs: without the pipelining ISN's occupancy, the
+    # scheduler's 1-ISN saturation point (batches overlapped at its ISN) is out; without the
+    # exact tails, fixed-rate p99s (a slowest batch 13x the mean) are out.
+    gh=$tmp/study-gpu-host-2026-11-24
+    for element_point in pipelining:isns1-docs625000-gpu-sched-queues-b512-closed tails:isns1-docs2500000-gpu-b512-qps2000; do
+      element=${element_point%%:*} point=${element_point#*:} rc=0
+      "$root/launch/study-simulate" "$gh" --isns 1 --repeats 2 --check --without $element > "$tmp/without.log" 2>&1 || rc=$?
+      [ "$rc" = 1 ] || { cat "$tmp/without.log"; fail "--without $element: exit $rc, expected 1 (a point outside)"; }
+      metric "$gh/simulation.json" '[r["point"] for r in m["validation"] if not r["within"]]' | grep -q "$point" ||
+        { cat "$tmp/without.log"; fail "--without $element: $point is not among the points outside"; }
+      echo "ok: without $element, $point is outside: $(tail -1 "$tmp/without.log")"
+    done
+    echo "PASS: the simulator meets its tolerances on every GPU-host point; --check can fail"
     ;;
 
   bad_spec)
