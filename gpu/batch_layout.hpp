@@ -27,6 +27,13 @@ struct ShardView {
   const float* pagerank;       // PR'(d) in [0, 1]
   const float* global_score;   // GS(d), non-increasing in docID
   std::uint32_t num_docs;
+  // The decoded posting layout (DeviceShard, PostingLayout::kDecoded), or null: every posting
+  // as its docID and its impact tf / (tf + norm) rounded to float, in list order, so that the
+  // OR kernel reads two coalesced words per posting instead of decoding blocks and gathering
+  // length norms. Block b's postings are [block_posting_begin[b], block_posting_begin[b + 1]).
+  const std::uint32_t* decoded_docs = nullptr;
+  const float* decoded_impacts = nullptr;
+  const std::uint64_t* block_posting_begin = nullptr;
 };
 
 struct TermDesc {

@@ -13,10 +13,20 @@
 
 namespace gpusearch::gpu {
 
+// How the query kernels read postings. Compressed: the index's blocks, decoded by the kernels.
+// Decoded: in addition, every posting's docID and impact (8 bytes), which the OR kernel reads
+// instead of decoding blocks and gathering length norms (ShardView::decoded_docs).
+enum class PostingLayout { kCompressed, kDecoded };
+
+// Device bytes the decoded layout adds to a shard's image.
+std::uint64_t decoded_layout_bytes(const ShardIndex& shard);
+
 class DeviceShard {
  public:
   // Uploads `shard` to the current device. Throws CudaError (e.g. out of memory) on failure.
-  explicit DeviceShard(const ShardIndex& shard);
+  explicit DeviceShard(const ShardIndex& shard,
+                       PostingLayout layout = PostingLayout::kCompressed);
+  PostingLayout layout() const { return layout_; }
   const ShardView& view() const { return view_; }
   std::uint64_t device_bytes() const;
   std::uint64_t num_blocks() const { return block_last_docid_.size(); }
@@ -32,6 +42,11 @@ class DeviceShard {
   DeviceBuffer<float> length_norm_f_;
   DeviceBuffer<float> pagerank_;
   DeviceBuffer<float> global_score_;
+  DeviceBuffer<std::uint32_t> decoded_docs_;
+  DeviceBuffer<float> decoded_impacts_;
+  DeviceBuffer<std::uint64_t> block_posting_begin_;
+  PostingLayout layout_ = PostingLayout::kCompressed;
+  double expand_seconds_ = 0;
   ShardView view_{};
   double upload_seconds_ = 0;
 };

@@ -159,6 +159,22 @@ void clip_segments(std::vector<SegmentDesc>& segments, std::size_t from, std::ui
 
 }  // namespace
 
+namespace {
+// The decoded layout where asked for, or (auto) where it takes at most half of the memory the
+// device has free once the compressed image is in: the rest stays for the batch buffers and
+// for other ISNs sharing the device.
+PostingLayout choose_posting_layout(const ShardIndex& shard, const GpuEngineOptions& options) {
+  if (options.posting_layout == "compressed") return PostingLayout::kCompressed;
+  if (options.posting_layout == "decoded") return PostingLayout::kDecoded;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  GPUSEARCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::uint64_t compressed = shard.postings().size_bytes() + shard.num_docs() * 24ull;
+  const std::uint64_t after = free_bytes > compressed ? free_bytes - compressed : 0;
+  return decoded_layout_bytes(shard) <= after / 2 ? PostingLayout::kDecoded
+                                                  : PostingLayout::kCompressed;
+}
+}  // namespace
+
 std::vector<std::string> gpu_algorithms() { return {"auto", "window", "bmw", "exhaustive"}; }
 
 bool gpu_available() { return cuda_device_count() > 0; }
@@ -213,6 +229,13 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
       options.topk_memory != "global")
     throw InputError("--topk-memory", 0,
                      fmt::format("unknown '{}' (auto, shared, global)", options.topk_memory));
+  if (options.posting_layout != "auto" && options.posting_layout != "compressed" &&
+      options.posting_layout != "decoded")
+    throw InputError("--posting-layout", 0,
+                     fmt::format("unknown '{}' (auto, compressed, decoded)", options.posting_layout));
+  if (options.list_cache && options.posting_layout == "decoded")
+    throw InputError("--posting-layout", 0,
+                     "the decoded layout needs the whole shard resident (not with --gpu-mem)");
   if (options.max_segments_per_query < 1 || options.max_segments_per_query > kMaxSegmentsPerQuery)
     throw InputError("--gpu-max-segments", 0,
                      fmt::format("must be in [1, {}]", kMaxSegmentsPerQuery));
@@ -246,7 +269,7 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
     impl_->post = std::make_unique<PostProcessingThreads>(
         options.postprocess_threads > 0 ? options.postprocess_threads : hw - 1);
   } else {
-    impl_->image = std::make_unique<DeviceShard>(shard);
+    impl_->image = std::make_unique<DeviceShard>(shard, choose_posting_layout(shard, options));
   }
   // A segment's rows of a range engine go to the NCCL merge and a list-cache engine's to the
   // post-processor's finality test: both keep the unseeded path (a seed is safe for them too,

@@ -40,6 +40,11 @@ struct GpuEngineOptions {
   // global-memory row lets more blocks reside, as at k = 1000), shared or global
   // (query_kernels.hpp, TopKMemory).
   std::string topk_memory = "auto";
+  // How the OR kernel reads postings (device_shard.hpp, PostingLayout): compressed (decoded by
+  // the kernel), decoded (each posting's docID and impact, 8 bytes, built on the device when
+  // the engine starts) or auto: decoded where it takes at most half of the device's free
+  // memory and the whole shard is resident (no list cache).
+  std::string posting_layout = "auto";
   unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
   // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query

@@ -114,4 +114,12 @@ void launch_decode_blocks(const ShardView& shard, std::uint64_t first_block, std
                           std::uint32_t* docs, std::uint32_t* freqs, std::uint32_t* checksums,
                           cudaStream_t stream, DecodeScan scan = DecodeScan::kShuffles);
 
+// gpu/decoded_postings_kernel.cu: fills the decoded posting layout (ShardView::decoded_docs,
+// decoded_impacts) of every block of `shard`, whose block_posting_begin is set; block_floors[b]
+// is the first docID block b can hold. Blocks whose header's count differs from their
+// block_posting_begin span are left out and counted in *count_mismatches (device memory).
+void launch_expand_postings(const ShardView& shard, const std::uint32_t* block_floors,
+                            std::uint64_t num_blocks, std::uint32_t* docs, float* impacts,
+                            unsigned* count_mismatches, cudaStream_t stream);
+
 }  // namespace gpusearch::gpu

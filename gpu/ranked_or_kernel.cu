@@ -79,33 +79,15 @@ __host__ __device__ constexpr std::size_t or_topk_row_stride(unsigned k, unsigne
 
 enum Control : std::uint32_t { kProcess = 0, kSkipWindow = 1, kStop = 2 };
 
-// Adds one decoded block's contributions to the window's accumulators. Essential blocks mark
-// their documents as candidates (bitmap) and report the smallest docID at or past hi (where the
-// next window may start); non-essential blocks add only to candidates.
+// Adds one block's contributions (dv: docIDs, kEndDoc where a lane has no posting to add; cv:
+// contributions) to the window's accumulators. Essential blocks mark their documents as
+// candidates (bitmap) and report the smallest docID at or past hi (where the next window may
+// start); non-essential blocks add only to candidates (their callers leave the others out).
 template <bool kEssential>
-__device__ __forceinline__ void accumulate_block(const ShardView& shard, const std::uint32_t* docs,
-                                                 const std::uint32_t* freqs, unsigned n, float w,
-                                                 std::uint32_t lo, std::uint32_t hi, float* acc,
-                                                 std::uint32_t* bitmap, std::uint32_t* next_lo,
-                                                 unsigned lane) {
+__device__ __forceinline__ void add_contributions(const std::uint32_t (&dv)[4], const float (&cv)[4],
+                                                  std::uint32_t lo, std::uint32_t hi, float* acc,
+                                                  std::uint32_t* bitmap, std::uint32_t* next_lo) {
   std::uint32_t next_here = kEndDoc;
-  // First every lane gathers its four postings' norms, so that the loads are in flight
-  // together; then the accumulators are updated.
-  std::uint32_t dv[4];
-  float cv[4];
-#pragma unroll
-  for (unsigned r = 0; r < 4; ++r) {
-    const unsigned i = 32 * r + lane;
-    dv[r] = i < n ? docs[i] : kEndDoc;
-    cv[r] = 0.0f;
-    bool wanted = dv[r] >= lo && dv[r] < hi;
-    if (!kEssential && wanted) {
-      const unsigned slot = dv[r] - lo;
-      wanted = (bitmap[slot >> 5] >> (slot & 31u)) & 1u;
-      if (!wanted) dv[r] = kEndDoc;
-    }
-    if (wanted) cv[r] = contribution_f(w, freqs[i], __ldg(shard.length_norm_f + dv[r]));
-  }
 #pragma unroll
   for (unsigned r = 0; r < 4; ++r) {
     const std::uint32_t d = dv[r];
@@ -126,8 +108,75 @@ __device__ __forceinline__ void accumulate_block(const ShardView& shard, const s
   if (kEssential) {
     for (unsigned d = 16; d > 0; d >>= 1)
       next_here = min(next_here, __shfl_xor_sync(kFullMask, next_here, d));
-    if (lane == 0 && next_here != kEndDoc) atomicMin(next_lo, next_here);
+    if ((threadIdx.x & 31u) == 0 && next_here != kEndDoc) atomicMin(next_lo, next_here);
   }
+}
+
+// A block the warp decoded into docs / freqs (shared memory): every lane first gathers its four
+// postings' norms, so that the loads are in flight together; then the accumulators are updated.
+template <bool kEssential>
+__device__ __forceinline__ void accumulate_block(const ShardView& shard, const std::uint32_t* docs,
+                                                 const std::uint32_t* freqs, unsigned n, float w,
+                                                 std::uint32_t lo, std::uint32_t hi, float* acc,
+                                                 std::uint32_t* bitmap, std::uint32_t* next_lo,
+                                                 unsigned lane) {
+  std::uint32_t dv[4];
+  float cv[4];
+#pragma unroll
+  for (unsigned r = 0; r < 4; ++r) {
+    const unsigned i = 32 * r + lane;
+    dv[r] = i < n ? docs[i] : kEndDoc;
+    cv[r] = 0.0f;
+    bool wanted = dv[r] >= lo && dv[r] < hi;
+    if (!kEssential && wanted) {
+      const unsigned slot = dv[r] - lo;
+      wanted = (bitmap[slot >> 5] >> (slot & 31u)) & 1u;
+      if (!wanted) dv[r] = kEndDoc;
+    }
+    if (wanted) cv[r] = contribution_f(w, freqs[i], __ldg(shard.length_norm_f + dv[r]));
+  }
+  add_contributions<kEssential>(dv, cv, lo, hi, acc, bitmap, next_lo);
+}
+
+// The same from the decoded layout (postings [p0, p0 + n) of decoded_docs / decoded_impacts):
+// no decode, no norm gather. An essential block's docIDs and impacts are loaded together; a
+// non-essential block's impacts only for candidates. Returns the bytes this lane read.
+template <bool kEssential>
+__device__ __forceinline__ unsigned accumulate_decoded_block(const ShardView& shard,
+                                                             std::uint64_t p0, unsigned n, float w,
+                                                             std::uint32_t lo, std::uint32_t hi,
+                                                             float* acc, std::uint32_t* bitmap,
+                                                             std::uint32_t* next_lo,
+                                                             unsigned lane) {
+  std::uint32_t dv[4];
+  float cv[4];
+  unsigned bytes = 0;
+#pragma unroll
+  for (unsigned r = 0; r < 4; ++r) {
+    const unsigned i = 32 * r + lane;
+    const bool here = i < n;
+    dv[r] = here ? __ldg(shard.decoded_docs + p0 + i) : kEndDoc;
+    cv[r] = kEssential && here ? w * __ldg(shard.decoded_impacts + p0 + i) : 0.0f;
+    bytes += here ? (kEssential ? 8u : 4u) : 0u;
+  }
+  if (!kEssential) {
+#pragma unroll
+    for (unsigned r = 0; r < 4; ++r) {
+      bool wanted = dv[r] >= lo && dv[r] < hi;
+      if (wanted) {
+        const unsigned slot = dv[r] - lo;
+        wanted = (bitmap[slot >> 5] >> (slot & 31u)) & 1u;
+      }
+      if (wanted) {
+        cv[r] = w * __ldg(shard.decoded_impacts + p0 + 32 * r + lane);
+        bytes += 4;
+      } else {
+        dv[r] = kEndDoc;
+      }
+    }
+  }
+  add_contributions<kEssential>(dv, cv, lo, hi, acc, bitmap, next_lo);
+  return bytes;
 }
 
 template <unsigned kThreads>
@@ -185,6 +234,7 @@ __global__ void __launch_bounds__(kThreads)
       stage ? carve<std::uint32_t>(smem, L.warp_stage) + warp * kStageWords : nullptr;
   const TermDesc* terms = batch.terms + q.term_begin;
   const bool prune = (q.flags & kPruneBlockMax) != 0;
+  const bool decoded = shard.decoded_docs != nullptr;  // the decoded posting layout
   const bool early = (q.flags & kEarlyTerminate) && q.gs_bound_factor >= 0;
   const float static_weight = static_cast<float>(q.static_weight);
   unsigned long long* theta_query = batch.theta_or + seg.query;
@@ -354,7 +404,9 @@ __global__ void __launch_bounds__(kThreads)
           const unsigned t = item_term[slot];
           const TermDesc& term = terms[t];
           const std::uint64_t b = cursor[t] + (item - item_begin[slot]);
-          const std::uint32_t floor = block_floor(shard, term, b);
+          // The block's first possible docID: for decoding, and for a non-essential block's
+          // candidate test (the decoded layout's essential blocks need neither).
+          const std::uint32_t floor = phase == 1 || !decoded ? block_floor(shard, term, b) : 0u;
           if (phase == 1) {
             // Decode a non-essential block only if its docID range holds a candidate.
             const std::uint32_t last_doc = __ldg(shard.block_last_docid + b);
@@ -366,6 +418,21 @@ __global__ void __launch_bounds__(kThreads)
               if (lane == 0) ++my_skipped;
               continue;
             }
+          }
+          if (decoded) {
+            const std::uint64_t p0 = __ldg(shard.block_posting_begin + b);
+            const unsigned n = static_cast<unsigned>(__ldg(shard.block_posting_begin + b + 1) - p0);
+            const unsigned bytes =
+                phase == 0 ? accumulate_decoded_block<true>(shard, p0, n, weight[t], lo, hi, acc,
+                                                            bitmap, &next_lo, lane)
+                           : accumulate_decoded_block<false>(shard, p0, n, weight[t], lo, hi, acc,
+                                                             bitmap, &next_lo, lane);
+            my_bytes += bytes;  // every lane counts its own loads
+            if (lane == 0) {
+              my_postings += n;
+              ++my_blocks;
+            }
+            continue;
           }
           unsigned words;
           const unsigned n = warp_decode_posting_block(shard, b, floor, my_stage, my_docs,

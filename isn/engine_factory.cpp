@@ -70,6 +70,7 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     g.or_window = options.gpu_or_window;
     g.bmw_threads = options.gpu_bmw_threads;
     g.blocks_per_sm = options.gpu_blocks_per_sm;
+    g.posting_layout = options.gpu_posting_layout;
     g.max_segments_per_query = options.gpu_max_segments;
     g.inject_fault_at_call = options.gpu_inject_fault_at_call;
     if (options.gpus > 1 || options.gpu_range_engine) {

@@ -26,6 +26,7 @@ struct EngineOptions {
   unsigned gpu_or_window = 8192;     // gpu: OR accumulator window in documents
   unsigned gpu_bmw_threads = 128;    // gpu bmw: threads splitting one query's docID space
   unsigned gpu_blocks_per_sm = 0;    // gpu: thread blocks a batch aims at per multiprocessor (0: by batch size)
+  std::string gpu_posting_layout = "auto";  // gpu: OR posting layout (auto, compressed, decoded)
   unsigned gpu_max_segments = 64;    // gpu: most docID segments (blocks) per query; 1: one
   std::uint64_t gpu_inject_fault_at_call = 0;  // gpu, tests: a real CUDA failure from this call
   ListCacheEngineOptions list_cache{};  // gpu: serve through a list cache when enabled()

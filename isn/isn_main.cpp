@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
                  "gpu: thread blocks a batch aims at per multiprocessor (0: by batch size)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 64u));
+  app.add_option("--gpu-posting-layout", o.engine.gpu_posting_layout,
+                 "gpu: how the OR kernel reads postings: auto (decoded where it takes at most half "
+                 "of the free device memory), compressed, or decoded (docID + impact, 8 bytes a "
+                 "posting)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "compressed", "decoded"}));
   app.add_option("--batch-chunk", o.parallel_chunk_queries,
                  "queries per parallel task within a batch")
       ->capture_default_str();

@@ -181,6 +181,12 @@ int main(int argc, char** argv) {
                    "gpu: thread blocks a batch aims at per multiprocessor (queries are cut into "
                    "docID segments to reach it; 0: by batch size, 32 / 16 / 8 for batches of at "
                    "most 256 / 2,048 / more queries)")->capture_default_str()->check(CLI::Range(0u, 64u));
+  srch->add_option("--gpu-posting-layout", so.engine.gpu_posting_layout,
+                   "gpu: how the OR kernel reads postings: auto (decoded where it takes at most "
+                   "half of the free device memory), compressed, or decoded (docID + impact, 8 "
+                   "bytes a posting)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "compressed", "decoded"}));
   srch->add_option("--gpu-max-segments", so.engine.gpu_max_segments,
                    "gpu: most docID segments per query (1: one thread block per query)")
       ->capture_default_str()->check(CLI::Range(1u, 64u));

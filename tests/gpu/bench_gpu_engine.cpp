@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   std::size_t limit = 20000, cpu_limit = 4000, latency_limit = 4096, verify = 300;
   bool or_stage = false;
   std::string topk_memory_default = "auto";
+  std::string posting_layout = "auto";
   bool threshold_seed = true;
   unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 0, max_segments = 64,
            min_segment_postings = gpu::GpuEngineOptions{}.min_segment_postings;
@@ -120,6 +121,9 @@ int main(int argc, char** argv) {
   app.add_option("--threshold-seed", threshold_seed,
                  "OR (window, bmw): start each query's k-th score from the per-term k-th impact "
                  "table (a spec's sixth field seed / noseed overrides it)")
+      ->capture_default_str();
+  app.add_option("--posting-layout", posting_layout,
+                 "OR posting layout: auto, compressed or decoded (docID + impact per posting)")
       ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
   app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target (0: by batch size)")
@@ -305,6 +309,8 @@ int main(int argc, char** argv) {
         const std::string topk_memory = spec_parts.size() > 4 ? spec_parts[4] : topk_memory_default;
         // Sixth field: "seed" / "noseed", the OR threshold seed (default --threshold-seed).
         const bool seeded = spec_parts.size() > 5 ? spec_parts[5] != "noseed" : threshold_seed;
+        // Seventh: the posting layout, "compressed" / "decoded" / "auto" (default --posting-layout).
+        const std::string layout = spec_parts.size() > 6 ? spec_parts[6] : posting_layout;
         for (const std::string& bs : split(batch_sizes)) {
           gpu::GpuEngineOptions go;
           go.algorithm = algo;
@@ -314,6 +320,7 @@ int main(int argc, char** argv) {
           go.or_stage_blocks = stage;
           go.topk_memory = topk_memory;
           go.threshold_seed = seeded;
+          go.posting_layout = layout;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
           go.max_segments_per_query = max_segments;
@@ -390,7 +397,7 @@ int main(int argc, char** argv) {
             if (compare_top_k(ref.hits, ref.total_matches, k, merged.hits)) ++wrong;
           }
           nlohmann::json row = {
-              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"topk_memory", topk_memory}, {"threshold_seed", seeded},
+              {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"topk_memory", topk_memory}, {"threshold_seed", seeded}, {"posting_layout", layout}, {"posting_layout_used", raw.empty() ? nlohmann::json() : raw[0]->stats()["shard_image"]["posting_layout"]},
               {"batch_size", go.batch_size},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},

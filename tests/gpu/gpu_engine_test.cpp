@@ -9,6 +9,7 @@
 
 #include "common/block_codec.hpp"
 #include "common/reference_engine.hpp"
+#include "common/scoring.hpp"
 #include "common/result_compare.hpp"
 #include "gpu/cuda_util.hpp"
 #include "gpu/device_shard.hpp"
@@ -201,6 +202,83 @@ TEST_F(GpuTest, DecoderMatchesCpuDecoderOnEveryBlock) {
   }
 }
 
+// The decoded posting layout (built on the device from the compressed blocks) against the CPU
+// decoder and the host's impact(), posting by posting: docIDs equal, impacts equal to the
+// double impact rounded to float; every block of two small indexes, both codecs.
+TEST_F(GpuTest, DecodedPostingLayoutMatchesTheCpuDecoder) {
+  for (const char* codec : {"pfor128", "bp128"}) {
+    for (const char* spec : {"docs=3000,seed=5,test_queries=10", "docs=20000,seed=6,test_queries=10"}) {
+      TempDir tmp;
+      BuildOptions o;
+      o.out_dir = tmp / "idx";
+      o.progress = false;
+      o.codec = codec::parse_codec(codec);
+      build_index_synthetic(SyntheticParams::parse(spec), o);
+      const Index index = Index::open(tmp / "idx");
+      const ShardIndex& shard = index.shard(0);
+      gpu::DeviceShard image(shard, gpu::PostingLayout::kDecoded);
+      ASSERT_EQ(image.layout(), gpu::PostingLayout::kDecoded);
+      const gpu::ShardView& v = image.view();
+      ASSERT_NE(v.decoded_docs, nullptr);
+      const std::uint64_t blocks = shard.block_last_docid().size();
+      std::vector<std::uint64_t> begin(blocks + 1);
+      GPUSEARCH_CUDA_CHECK(cudaMemcpy(begin.data(), v.block_posting_begin, begin.size() * 8,
+                                      cudaMemcpyDeviceToHost));
+      const std::uint64_t postings = begin.back();
+      std::vector<std::uint32_t> docs(postings);
+      std::vector<float> impacts(postings);
+      GPUSEARCH_CUDA_CHECK(cudaMemcpy(docs.data(), v.decoded_docs, postings * 4,
+                                      cudaMemcpyDeviceToHost));
+      GPUSEARCH_CUDA_CHECK(cudaMemcpy(impacts.data(), v.decoded_impacts, postings * 4,
+                                      cudaMemcpyDeviceToHost));
+      const IndexParams& p = shard.params();
+      const auto lengths = shard.doc_lengths();
+      std::uint64_t seen = 0;
+      std::uint32_t want_docs[128], want_freqs[128];
+      for (TermId t = 0; t < shard.num_terms(); ++t) {
+        const TermInfo& ti = shard.term(t);
+        for (std::uint32_t i = 0; i < ti.num_blocks; ++i) {
+          const std::uint64_t b = ti.first_block + i;
+          const std::uint32_t* fp =
+              codec::decode_docids(shard.block_data(b), shard.block_floor(ti, b), want_docs);
+          codec::decode_freqs(fp, want_freqs);
+          const unsigned n = std::min<std::uint32_t>(128, ti.df_shard - 128 * i);
+          ASSERT_EQ(begin[b + 1] - begin[b], n) << codec << " block " << b;
+          for (unsigned j = 0; j < n; ++j) {
+            const double norm =
+                length_norm(p.bm25, lengths[want_docs[j]], p.collection.avg_doc_length);
+            ASSERT_EQ(docs[begin[b] + j], want_docs[j]) << codec << " block " << b << " posting " << j;
+            ASSERT_EQ(impacts[begin[b] + j], static_cast<float>(impact(want_freqs[j], norm)))
+                << codec << " block " << b << " posting " << j;
+          }
+          seen += n;
+        }
+      }
+      EXPECT_EQ(seen, postings);
+    }
+  }
+}
+
+// Both posting layouts, every OR algorithm and decomposition, every mode, k = 1 to 1000: exact.
+TEST_F(GpuTest, CompressedAndDecodedPostingLayoutsAreExact) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=20000,seed=31,test_queries=150,mean_length=250", 2);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
+  ASSERT_GE(queries.size(), 100u);
+  for (const char* layout : {"compressed", "decoded"}) {
+    for (const char* algorithm : {"window", "exhaustive", "bmw"}) {
+      gpu::GpuEngineOptions o;
+      o.posting_layout = layout;
+      o.algorithm = algorithm;
+      for (const auto& d : decompositions(o)) {
+        SCOPED_TRACE(std::string(layout) + " " + algorithm);
+        EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), d),
+                  1000u);
+      }
+    }
+  }
+}
+
 TEST_F(GpuTest, SyntheticThreeShardsAllModesScoringsAndK) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=6000,seed=11,test_queries=150,mean_length=200", 3);
@@ -310,9 +388,11 @@ TEST_F(GpuTest, WeakenedPruningBoundGivesWrongAnswers) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=20000,seed=3,test_queries=200,mean_length=300", 1);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
-  for (const char* algorithm : {"window", "bmw"}) {
+  for (const char* algorithm : {"window", "window/compressed", "bmw"}) {
     gpu::GpuEngineOptions o;
-    o.algorithm = algorithm;
+    const std::string name = algorithm;
+    o.algorithm = name.substr(0, name.find('/'));
+    if (name.find('/') != std::string::npos) o.posting_layout = name.substr(name.find('/') + 1);
     o.or_window = 256;
     const auto settings = all_settings({1, 10});
     const CheckCount safe = compare_gpu_with_reference(index, queries, settings, o, true);
@@ -388,6 +468,9 @@ TEST_F(GpuTest, BadOptionsAreRejected) {
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
   g = {};
   g.topk_memory = "texture";
+  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
+  g = {};
+  g.posting_layout = "sparse";
   EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
   g = {};
   g.device = 1000;
