@@ -89,10 +89,17 @@ def timeline_of(p):
     return p["derived"].get("timeline") or study_timeline.summarize(p["metrics"])
 
 
+# Freezes are modelled only where asked for (study-simulate --freezes): their threshold is an
+# absolute 10 ms, right for the 2-core host's small batches, but a GPU host's 512-query CPU-engine
+# batches take longer than that when nothing is frozen (NOTES-study.md, session 25).
+WITH = set()
+
+
 def uses_freezes(p):
-    """Whether the point is modelled with its host-wide freezes: its timeline summary has them
-    (summarized since they existed) and they are not left out."""
-    return "freezes" not in WITHOUT and bool(((timeline_of(p) or {}).get("freezes") or {}).get("episodes"))
+    """Whether the point is modelled with its host-wide freezes: asked for, and its timeline
+    summary has them (summarized since they existed)."""
+    return ("freezes" in WITH and "freezes" not in WITHOUT
+            and bool(((timeline_of(p) or {}).get("freezes") or {}).get("episodes")))
 
 
 def model_timeline(p):

@@ -127,7 +127,7 @@ def _no_freeze(a, b, who):
 # The processes a stage interval belongs to: the aggregator's main thread (admission, cuts,
 # sends, receiving the answers), its merge thread, and the ISNs (by rank, from 1).
 MAIN, MERGE = 0, -1
-FREEZE_THRESHOLD_MS = 20.0
+FREEZE_THRESHOLD_MS = 10.0
 
 
 def freeze_threshold_ms(metrics):
