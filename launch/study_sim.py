@@ -27,7 +27,16 @@ What it models (README, "Scaling studies: the simulator"), following aggregator/
   per-batch maxima (stages to_isn, from_isn, isn_encode). Points measured before those stages
   existed use one software message latency fitted to the mean round trip and the shape of the
   gather overhead.
+- Host-wide freezes (a shared host whose other work takes the cores: every process of the run
+  stopped at once, for up to hundreds of ms): the measured freezes (launch/study_timeline.py,
+  freeze_spans) are placed at random times in each simulated run, and every activity (admission,
+  cut, send, messages, the ISNs' opening, compute and encoding, the merge) runs in running time:
+  a stage that meets a freeze ends that much later, and nothing starts during one. The stages'
+  draws are then their running times (the frozen time taken out), so that a freeze counts once
+  and stops the whole pipeline, as it did.
 """
+
+import bisect
 
 import math
 from collections import deque
@@ -129,6 +138,68 @@ class SerialDraws:
         return draw.at(u, self.rng, n, of_max)
 
 
+class Freezes:
+    """One simulated run's freezes: each measured episode at a uniformly random start within the
+    measured run's length, its processes' frozen spans at their measured offsets in it (merged
+    per process where episodes overlap). warp(process)(t, d): the time at which d ms of that
+    process's running time starting at t ends (a start inside a freeze waits for its end);
+    process "0" the aggregator's main thread, "-1" its merge thread, "1".."n" the ISNs."""
+
+    def __init__(self, episodes, run_ms, rng):
+        spans = {}
+        for e, s in zip(episodes, rng.random(len(episodes)) * run_ms):
+            for who, parts in e["frozen"].items():
+                spans.setdefault(who, []).extend((s + o, s + o + x) for o, x in parts)
+        self.spans = {}
+        for who, parts in spans.items():
+            merged = []
+            for a, b in sorted(parts):
+                if merged and a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            self.spans[who] = ([a for a, _ in merged], [b for _, b in merged])
+
+    def warp(self, who):
+        starts, ends = self.spans.get(who, ([], []))
+        if not starts:
+            return lambda t, d=0.0: t + d
+
+        def one(t, d):
+            i = bisect.bisect_right(starts, t) - 1
+            if i >= 0 and t < ends[i]:
+                t = ends[i]
+            i += 1
+            end = t + d
+            while i < len(starts) and starts[i] < end:
+                end += ends[i] - starts[i]
+                i += 1
+            return end
+
+        def warp(t, d=0.0):
+            if isinstance(t, np.ndarray) or isinstance(d, np.ndarray):
+                t, d = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(d, dtype=float))
+                return np.array([one(float(a), float(b)) for a, b in zip(t, d)])
+            return one(t, d)
+
+        return warp
+
+    def warp_isns(self, n):
+        """warp for the n ISNs at once: element i of t and d in ISN i + 1's running time."""
+        each = [self.warp(str(i + 1)) for i in range(n)]
+
+        def warp(t, d=0.0):
+            t, d = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(d, dtype=float))
+            return np.array([w(float(a), float(b)) for w, a, b in zip(each, t, d)])
+
+        return warp
+
+
+def _run(t, d=0.0):
+    """A process that is never frozen: d ms from t."""
+    return t + d
+
+
 def zero_draw():
     return Draw((np.array([0.0, 1.0]), np.array([0.0, 0.0]), 0))
 
@@ -195,6 +266,12 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
     pending = deque()        # arrival times of admitted queries not yet in a batch
     in_flight = []           # [answers all in, arrival times] of batches sent
     instant = rng.random(Q) < inp["instant_fraction"]
+    freezes = inp.get("freezes")
+    if freezes:
+        fz = Freezes(freezes["episodes"], freezes["run_ms"], rng)
+        warp, warp_merge, warp_isn = fz.warp("0"), fz.warp("-1"), fz.warp_isns(n)
+    else:
+        warp = warp_merge = warp_isn = _run
     latencies, round_trips, sizes = [], [], []
     next_q = answered = 0
     t = last = 0.0
@@ -206,7 +283,7 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         size = min(B, len(pending))
         arrivals = [pending.popleft() for _ in range(size)]
         send = float(draw(send_draw)[0]) if send_draw else send_fixed
-        now += send + send_per_q * size + per_send
+        now = warp(now, send + send_per_q * size + per_send)
         cost = (fixed + per_q * size)
         if sigma is None:
             c = np.full(n, cost * draw(shape)[0] * others)
@@ -219,17 +296,17 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         sent = np.maximum(now, link_out_free) + tx_q * size * np.arange(1, n + 1)
         link_out_free = float(sent[-1])
         warm = first and first_batch
-        received = sent + lat + (per_isn(first_batch["to_isn_ms"]) if warm else draw(to_isn, n, of_max))
+        received = warp_isn(sent + lat, per_isn(first_batch["to_isn_ms"]) if warm else draw(to_isn, n, of_max))
         opened = (per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm
                   else draw(isn_open, n, of_max) if isn_open else 0.0)
-        start = np.maximum(received, isn_free) + opened
+        start = warp_isn(np.maximum(received, isn_free), opened)
         # A pipelining ISN's service follows its previous batch's (occupancy: the part not
         # overlapped); its engine thread takes the next batch once this one's jobs are queued.
-        served = (np.maximum(start, isn_end) if pipelined else start) + c
-        done = served + (per_isn(first_batch["isn_encode_ms"]) if warm else draw(isn_encode, n, of_max))
+        served = warp_isn(np.maximum(start, isn_end) if pipelined else start, c)
+        done = warp_isn(served, per_isn(first_batch["isn_encode_ms"]) if warm else draw(isn_encode, n, of_max))
         isn_end[:] = served
         isn_free[:] = start if pipelined else done
-        ready = np.sort(done + lat + (per_isn(first_batch["from_isn_ms"]) if warm else draw(from_isn, n, of_max)))
+        ready = np.sort(warp(done + lat, per_isn(first_batch["from_isn_ms"]) if warm else draw(from_isn, n, of_max)))
         # A FIFO link taking `ready` (ascending) at rx each ends at
         # max(free + n rx, max over j of ready_j + (n - j) rx), j counted from 0.
         rx = rx_q * size
@@ -267,14 +344,14 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
                 admitted += 1
         if admitted:
             first_admission = inp.get("first_admission_ms_per_query")
-            t += admitted * (first_admission if t == 0.0 and first_admission is not None else alpha)
+            t = warp(t, admitted * (first_admission if t == 0.0 and first_admission is not None else alpha))
             progressed = True
         exhausted = next_q >= Q
         # Cuts (at a fixed rate, each after the main thread's measured lateness).
         while len(in_flight) < F and pending and (
                 len(pending) >= B or exhausted or t >= pending[0] + max_wait - 1e-12):
             if cut_stall is not None and stall_until is None:
-                stall_until = t + float(draw(cut_stall)[0])
+                stall_until = warp(t, float(draw(cut_stall)[0]))
             if stall_until is not None and t < stall_until - 1e-12:
                 break
             stall_until = None
@@ -285,10 +362,10 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         in_flight.sort(key=lambda b: b[0])
         while in_flight and in_flight[0][0] <= t:
             done, arrivals = in_flight.pop(0)
-            start = max(done, merge_free) + (float(draw(merge_delay)[0]) if merge_delay else 0.0)
-            recorded = start + decode_per_q * len(arrivals)
+            start = warp_merge(max(done, merge_free), float(draw(merge_delay)[0]) if merge_delay else 0.0)
+            recorded = warp_merge(start, decode_per_q * len(arrivals))
             latencies.extend(recorded - a for a in arrivals)
-            merge_free = start + merge_per_q * len(arrivals)
+            merge_free = warp_merge(start, merge_per_q * len(arrivals))
             merging.append((merge_free, len(arrivals)))
             answered += len(arrivals)
             last = max(last, merge_free)

@@ -120,18 +120,112 @@ def _line(xs, ys):
     return slope, my - slope * mx
 
 
+def _no_freeze(a, b, who):
+    return 0.0
+
+
+# The processes a stage interval belongs to: the aggregator's main thread (admission, cuts,
+# sends, receiving the answers), its merge thread, and the ISNs (by rank, from 1).
+MAIN, MERGE = 0, -1
+FREEZE_THRESHOLD_MS = 10.0
+
+
+def freeze_threshold_ms(metrics):
+    import os
+    return float(os.environ.get("STUDY_FREEZE_MS", FREEZE_THRESHOLD_MS))
+
+
+def freeze_episodes(intervals, threshold):
+    """The run's freezes: its stage intervals (a message in flight, an ISN opening, computing or
+    encoding a batch, the main thread cutting, late or receiving, the merge thread late) longer
+    than `threshold` ms are times a process did not run; per process their union. Episodes:
+    freezes of any processes that overlap or follow each other within `threshold` (a host
+    whose other work took the cores, the run's processes stopped in turn). Returns [{"start",
+    "length", "frozen": {process: [[offset from the start, length], ...]}}], by start."""
+    long = sorted((a, b, who) for a, b, who in intervals if b - a > threshold)
+    groups = []
+    for a, b, who in long:
+        if groups and a <= groups[-1]["end"] + threshold:
+            groups[-1]["end"] = max(groups[-1]["end"], b)
+            groups[-1]["parts"].append((a, b, who))
+        else:
+            groups.append({"start": a, "end": b, "parts": [(a, b, who)]})
+    episodes = []
+    for g in groups:
+        frozen = {}
+        for a, b, who in sorted(g["parts"]):
+            spans = frozen.setdefault(str(who), [])
+            if spans and a <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], b)
+            else:
+                spans.append([a, b])
+        episodes.append({"start": round(g["start"], 3), "length": round(g["end"] - g["start"], 3),
+                         "frozen": {who: [[round(a - g["start"], 3), round(b - a, 3)] for a, b in spans]
+                                    for who, spans in frozen.items()}})
+    return episodes
+
+
+def _frozen_time(episodes):
+    """frozen(a, b, process): the time of [a, b] during which the process was frozen."""
+    spans = {}
+    for e in episodes:
+        for who, parts in e["frozen"].items():
+            spans.setdefault(who, []).extend((e["start"] + o, e["start"] + o + x) for o, x in parts)
+    for s in spans.values():
+        s.sort()
+
+    def frozen(a, b, who):
+        total = 0.0
+        for s, e in spans.get(str(who), ()):
+            if s >= b:
+                break
+            total += max(0.0, min(b, e) - max(a, s))
+        return total
+
+    return frozen
+
+
 def summarize(metrics):
-    """The summary of metrics["timeline"]["batches"], or None when the run has no timeline."""
+    """The summary of metrics["timeline"]["batches"], or None when the run has no timeline. With
+    `freezes`: the run's host-wide freezes (freeze_spans) and every stage summarized again in
+    running time (each stage interval less the frozen time within it)."""
     batches = (metrics.get("timeline") or {}).get("batches")
     if not batches:
         return None
+    intervals = []
+    out = _summarize(metrics, batches, _no_freeze, intervals)
+    threshold = freeze_threshold_ms(metrics)
+    episodes = freeze_episodes(intervals, threshold)
+    running = _summarize(metrics, batches, _frozen_time(episodes))
+    keep = ("isn_occupancy", "isn_open", "merge_delay", "cut_to_sent", "cut_stall", "stage_tails_ms",
+            "stage_serial_correlation", "stage_tail_successors", "first_batch", "stages",
+            "admission_ms_per_query", "admission_samples", "cut_to_sent_ms", "per_query_merge_ms",
+            "isn_compute_mean_ms", "isn_compute_vs_batch_size", "isn_overlap_fraction")
+    out["freezes"] = {
+        "threshold_ms": threshold,
+        "run_ms": round(max(b["merged"] for b in batches), 3),
+        "episodes": episodes,
+        "running": {k: running[k] for k in keep},
+    }
+    return out
+
+
+def _summarize(metrics, batches, frozen, intervals=None):
+    """summarize's body: every stage value is an interval's length less frozen(start, end); the
+    intervals are appended to `intervals` where given."""
     pol = metrics.get("batch_policy", {})
+
+    def span(a, b, who):
+        if intervals is not None:
+            intervals.append((a, b, who))
+        return b - a - frozen(a, b, who)
+
     sizes = [float(b["queries"]) for b in batches]
     first = batches[0]
     compute, isn_encode = [], []
     for b in batches:
-        per = [i["end"] - i["start"] for i in b["isn"] if not i.get("missing")]
-        enc = [i["encoded"] - i["end"] for i in b["isn"] if not i.get("missing")]
+        per = [span(i["start"], i["end"], i["rank"]) for i in b["isn"] if not i.get("missing")]
+        enc = [span(i["end"], i["encoded"], i["rank"]) for i in b["isn"] if not i.get("missing")]
         compute.append(per)
         isn_encode.extend(enc)
     mean_compute = [_mean(c) for c in compute]
@@ -140,21 +234,21 @@ def summarize(metrics):
         fit = {"fixed_ms": float(fixed), "per_query_ms": float(slope)}
     else:
         fit = None
-    merge = [b["merged"] - b["merge_start"] for b in batches]
+    merge = [span(b["merge_start"], b["merged"], MERGE) for b in batches]
     admission = []
     if not pol.get("qps"):
         for k, b in enumerate(batches[3:], 3):
             merged = [x["merged"] for x in batches[:k] if x["merged"] <= b["cut"]]
             completed = [x["complete"] for x in batches[:k] if x["complete"] <= b["cut"]]
             if merged and completed and max(merged) > max(completed):
-                admission.append((b["cut"] - max(merged)) / b["queries"])
+                admission.append(span(max(merged), b["cut"], MAIN) / b["queries"])
     # The first batch's own times per ISN (the run's warm-up), and whether each was the
     # maximum over the run's batches of that stage's per-batch maximum.
     stage = {
-        "isn_compute": lambda b, i: i["end"] - i["start"],
-        "to_isn": lambda b, i: i["received"] - b["sent"],
-        "isn_encode": lambda b, i: i["encoded"] - i["end"],
-        "from_isn": lambda b, i: i["arrived"] - i["encoded"],
+        "isn_compute": lambda b, i: span(i["start"], i["end"], i["rank"]),
+        "to_isn": lambda b, i: span(b["sent"], i["received"], i["rank"]),
+        "isn_encode": lambda b, i: span(i["end"], i["encoded"], i["rank"]),
+        "from_isn": lambda b, i: span(i["encoded"], i["arrived"], MAIN),
     }
     present = [[i for i in b["isn"] if not i.get("missing")] for b in batches]
     # Occupancy (above): each ISN's batches in the order it started them.
@@ -169,12 +263,12 @@ def summarize(metrics):
             if before is not None:
                 pairs += 1
                 overlapped += i["start"] < before
-            occupancy[k] = max(occupancy[k], max(0.0, i["end"] - max(i["start"], before or i["start"])))
+            occupancy[k] = max(occupancy[k], max(0.0, span(max(i["start"], before or i["start"]), i["end"], i["rank"])))
             previous_end[r] = max(i["end"], before or i["end"])
             # The ISN's engine thread was free from its last batch start or encoding before this
             # batch's start (one at a time: the previous batch's encoding).
             free = max([previous_start.get(r, 0.0)] + [e for e in encodes.get(r, []) if e <= i["start"]])
-            isn_open[k] = max(isn_open[k], max(0.0, i["start"] - max(i["received"], free)))
+            isn_open[k] = max(isn_open[k], max(0.0, span(max(i["received"], free), i["start"], i["rank"])))
             previous_start[r] = i["start"]
             encodes[r] = [e for e in encodes.get(r, []) if e > i["start"]][-3:] + [i["encoded"]]
     # The merge thread's delay: from the later of the batch's last answer and the previous
@@ -182,12 +276,13 @@ def summarize(metrics):
     # writes), per batch.
     merge_delay, merged_before = [], 0.0
     for b in batches:
-        merge_delay.append(round(max(0.0, b["merge_start"] - max(b["complete"], merged_before)), 4))
+        merge_delay.append(round(max(0.0, span(max(b["complete"], merged_before), b["merge_start"], MERGE)), 4))
         merged_before = max(merged_before, b["merged"])
     first_batch = {"queries": int(first["queries"]), "was_max": {}}
-    tails, serial, successors = {}, {}, {}
+    tails, serial, successors, stages = {}, {}, {}, {}
     for name, f in stage.items():
         per_batch_max = [max((f(b, i) for i in isn), default=0.0) for b, isn in zip(batches, present)]
+        stages[name] = summary(per_batch_max)
         first_batch[f"{name}_ms"] = [round(f(first, i), 4) for i in present[0]]
         first_batch["was_max"][name] = bool(per_batch_max[0] >= max(per_batch_max))
         tails[name] = [round(x, 4) for x in sorted(per_batch_max, reverse=True)[:TAIL_SAMPLES]]
@@ -198,7 +293,7 @@ def summarize(metrics):
     isn_open = [round(x, 4) for x in isn_open]
     tails["isn_open"] = sorted(isn_open, reverse=True)[:TAIL_SAMPLES]
     tails["merge_delay"] = sorted(merge_delay, reverse=True)[:TAIL_SAMPLES]
-    cut_to_sent = [round(b["sent"] - b["cut"], 4) for b in batches]
+    cut_to_sent = [round(span(b["cut"], b["sent"], MAIN), 4) for b in batches]
     # At a fixed rate, query i arrives at i / rate: a batch is due when its oldest query has
     # waited max_wait or it is full, once a place in the pipeline is free and the previous batch
     # has been sent; the main thread's lateness past that (its polling sleeps; a thread that
@@ -218,7 +313,7 @@ def summarize(metrics):
                 ready = max(ready, batches[k - depth]["complete"])
             if k:
                 ready = max(ready, batches[k - 1]["sent"])
-            cut_stall.append(round(max(0.0, b["cut"] - ready), 4))
+            cut_stall.append(round(max(0.0, span(ready, b["cut"], MAIN)), 4))
             queued += int(b["queries"])
         tails["cut_stall"] = sorted(cut_stall, reverse=True)[:TAIL_SAMPLES]
     tails["cut_to_sent"] = sorted(cut_to_sent, reverse=True)[:TAIL_SAMPLES]
@@ -236,8 +331,8 @@ def summarize(metrics):
         "closed_loop": not pol.get("qps"),
         "admission_ms_per_query": sorted(admission)[len(admission) // 2] if admission else None,
         "admission_samples": len(admission),
-        "cut_to_sent_ms": _mean(b["sent"] - b["cut"] for b in batches),
-        "cut_to_sent_per_query_ms": sum(b["sent"] - b["cut"] for b in batches) / sum(sizes),
+        "cut_to_sent_ms": _mean(cut_to_sent),
+        "cut_to_sent_per_query_ms": sum(cut_to_sent) / sum(sizes),
         "per_query_merge_ms": sum(merge) / sum(sizes),
         "merge_wait_ms": _mean(b["merge_start"] - b["complete"] for b in batches),
         "mean_batch_size": _mean(sizes),
@@ -254,4 +349,6 @@ def summarize(metrics):
         "stage_tails_ms": tails,
         "stage_serial_correlation": serial,
         "stage_tail_successors": successors,
+        # The per-batch maxima over the ISNs of the aggregator's stages (as in its stages_ms).
+        "stages": stages,
     }
