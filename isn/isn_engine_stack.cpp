@@ -106,10 +106,15 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
     co.engine = "cpu";
     if (resolve_engine_name(options.engine.engine) != "cpu") co.algorithm.clear();
     auto cpu_engine = make_engine(co, shard, shard_id);
-    const unsigned workers = so.cpu_workers > 0
-                                 ? so.cpu_workers
-                                 : unsigned(tbb::global_control::active_value(
-                                       tbb::global_control::max_allowed_parallelism));
+    // Half the cores by default: with every core but one, the CPU workers starved the GPU
+    // engine's own host pipeline (packing, the parallel unpack) and the scheduler sustained
+    // 0.58x the GPU alone on Debian; with half, 1.01x (H100 host, 16 cores, NOTES-scheduler.md).
+    const unsigned workers =
+        so.cpu_workers > 0
+            ? so.cpu_workers
+            : std::max(1u, unsigned(tbb::global_control::active_value(
+                               tbb::global_control::max_allowed_parallelism)) /
+                               2);
     SchedulerEngine::Trainer trainer;
     if (sched.policy == SchedulerPolicy::kQueues || sched.policy == SchedulerPolicy::kBestSerial) {
       auto queries = std::make_shared<std::vector<Query>>(read_training_queries(so, shard));

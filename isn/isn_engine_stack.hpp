@@ -30,7 +30,7 @@ struct IsnSchedulerOptions {
   // train_queries queries of this file (each timed alone on both processors).
   std::filesystem::path train_file;
   std::size_t train_queries = 400;
-  unsigned cpu_workers = 0;          // 0: the oneTBB parallelism allowed (--threads)
+  unsigned cpu_workers = 0;          // 0: half the oneTBB parallelism allowed (--threads), >= 1
   unsigned gpu_max_batch = 4096;     // queries per call of the GPU-side engine
   std::string lbd_short_on = "gpu";  // lbd: the processor for queries below the threshold
   std::string routing = "lone-cost";  // queues: lone-cost or capacity (isn/capacity_router.hpp)

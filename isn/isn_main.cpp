@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   app.add_option("--scheduler-ratio", so.scheduling.preference_ratio,
                  "scheduler queues: predicted cost ratio that makes a query prefer a processor")
       ->capture_default_str();
+  app.add_option("--scheduler-cpu-workers", so.cpu_workers,
+                 "scheduler: CPU processor threads (0: half the oneTBB parallelism allowed, at "
+                 "least 1; the GPU engine's host pipeline needs the other cores)")
+      ->capture_default_str();
   app.add_option("--scheduler-routing", so.routing,
                  "scheduler queues: capacity (the processor expected to finish a query first, "
                  "by each processor's measured capacity and queued work; relative advantage "
