@@ -148,6 +148,16 @@ Index build_synthetic(const TempDir& tmp, const std::string& spec, std::uint32_t
   return Index::open(tmp / "idx");
 }
 
+// One shard, the given codec (pfor128 or bp128).
+Index build_synthetic_with_codec(const TempDir& tmp, const std::string& spec, const char* codec) {
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  o.codec = codec::parse_codec(codec);
+  build_index_synthetic(SyntheticParams::parse(spec), o);
+  return Index::open(tmp / "idx");
+}
+
 }  // namespace
 
 // The warp decoder against the CPU decoder, value by value: every block of a small index and
@@ -157,12 +167,7 @@ TEST_F(GpuTest, DecoderMatchesCpuDecoderOnEveryBlock) {
   for (const char* codec : {"pfor128", "bp128"}) {
     for (const char* spec : {"docs=3000,seed=5,test_queries=10", "docs=20000,seed=6,test_queries=10"}) {
       TempDir tmp;
-      BuildOptions o;
-      o.out_dir = tmp / "idx";
-      o.progress = false;
-      o.codec = codec::parse_codec(codec);
-      build_index_synthetic(SyntheticParams::parse(spec), o);
-      const Index index = Index::open(tmp / "idx");
+      const Index index = build_synthetic_with_codec(tmp, spec, codec);
       const ShardIndex& shard = index.shard(0);
       gpu::DeviceShard image(shard);
       const std::uint64_t blocks = shard.block_offsets().size() - 1;  // offsets has blocks + 1
@@ -209,12 +214,7 @@ TEST_F(GpuTest, DecodedPostingLayoutMatchesTheCpuDecoder) {
   for (const char* codec : {"pfor128", "bp128"}) {
     for (const char* spec : {"docs=3000,seed=5,test_queries=10", "docs=20000,seed=6,test_queries=10"}) {
       TempDir tmp;
-      BuildOptions o;
-      o.out_dir = tmp / "idx";
-      o.progress = false;
-      o.codec = codec::parse_codec(codec);
-      build_index_synthetic(SyntheticParams::parse(spec), o);
-      const Index index = Index::open(tmp / "idx");
+      const Index index = build_synthetic_with_codec(tmp, spec, codec);
       const ShardIndex& shard = index.shard(0);
       gpu::DeviceShard image(shard, gpu::PostingLayout::kDecoded);
       ASSERT_EQ(image.layout(), gpu::PostingLayout::kDecoded);
