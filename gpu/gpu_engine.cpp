@@ -21,6 +21,7 @@
 #include "gpu/post_processing.hpp"
 #include "gpu/query_kernels.hpp"
 #include "gpu/range_rows_kernel.hpp"
+#include "gpu/segment_plan.hpp"
 
 namespace gpusearch::gpu {
 
@@ -88,78 +89,6 @@ BatchRegions batch_regions(std::size_t nq, std::size_t nt, std::size_t and_segme
   return r;
 }
 
-// How a query's docID space is cut: `count` segments at the block boundaries of `driver`, the
-// list whose postings its work follows (AND: the shortest, whose postings are the candidates;
-// OR: the longest, which holds most of the postings), so that segments get about equal shares.
-struct SegmentPlan {
-  std::uint32_t count = 1;
-  const TermInfo* driver = nullptr;
-};
-
-std::uint32_t segment_count(std::uint64_t cost, std::uint64_t segment_cost, unsigned max_segments,
-                            std::uint32_t driver_blocks) {
-  std::uint64_t n = segment_cost > 0 ? (cost + segment_cost - 1) / segment_cost : 1;
-  n = std::min<std::uint64_t>({n, max_segments, std::max<std::uint32_t>(driver_blocks, 1u)});
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>(n, 1));
-}
-
-// The work decomposition's targets for a batch of nq queries. 0 in the options: chosen by batch
-// size, as measured on the H100 (NOTES-gpu-engine.md, 2026-11-24): a small batch's latency is
-// its slowest query's chain of windows, so it is cut finer (batch 64: 32 blocks per SM and
-// segments of 2,048 postings took the OR kernels of a lone batch from 2.23 to 1.75 ms); at
-// 1,024 16 blocks per SM did best, at 4,096 the default 8. Only for long queries: on Debian
-// descriptions (short lists) the finer cut cost more than it saved (a batch of 64 through the
-// cluster: 0.31 ms against 0.24 at 8 blocks per SM).
-struct SegmentTargets {
-  unsigned blocks_per_sm;
-  unsigned min_segment_postings;
-};
-SegmentTargets segment_targets(const GpuEngineOptions& o, std::size_t nq, bool long_queries) {
-  const unsigned bps = o.blocks_per_sm != 0          ? o.blocks_per_sm
-                       : long_queries && nq <= 256  ? 32
-                       : long_queries && nq <= 2048 ? 16
-                                                    : 8;
-  const unsigned min_postings = o.min_segment_postings != 0 ? o.min_segment_postings
-                                : long_queries && nq <= 256 ? 2048
-                                                            : 8192;
-  return {bps, min_postings};
-}
-
-// Segments over docIDs [0, end): the shard, or a list-cache query's horizon.
-void append_segments(const ShardIndex& shard, std::uint32_t query, const SegmentPlan& plan,
-                     DocId end, std::vector<SegmentDesc>& out) {
-  if (end == 0) return;  // nothing on the GPU: the CPU answers it all
-  const std::uint32_t n_docs = end;
-  std::uint32_t lo = 0;
-  const auto last = shard.block_last_docid();
-  for (std::uint32_t j = 1; j < plan.count; ++j) {
-    const std::uint64_t nb = plan.driver->num_blocks;
-    const std::uint64_t b = plan.driver->first_block + (j * nb) / plan.count;
-    const std::uint32_t boundary = last[b - 1] + 1;  // b > first_block since j >= 1
-    if (boundary <= lo || boundary >= n_docs) continue;
-    out.push_back(SegmentDesc{query, lo, boundary, 0});
-    lo = boundary;
-  }
-  out.push_back(SegmentDesc{query, lo, n_docs, 0});
-}
-
-// Several GPUs per ISN: keeps the parts of segments [from, end) that lie in this engine's docID
-// range [lo, hi) (the whole shard: unchanged).
-void clip_segments(std::vector<SegmentDesc>& segments, std::size_t from, std::uint32_t lo,
-                   std::uint32_t hi) {
-  std::size_t kept = from;
-  for (std::size_t i = from; i < segments.size(); ++i) {
-    SegmentDesc s = segments[i];
-    s.doc_lo = std::max(s.doc_lo, lo);
-    s.doc_hi = std::min(s.doc_hi, hi);
-    if (s.doc_lo < s.doc_hi) segments[kept++] = s;
-  }
-  segments.resize(kept);
-}
-
-}  // namespace
-
-namespace {
 // The decoded layout where asked for, or (auto) where it takes at most half of the memory the
 // device has free once the compressed image is in: the rest stays for the batch buffers and
 // for other ISNs sharing the device.
