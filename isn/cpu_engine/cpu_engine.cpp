@@ -112,7 +112,9 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
       best_block_[t] = std::uint32_t(std::max_element(m, m + info.num_blocks) - m);
     }
   }
-  if (options_.seed_blocks_per_term > 0 && options_.seed_from_kth_impacts)
+  // (Exhaustive OR never seeds: no table.)
+  if (options_.seed_blocks_per_term > 0 && options_.seed_from_kth_impacts &&
+      options_.algorithm != Algorithm::kExhaustive)
     kth_impacts_ = std::make_unique<KthImpactTable>(shard, kTableMinDf);
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
   gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
