@@ -12,7 +12,9 @@
 
 namespace gpusearch::codec {
 
-std::string_view to_string(Codec c) { return c == Codec::kBitPacking ? "bp128" : "pfor128"; }
+std::string_view to_string(Codec c) {
+  return c == Codec::kBitPacking ? "bp128" : "pfor128";
+}
 
 Codec parse_codec(std::string_view s) {
   if (s == "bp128") return Codec::kBitPacking;
@@ -22,7 +24,9 @@ Codec parse_codec(std::string_view s) {
 
 namespace {
 
-inline unsigned bits_of(std::uint32_t v) { return v == 0 ? 0u : 32u - std::countl_zero(v); }
+inline unsigned bits_of(std::uint32_t v) {
+  return v == 0 ? 0u : 32u - std::countl_zero(v);
+}
 
 // Packs 128 values (b bits each) in the vertical 4-lane layout.
 void pack_vertical(const std::uint32_t* v, unsigned b, std::uint32_t* packed) {
@@ -89,10 +93,13 @@ void encode_block(const std::uint32_t* values, unsigned n, Codec codec,
   out.resize(start + words_for(h), 0u);
   std::uint32_t* p = out.data() + start;
   *p++ = best_b | (exceptions << 8) | (exception_bits << 16) | ((n & 0x7fu) << 24);
-  if (n == kBlockSize) pack_vertical(v.data(), best_b, p);
-  else pack_horizontal(v.data(), n, best_b, p);
+  if (n == kBlockSize)
+    pack_vertical(v.data(), best_b, p);
+  else
+    pack_horizontal(v.data(), n, best_b, p);
   p += packed_words(h);
-  for (unsigned j = 0; j < exceptions; ++j) p[j / 4] |= std::uint32_t(positions[j]) << (8 * (j % 4));
+  for (unsigned j = 0; j < exceptions; ++j)
+    p[j / 4] |= std::uint32_t(positions[j]) << (8 * (j % 4));
   p += (exceptions + 3) / 4;
   for (unsigned j = 0; j < exceptions; ++j) {
     const unsigned bitpos = j * exception_bits, w = bitpos >> 5, off = bitpos & 31u;
@@ -120,6 +127,8 @@ inline void patch_exceptions(const BlockHeader& h, const std::uint32_t* after_pa
   const unsigned eb = h.exception_bits;
   const std::uint32_t* high = after_packed + position_words(h);
   const std::uint32_t mask = low_mask(eb);
+  // Position j is byte j of the words in memory order on a little-endian host.
+  const auto* positions = reinterpret_cast<const unsigned char*>(after_packed);
   std::uint64_t buffer = 0;
   unsigned buffered = 0;
   for (unsigned j = 0; j < h.exceptions; ++j) {
@@ -127,7 +136,9 @@ inline void patch_exceptions(const BlockHeader& h, const std::uint32_t* after_pa
       buffer |= std::uint64_t(*high++) << buffered;
       buffered += 32;
     }
-    const unsigned position = (after_packed[j / 4] >> (8 * (j % 4))) & 0xffu;
+    const unsigned position = std::endian::native == std::endian::little
+                                  ? positions[j]
+                                  : (after_packed[j / 4] >> (8 * (j % 4))) & 0xffu;
     out[position] |= (std::uint32_t(buffer) & mask) << h.bits;
     buffer >>= eb;
     buffered -= eb;
@@ -146,7 +157,8 @@ inline void unpack_slot(const __m128i* in, __m128i* out, __m128i mask) {
 }
 
 template <unsigned B, unsigned... Slots>
-inline void unpack_slots(const __m128i* in, __m128i* out, std::integer_sequence<unsigned, Slots...>) {
+inline void unpack_slots(const __m128i* in, __m128i* out,
+                         std::integer_sequence<unsigned, Slots...>) {
   const __m128i mask = _mm_set1_epi32(int(low_mask(B)));
   (unpack_slot<B, Slots>(in, out, mask), ...);
 }
@@ -170,9 +182,84 @@ void unpack(const std::uint32_t* in, std::uint32_t* out) {
 }
 #endif
 
+#if defined(__SSE2__)
+
+// Posting blocks of 128 values without exceptions, unpacked and finished in one pass: slot s of
+// the vertical layout holds values 4s..4s+3, so each unpacked slot is turned at once into
+// docIDs (gaps + 1, prefix sum, carried from the slot before) or frequencies (+ 1) and stored;
+// no second pass over the block. (Blocks with exceptions are patched between the two passes.)
+template <unsigned B, bool Docids, unsigned... Slots>
+inline void unpack_finish_slots(const __m128i* in, __m128i* out, __m128i running,
+                                std::integer_sequence<unsigned, Slots...>) {
+  const __m128i mask = _mm_set1_epi32(int(low_mask(B)));
+  const __m128i one = _mm_set1_epi32(1);
+  const auto finish = [&](__m128i x, __m128i* to) {
+    x = _mm_add_epi32(x, one);
+    if constexpr (Docids) {
+      x = _mm_add_epi32(x, _mm_slli_si128(x, 4));
+      x = _mm_add_epi32(x, _mm_slli_si128(x, 8));
+      x = _mm_add_epi32(x, running);
+      running = _mm_shuffle_epi32(x, 0xff);
+    }
+    _mm_storeu_si128(to, x);
+  };
+  const auto slot = [&]<unsigned Slot>() {
+    constexpr unsigned bitpos = Slot * B, w = bitpos / 32, off = bitpos % 32;
+    __m128i v = _mm_srli_epi32(_mm_loadu_si128(in + w), off);
+    if constexpr (off + B > 32)
+      v = _mm_or_si128(v, _mm_slli_epi32(_mm_loadu_si128(in + w + 1), 32 - off));
+    finish(_mm_and_si128(v, mask), out + Slot);
+  };
+  if constexpr (B == 0) {
+    const __m128i zero = _mm_setzero_si128();
+    (finish(zero, out + Slots), ...);
+  } else {
+    (slot.template operator()<Slots>(), ...);
+  }
+}
+
+template <unsigned B, bool Docids>
+void unpack_finish(const std::uint32_t* in, std::uint32_t* out, DocId floor) {
+  unpack_finish_slots<B, Docids>(reinterpret_cast<const __m128i*>(in),
+                                 reinterpret_cast<__m128i*>(out), _mm_set1_epi32(int(floor - 1)),
+                                 std::make_integer_sequence<unsigned, 32>{});
+}
+// The same finish over a full block already unpacked (and patched) in place: 32 slots, unrolled.
+template <bool Docids, unsigned... Slots>
+inline void finish_in_place(std::uint32_t* values, DocId floor,
+                            std::integer_sequence<unsigned, Slots...>) {
+  __m128i* p = reinterpret_cast<__m128i*>(values);
+  __m128i running = _mm_set1_epi32(int(floor - 1));
+  const __m128i one = _mm_set1_epi32(1);
+  const auto finish = [&](__m128i* at) {
+    __m128i x = _mm_add_epi32(_mm_loadu_si128(at), one);
+    if constexpr (Docids) {
+      x = _mm_add_epi32(x, _mm_slli_si128(x, 4));
+      x = _mm_add_epi32(x, _mm_slli_si128(x, 8));
+      x = _mm_add_epi32(x, running);
+      running = _mm_shuffle_epi32(x, 0xff);
+    }
+    _mm_storeu_si128(at, x);
+  };
+  (finish(p + Slots), ...);
+}
+
+using UnpackFinishFn = void (*)(const std::uint32_t*, std::uint32_t*, DocId);
+template <bool Docids, unsigned... Bs>
+constexpr std::array<UnpackFinishFn, sizeof...(Bs)> make_unpack_finish_table(
+    std::integer_sequence<unsigned, Bs...>) {
+  return {&unpack_finish<Bs, Docids>...};
+}
+constexpr auto kUnpackDocids =
+    make_unpack_finish_table<true>(std::make_integer_sequence<unsigned, 33>{});
+constexpr auto kUnpackFreqs =
+    make_unpack_finish_table<false>(std::make_integer_sequence<unsigned, 33>{});
+#endif
+
 using UnpackFn = void (*)(const std::uint32_t*, std::uint32_t*);
 template <unsigned... Bs>
-constexpr std::array<UnpackFn, sizeof...(Bs)> make_unpack_table(std::integer_sequence<unsigned, Bs...>) {
+constexpr std::array<UnpackFn, sizeof...(Bs)> make_unpack_table(
+    std::integer_sequence<unsigned, Bs...>) {
   return {&unpack<Bs>...};
 }
 constexpr auto kUnpack = make_unpack_table(std::make_integer_sequence<unsigned, 33>{});
@@ -227,8 +314,10 @@ void unpack_horizontal(const std::uint32_t* in, const BlockHeader& h, std::uint3
 // Unpacks and patches; returns the block's value count.
 inline unsigned unpack_block(const std::uint32_t* in, std::uint32_t* out) {
   const BlockHeader h = read_header(in[0]);
-  if (h.count == kBlockSize) kUnpack[h.bits](in + 1, out);
-  else unpack_horizontal(in + 1, h, out);
+  if (h.count == kBlockSize)
+    kUnpack[h.bits](in + 1, out);
+  else
+    unpack_horizontal(in + 1, h, out);
   if (h.exceptions) patch_exceptions(h, in + 1 + packed_words(h), out);
   return h.count;
 }
@@ -290,12 +379,38 @@ void encode_posting_block(const DocId* docs, const std::uint32_t* freqs, unsigne
 }
 
 const std::uint32_t* decode_docids(const std::uint32_t* in, DocId first_docid_floor, DocId* out) {
+#if defined(__SSE2__)
+  const BlockHeader h = read_header(in[0]);
+  if (h.count == kBlockSize) {
+    if (h.exceptions == 0) {
+      kUnpackDocids[h.bits](in + 1, out, first_docid_floor);
+    } else {
+      kUnpack[h.bits](in + 1, out);
+      patch_exceptions(h, in + 1 + packed_words(h), out);
+      finish_in_place<true>(out, first_docid_floor, std::make_integer_sequence<unsigned, 32>{});
+    }
+    return in + words_for(h);
+  }
+#endif
   const unsigned n = unpack_block(in, out);
   gaps_to_docids(out, n, first_docid_floor);
   return in + block_words(in);
 }
 
 const std::uint32_t* decode_freqs(const std::uint32_t* freq_part, std::uint32_t* out) {
+#if defined(__SSE2__)
+  const BlockHeader h = read_header(freq_part[0]);
+  if (h.count == kBlockSize) {
+    if (h.exceptions == 0) {
+      kUnpackFreqs[h.bits](freq_part + 1, out, 0);
+    } else {
+      kUnpack[h.bits](freq_part + 1, out);
+      patch_exceptions(h, freq_part + 1 + packed_words(h), out);
+      finish_in_place<false>(out, 0, std::make_integer_sequence<unsigned, 32>{});
+    }
+    return freq_part + words_for(h);
+  }
+#endif
   const unsigned n = unpack_block(freq_part, out);
 #if defined(__SSE2__)
   // Four at a time: unpack_block leaves defined values up to n rounded up to 4.

@@ -14,6 +14,12 @@
 
 namespace gpusearch::cpu {
 
+namespace {
+// Lists of at least this many postings (two blocks or more) have their seed bound in the
+// KthImpactTable; shorter ones are one block, decoded per query (exact for their term).
+constexpr std::uint32_t kTableMinDf = kBlockSize + 1;
+}  // namespace
+
 std::string_view to_string(Algorithm a) {
   switch (a) {
     case Algorithm::kExhaustive:
@@ -106,6 +112,10 @@ CpuEngine::CpuEngine(const ShardIndex& shard, std::uint32_t shard_id, CpuEngineO
       best_block_[t] = std::uint32_t(std::max_element(m, m + info.num_blocks) - m);
     }
   }
+  // (Exhaustive OR never seeds: no table.)
+  if (options_.seed_blocks_per_term > 0 && options_.seed_from_kth_impacts &&
+      options_.algorithm != Algorithm::kExhaustive)
+    kth_impacts_ = std::make_unique<KthImpactTable>(shard, kTableMinDf);
   // GS bounds are exact only over a GS-ordered shard; the index promises it, check anyway.
   gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
 }
@@ -133,7 +143,7 @@ double kth_score(std::span<const RankedDoc> running, std::size_t k) {
 
 CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& params,
                                         bool conjunctive, DocId begin, DocId end,
-                                        SharedThreshold& shared, bool concurrent,
+                                        SharedThreshold& shared, bool concurrent, bool whole_shard,
                                         QueryCounters& counters) const {
   const IndexParams& ip = shard_.params();
   std::vector<std::uint32_t> dfs;
@@ -173,12 +183,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   } else {
     // Pruning OR algorithms start from a lower bound of the k-th score (threshold_seed.hpp).
     if (a != Algorithm::kExhaustive && options_.seed_blocks_per_term > 0)
-    {
-      std::vector<std::uint32_t> best(query.terms.size());
-      for (std::size_t i = 0; i < best.size(); ++i) best[i] = best_block_[query.terms[i]];
-      top.raise_floor(seed_threshold(ctx, cursors, params.k, options_.seed_blocks_per_term,
-                                     options_.seed_scale, best));
-    }
+      top.raise_floor(starting_threshold(query, params, ctx, cursors, whole_shard));
     switch (a) {
       case Algorithm::kExhaustive:
         stats = ranked_or(ctx, cursors, top, counters);
@@ -211,6 +216,29 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   return {top.take_sorted(shard_id_), stats.and_matches, stats.early_terminated};
 }
 
+double CpuEngine::starting_threshold(const Query& query, const SearchParams& params,
+                                     const QueryContext& ctx,
+                                     std::span<const PostingCursor> cursors,
+                                     bool whole_shard) const {
+  double floor = -std::numeric_limits<double>::infinity();
+  std::uint32_t below_df = std::numeric_limits<std::uint32_t>::max();
+  if (kth_impacts_ && whole_shard && params.k <= KthImpactTable::kLadder.back()) {
+    // A long list's k-th largest impact (bounded below) times its weight: k documents of the
+    // shard score at least that much for that term alone, so at least that much in all (the
+    // scores add non-negative parts with monotone rounding; the float is rounded down). Short
+    // lists (not in the table) decode their best block as below.
+    for (std::size_t i = 0; i < cursors.size(); ++i) {
+      const double b = kth_impacts_->lower_bound(query.terms[i], params.k);
+      if (b > 0) floor = std::max(floor, cursors[i].weight() * b);
+    }
+    below_df = kTableMinDf;
+  }
+  std::vector<std::uint32_t> best(query.terms.size());
+  for (std::size_t i = 0; i < best.size(); ++i) best[i] = best_block_[query.terms[i]];
+  return seed_threshold(ctx, cursors, params.k, options_.seed_blocks_per_term, options_.seed_scale,
+                        best, floor, below_df);
+}
+
 CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& params,
                                        bool conjunctive, DocId from_doc,
                                        std::span<const RankedDoc> running, QueryCounters& counters,
@@ -232,7 +260,7 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
   if (parts == 1) {
     // With an external slot other processes raise the threshold while this part runs.
     ModeRun r = run_range(query, params, conjunctive, from_doc, kNoDoc, shared,
-                          shared.has_external(), counters);
+                          shared.has_external(), from_doc == 0, counters);
     result.hits.insert(result.hits.end(), r.hits.begin(), r.hits.end());
     result.and_matches = r.and_matches;
     result.early_terminated = r.early_terminated;
@@ -243,7 +271,8 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
       const DocId b = from_doc + DocId(std::uint64_t(span) * p / parts);
       const DocId e =
           p + 1 == parts ? kNoDoc : from_doc + DocId(std::uint64_t(span) * (p + 1) / parts);
-      runs[p] = run_range(query, params, conjunctive, b, e, shared, true, part_counters[p]);
+      runs[p] = run_range(query, params, conjunctive, b, e, shared, true, from_doc == 0,
+                          part_counters[p]);
     });
     for (unsigned p = 0; p < parts; ++p) {
       result.hits.insert(result.hits.end(), runs[p].hits.begin(), runs[p].hits.end());
@@ -317,7 +346,8 @@ ShardResult CpuEngine::search_range(const Query& query, const SearchParams& para
   bool early = false;
   auto run = [&](bool conjunctive) {
     SharedThreshold shared;
-    ModeRun m = run_range(query, params, conjunctive, begin, end, shared, false, r.counters);
+    ModeRun m = run_range(query, params, conjunctive, begin, end, shared, false,
+                          begin == 0 && end >= n, r.counters);
     merge_into(m.hits, params.k);
     early = early || m.early_terminated;
     return m;

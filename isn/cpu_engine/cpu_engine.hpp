@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/kth_impact_table.hpp"
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cpu_engine/threshold_slot.hpp"
@@ -19,6 +21,8 @@
 namespace gpusearch::cpu {
 
 class SharedThreshold;
+class PostingCursor;
+struct QueryContext;
 
 enum class Algorithm {
   kExhaustive,    // ranked OR / ranked AND, every posting decoded and every match scored
@@ -55,6 +59,11 @@ struct CpuEngineOptions {
   // (threshold_seed.hpp). 0: no seed. `seed_scale` multiplies it: 1; above 1 only in the test
   // that proves an inflated seed gives a wrong answer it catches.
   unsigned seed_blocks_per_term = 1;
+  // With a seed, over the whole shard and k <= 1000: the largest of weight_t x (a lower bound of
+  // the k-th largest impact of t's list, common/kth_impact_table.hpp, built once per engine)
+  // over the query's terms instead of the blocks decoded per query: nothing is decoded, and the
+  // bound covers a list's best blocks, not its best one only.
+  bool seed_from_kth_impacts = true;
   double seed_scale = 1.0;
   // Multiplies every term upper bound the pruning algorithms use (list and block maxima). 1;
   // tests set it below 1 to prove that a weakened bound gives a wrong answer they catch.
@@ -126,9 +135,14 @@ class CpuEngine final : public QueryEngine {
                    const ThresholdSlot& external) const;
   ShardResult resume_sharing(const Query& query, const SearchParams& params, DocId from_doc,
                              const ShardResult& running, const QueryThresholdSlots& shared) const;
+  // `whole_shard`: the run is part of a query over every document of the shard (not a resume
+  // from a docID, not a docID range), so a bound on the shard's k-th score holds for it.
   ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive, DocId begin,
-                    DocId end, SharedThreshold& shared, bool concurrent,
+                    DocId end, SharedThreshold& shared, bool concurrent, bool whole_shard,
                     QueryCounters& counters) const;
+  // The starting threshold of a pruning OR run (threshold_seed.hpp, kth_impact_table.hpp).
+  double starting_threshold(const Query& query, const SearchParams& params, const QueryContext& ctx,
+                            std::span<const PostingCursor> cursors, bool whole_shard) const;
 
   const ShardIndex& shard_;
   std::uint32_t shard_id_;
@@ -142,6 +156,8 @@ class CpuEngine final : public QueryEngine {
   // Per term, its block of highest block maximum (the first such): the threshold seed's block
   // for k <= 128 without a scan of the list's maxima per query.
   std::vector<std::uint32_t> best_block_;
+  // Per term, lower bounds of its K-th largest impacts (options_.seed_from_kth_impacts).
+  std::unique_ptr<KthImpactTable> kth_impacts_;
   std::vector<double> norm_table_;
   bool gs_ordered_ = false;
 };

@@ -10,9 +10,10 @@ namespace gpusearch::cpu {
 
 double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
                       unsigned blocks_per_term, double scale,
-                      std::span<const std::uint32_t> best_block) {
-  double seed = -std::numeric_limits<double>::infinity();
-  if (k == 0 || blocks_per_term == 0) return seed;
+                      std::span<const std::uint32_t> best_block, double floor,
+                      std::uint32_t below_df) {
+  double seed = floor;
+  if (k == 0 || blocks_per_term == 0) return seed * scale;
   // Enough blocks to hold k postings, and `blocks_per_term` to choose from.
   const std::size_t budget = (k + kBlockSize - 1) / kBlockSize + blocks_per_term - 1;
   std::vector<std::uint32_t> best;  // block numbers, highest block maximum first
@@ -29,7 +30,8 @@ double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> te
   });
   for (std::size_t oi = 0; oi < n; ++oi) {
     const PostingCursor& c = terms[order[oi]];
-    if (c.docid() == kNoDoc || c.df() < k || !(c.max_score() > seed)) continue;
+    if (c.docid() == kNoDoc || c.df() < k || c.df() >= below_df || !(c.max_score() > seed))
+      continue;
     const std::uint32_t nb = c.num_blocks();
     // The `budget` blocks of highest maxima: given, for one block, else a partial insertion
     // sort (budget is small).

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "isn/cpu_engine/daat_algorithms.hpp"
@@ -20,9 +21,13 @@ namespace gpusearch::cpu {
 // range only; -inf when no list has k postings there. `scale` multiplies the result: 1, except
 // in the test that proves an inflated seed is caught. The cursors do not move. `best_block`
 // (empty, or one per list: the list's block of highest maximum, the first such) spares the
-// scan of every list's block maxima when one block per list is decoded.
+// scan of every list's block maxima when one block per list is decoded. `floor`: a lower bound
+// known already (the result is at least it; lists that cannot beat it are not decoded);
+// `below_df`: only lists of fewer postings are decoded (the others' bounds are in `floor`).
 double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
                       unsigned blocks_per_term, double scale = 1.0,
-                      std::span<const std::uint32_t> best_block = {});
+                      std::span<const std::uint32_t> best_block = {},
+                      double floor = -std::numeric_limits<double>::infinity(),
+                      std::uint32_t below_df = std::numeric_limits<std::uint32_t>::max());
 
 }  // namespace gpusearch::cpu

@@ -14,10 +14,13 @@ namespace {
 // Per-thread window state. Invariant between windows: every accumulator, bit and term mask is
 // zero, so a window clears only what it touched (in its candidate scan).
 struct WindowScratch {
-  std::vector<double> acc;               // partial score of wmin + i, essential lists only
-  std::vector<std::uint64_t> matched;    // bit i: some essential list holds wmin + i
+  std::vector<double> acc;             // partial score of wmin + i, essential lists only
+  std::vector<std::uint64_t> matched;  // bit i: some essential list holds wmin + i
+  // Sparse windows: bit w marks matched[w] as possibly nonzero, so that the candidate scan
+  // visits those words only (on a large shard most of a window's words are empty at k = 10).
+  std::vector<std::uint64_t> summary;
   std::vector<std::uint64_t> term_mask;  // bit t: essential term t holds wmin + i
-  std::vector<double> contrib;  // [t * window + i]: term t's score there (if in the mask)
+  std::vector<double> contrib;           // [t * window + i]: term t's score there (if in the mask)
   // Candidates that pass the first bound test (window offset, partial score); no invariant.
   std::vector<DocId> survivor;
   std::vector<double> survivor_partial;
@@ -29,6 +32,7 @@ struct WindowScratch {
       survivor.assign(window_docs, 0);
       survivor_partial.assign(window_docs, 0.0);
       matched.assign((window_docs + 63) / 64, 0);
+      summary.assign((matched.size() + 63) / 64, 0);
       term_mask.assign(window_docs, 0);
       contrib.clear();
     }
@@ -66,6 +70,12 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
   scratch.prepare(window, n);
   double* const acc = scratch.acc.data();
   std::uint64_t* const matched = scratch.matched.data();
+  std::uint64_t* const summary = scratch.summary.data();
+  const std::uint32_t window_words = (window + 63) / 64;
+  // Postings accumulated in the last window with two essential lists or more: fewer than the
+  // window's words, and the next such window marks the summary (a few instructions a posting)
+  // instead of scanning every word (a few a word).
+  std::uint64_t last_accumulated = window_words;
   std::uint64_t* const term_mask = scratch.term_mask.data();
   double* const contrib = scratch.contrib.data();
   const bool has_static = ctx.static_weight != 0;
@@ -140,7 +150,9 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
     std::uint32_t ns = 0;      // survivors of the first bound test (windows with probes)
     std::uint64_t scored = 0;  // candidates
     const double first_threshold = threshold;
-    std::uint32_t words = 0;  // matched[0, words) may be nonzero
+    std::uint32_t words = 0;                              // matched[0, words) may be nonzero
+    const bool sparse = last_accumulated < window_words;  // the summary marks the words
+    std::uint64_t accumulated = 0;
     for (std::size_t t = 0; t < n; ++t) {
       if (!essential[t]) continue;
       PostingCursor& c = terms[t];
@@ -165,47 +177,53 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       };
       if (single_essential) {
         double* const c_t = contrib + t * window;
-        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
-                                       std::uint32_t m) {
-          score_run(docs, fr, m);
-          for (std::uint32_t j = 0; j < m; ++j) {
-            const DocId i = docs[j] - wmin;
-            double partial = v[j];
-            if (has_static) partial += ctx.static_score(docs[j]);
-            const bool pass = !below(partial + non_essential_bound, first_threshold);
-            c_t[i] = v[j];
-            surv[ns] = i;
-            surv_partial[ns] = partial;
-            ns += pass;
-          }
-          scored += m;
-        });
+        c.for_each_run_below(
+            wmax, [&](const DocId* docs, const std::uint32_t* fr, std::uint32_t m) {
+              score_run(docs, fr, m);
+              for (std::uint32_t j = 0; j < m; ++j) {
+                const DocId i = docs[j] - wmin;
+                double partial = v[j];
+                if (has_static) partial += ctx.static_score(docs[j]);
+                const bool pass = !below(partial + non_essential_bound, first_threshold);
+                c_t[i] = v[j];
+                surv[ns] = i;
+                surv_partial[ns] = partial;
+                ns += pass;
+              }
+              scored += m;
+            });
         const std::uint64_t term_bit = std::uint64_t(1) << t;
         for (std::uint32_t q = 0; q < ns; ++q) term_mask[surv[q]] = term_bit;
       } else if (keep_scores) {
         double* const c_t = contrib + t * window;
         const std::uint64_t term_bit = std::uint64_t(1) << t;
-        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
-                                       std::uint32_t m) {
-          score_run(docs, fr, m);
-          for (std::uint32_t j = 0; j < m; ++j) {
-            const DocId i = docs[j] - wmin;
-            acc[i] += v[j];
-            matched[i >> 6] |= std::uint64_t(1) << (i & 63);
-            term_mask[i] |= term_bit;
-            c_t[i] = v[j];
-          }
-        });
+        c.for_each_run_below(wmax,
+                             [&](const DocId* docs, const std::uint32_t* fr, std::uint32_t m) {
+                               score_run(docs, fr, m);
+                               for (std::uint32_t j = 0; j < m; ++j) {
+                                 const DocId i = docs[j] - wmin;
+                                 acc[i] += v[j];
+                                 matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+                                 if (sparse)
+                                   summary[i >> 12] |= std::uint64_t(1) << ((i >> 6) & 63);
+                                 term_mask[i] |= term_bit;
+                                 c_t[i] = v[j];
+                               }
+                               accumulated += m;
+                             });
       } else {
-        c.for_each_run_below(wmax, [&](const DocId* docs, const std::uint32_t* fr,
-                                       std::uint32_t m) {
-          score_run(docs, fr, m);
-          for (std::uint32_t j = 0; j < m; ++j) {
-            const DocId i = docs[j] - wmin;
-            acc[i] += v[j];
-            matched[i >> 6] |= std::uint64_t(1) << (i & 63);
-          }
-        });
+        c.for_each_run_below(wmax,
+                             [&](const DocId* docs, const std::uint32_t* fr, std::uint32_t m) {
+                               score_run(docs, fr, m);
+                               for (std::uint32_t j = 0; j < m; ++j) {
+                                 const DocId i = docs[j] - wmin;
+                                 acc[i] += v[j];
+                                 matched[i >> 6] |= std::uint64_t(1) << (i & 63);
+                                 if (sparse)
+                                   summary[i >> 12] |= std::uint64_t(1) << ((i >> 6) & 63);
+                               }
+                               accumulated += m;
+                             });
       }
       if (!single_essential && last_doc != kNoDoc)
         words = std::max(words, ((last_doc - wmin) >> 6) + 1);
@@ -218,8 +236,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
       const DocId ahead = wmax + window;
       for (std::size_t t = 0; t < n; ++t)
         if (essential[t])
-          terms[t].for_each_decoded_below(
-              ahead, [&](DocId d) { __builtin_prefetch(ctx.norm_codes + d); });
+          terms[t].for_each_decoded_below(ahead,
+                                          [&](DocId d) { __builtin_prefetch(ctx.norm_codes + d); });
     }
 
     // The non-essential lists' block maxima at the current candidate, cumulated from the
@@ -238,9 +256,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
     // static part added when with_static says so. Returns the candidates visited.
     const auto for_each_candidate = [&](auto with_static, auto&& f) {
       std::uint64_t n = 0;
-      for (std::uint32_t word = 0; word < words; ++word) {
-        std::uint64_t bits = matched[word];
-        if (!bits) continue;
+      const auto visit_word = [&](std::uint32_t word, std::uint64_t bits) {
         matched[word] = 0;
         const DocId base = word * 64;
         do {
@@ -252,6 +268,18 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           if constexpr (decltype(with_static)::value) score += ctx.static_score(wmin + i);
           f(i, score);
         } while (bits);
+      };
+      if (sparse) {
+        for (std::uint32_t sw = 0; sw * 64 < words; ++sw) {
+          for (std::uint64_t marked = summary[sw]; marked; marked &= marked - 1) {
+            const std::uint32_t word = sw * 64 + std::uint32_t(std::countr_zero(marked));
+            visit_word(word, matched[word]);  // nonzero: a posting marked it
+          }
+          summary[sw] = 0;
+        }
+      } else {
+        for (std::uint32_t word = 0; word < words; ++word)
+          if (const std::uint64_t bits = matched[word]) visit_word(word, bits);
       }
       return n;
     };
@@ -281,8 +309,8 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
           const DocId d = wmin + i;
           // With the static part (the probes add to it; the term sum below excludes it).
           const double partial_static = surv_partial[q];
-          const double ne_bound = bb_valid && d <= bb_last ? block_bound[non_essential - 1]
-                                                           : non_essential_bound;
+          const double ne_bound =
+              bb_valid && d <= bb_last ? block_bound[non_essential - 1] : non_essential_bound;
           if (!below(partial_static + ne_bound, threshold)) {
             // Tighter: the non-essential lists' block maxima at d, strongest list probed first.
             if (!bb_valid || d > bb_last) {
@@ -348,6 +376,7 @@ RunStats windowed_maxscore(const QueryContext& ctx, std::span<PostingCursor> ter
         with_probes(std::false_type{});
     }
     counters.docs_scored += scored;
+    if (!single_essential) last_accumulated = accumulated;
 
     if (non_essential == 0) {
       // Every live list stands at or past wmax: the next window starts at the next posting.

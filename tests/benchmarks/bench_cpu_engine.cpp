@@ -6,7 +6,8 @@
 // per second on one core.
 //
 //   bench_cpu_engine --index DIR --queries FILE --out JSON [--k 10,100,1000]
-//                    [--algorithms exhaustive,wand,bmw,maxscore,maxscore-daat] [--threads N] [--limit Q]
+//                    [--algorithms exhaustive,wand,bmw,maxscore,maxscore-daat] [--threads N]
+//                    [--limit Q]
 //                    [--mode or] [--scoring bm25] [--shard 0] [--intra-query N]
 #include <algorithm>
 #include <chrono>
@@ -99,14 +100,14 @@ std::vector<std::string> split(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{"bench_cpu_engine: CPU query algorithms, latency, throughput and work"};
   std::string index_dir, queries_path, out_path,
-      ks_arg = "10,100,1000",
-              algorithms_arg = "exhaustive,wand,bmw,maxscore,maxscore-daat", mode_arg = "or",
-      scoring_arg = "bm25";
+      ks_arg = "10,100,1000", algorithms_arg = "exhaustive,wand,bmw,maxscore,maxscore-daat",
+      mode_arg = "or", scoring_arg = "bm25";
   unsigned threads = 0, intra_query = 0, profile_repeat = 0;
   bool profile_queries = false;
   std::size_t limit = 2000;
   unsigned seed_blocks = cpu::CpuEngineOptions{}.seed_blocks_per_term;
   unsigned window_docs = cpu::CpuEngineOptions{}.window_docs;
+  bool seed_table = cpu::CpuEngineOptions{}.seed_from_kth_impacts;
   unsigned daat_docs_per_posting = cpu::CpuEngineOptions{}.daat_docs_per_posting;
   std::uint32_t shard_id = 0;
   app.add_option("--index", index_dir, "index directory")->required();
@@ -132,6 +133,11 @@ int main(int argc, char** argv) {
                  "blocks per list decoded for the starting threshold of the pruning algorithms "
                  "(CpuEngineOptions::seed_blocks_per_term; 0: no seed)")
       ->capture_default_str();
+  app.add_option("--seed-table", seed_table,
+                 "whole-shard queries with k <= 1000 take the seed from each term's K-th largest "
+                 "impact, a table built once per engine (CpuEngineOptions::seed_from_kth_impacts; "
+                 "0: the blocks of --seed-blocks per query)")
+      ->capture_default_str();
   app.add_option("--window-docs", window_docs,
                  "documents per window of the windowed MaxScore (CpuEngineOptions::window_docs; "
                  "0: by the shard's size)")
@@ -146,6 +152,7 @@ int main(int argc, char** argv) {
     o.algorithm = cpu::parse_algorithm(name);
     o.seed_blocks_per_term = seed_blocks;
     o.window_docs = window_docs;
+    o.seed_from_kth_impacts = seed_table;
     o.daat_docs_per_posting = daat_docs_per_posting;
     return o;
   };
@@ -174,8 +181,7 @@ int main(int argc, char** argv) {
       for (const std::string& kstr : split(ks_arg)) {
         pp.k = unsigned(std::stoul(kstr));
         for (const std::string& name : split(algorithms_arg)) {
-          cpu::CpuEngine engine(shard, shard_id,
-                                engine_options(name));
+          cpu::CpuEngine engine(shard, shard_id, engine_options(name));
           QueryCounters total;
           const double c0 = thread_cpu_seconds();
           for (unsigned r = 0; r < profile_repeat; ++r)
@@ -186,10 +192,10 @@ int main(int argc, char** argv) {
               if (profile_queries) {
                 std::uint64_t df_sum = 0;
                 for (TermId t : q.terms) df_sum += shard.term(t).df_shard;
-                fmt::print(stderr, "query {} {} terms {} df {} cpu_ms {:.4f} postings {} scored {}\n",
-                           name, q.id, q.terms.size(), df_sum,
-                           (thread_cpu_seconds() - q0) * 1e3, res.counters.postings_decoded,
-                           res.counters.docs_scored);
+                fmt::print(stderr,
+                           "query {} {} terms {} df {} cpu_ms {:.4f} postings {} scored {}\n", name,
+                           q.id, q.terms.size(), df_sum, (thread_cpu_seconds() - q0) * 1e3,
+                           res.counters.postings_decoded, res.counters.docs_scored);
               }
             }
           const double per_query =
@@ -252,8 +258,7 @@ int main(int argc, char** argv) {
       const std::size_t A = names.size(), Q = queries.size();
       std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
       for (const std::string& name : names)
-        engines.push_back(std::make_unique<cpu::CpuEngine>(
-            shard, shard_id, engine_options(name)));
+        engines.push_back(std::make_unique<cpu::CpuEngine>(shard, shard_id, engine_options(name)));
       std::vector<std::vector<double>> wall_ms(A, std::vector<double>(Q)),
           cpu_ms(A, std::vector<double>(Q));
       std::vector<QueryCounters> totals(A);

@@ -44,7 +44,8 @@ TEST_P(CodecTest, SkewedBlocksWithOutliersRoundTrip) {
     std::vector<std::uint32_t> v(1 + rng() % kBlockSize);
     for (auto& x : v) x = std::uint32_t(rng() % 8);
     const unsigned outliers = unsigned(rng() % 12);
-    for (unsigned o = 0; o < outliers; ++o) v[rng() % v.size()] = std::uint32_t(rng() >> (rng() % 64));
+    for (unsigned o = 0; o < outliers; ++o)
+      v[rng() % v.size()] = std::uint32_t(rng() >> (rng() % 64));
     EXPECT_EQ(round_trip(v, GetParam()), v);
   }
 }
@@ -87,6 +88,54 @@ TEST_P(CodecTest, PostingBlocksRoundTripDocidsAndFrequencies) {
   }
 }
 
+// Full blocks (128 postings: the fused unpack-and-finish decoders, with and without
+// exceptions) at every bit width of the gaps and frequencies, against the encoded values.
+TEST_P(CodecTest, FullPostingBlocksAtEveryBitWidth) {
+  std::mt19937_64 rng(17);
+  unsigned with_exceptions = 0;
+  for (unsigned b = 0; b <= 32; ++b) {
+    for (int variant = 0; variant < 3; ++variant) {
+      // Gaps of b bits: every gap random below 2^b, one 2^b - 1 (b <= 24, so docIDs stay below
+      // 2^32), or small gaps and one of b bits (b > 24); variant 2 adds outliers of b + 6 bits
+      // to a few values (exceptions for pfor128).
+      std::vector<std::uint32_t> gaps(kBlockSize), f1(kBlockSize);
+      const std::uint64_t top = (std::uint64_t(1) << b) - 1;
+      for (unsigned i = 0; i < kBlockSize; ++i) {
+        gaps[i] = std::uint32_t(b <= 24 ? rng() % (top + 1) : rng() % 16);
+        f1[i] = std::uint32_t(rng() % (top + 1));
+      }
+      if (b > 24)  // one gap of exactly b bits, docIDs below 2^32
+        gaps[rng() % kBlockSize] = (1u << (b - 1)) + std::uint32_t(rng() % (1u << (b - 2)));
+      else if (b > 0)
+        gaps[rng() % kBlockSize] = std::uint32_t(top);
+      if (variant == 2 && b < 20)
+        for (int o = 0; o < 5; ++o) {
+          gaps[rng() % kBlockSize] |= 1u << (b + 6);
+          f1[rng() % kBlockSize] |= 1u << (b + 6);
+        }
+      const DocId floor = variant == 1 ? 0 : DocId(rng() % 1000);
+      std::vector<DocId> docs(kBlockSize);
+      std::vector<std::uint32_t> freqs(kBlockSize);
+      DocId prev = floor - 1;
+      for (unsigned i = 0; i < kBlockSize; ++i) {
+        docs[i] = prev = prev + gaps[i] + 1;
+        freqs[i] = f1[i] == 0xffffffffu ? f1[i] : f1[i] + 1;
+      }
+      std::vector<std::uint32_t> enc;
+      encode_posting_block(docs.data(), freqs.data(), kBlockSize, floor, GetParam(), enc);
+      with_exceptions += read_header(enc[0]).exceptions > 0;
+      std::vector<DocId> out_docs(kBlockSize);
+      std::vector<std::uint32_t> out_freqs(kBlockSize);
+      const std::uint32_t* freq_part = decode_docids(enc.data(), floor, out_docs.data());
+      ASSERT_EQ(freq_part, skip_docids(enc.data())) << "bits " << b;
+      EXPECT_EQ(decode_freqs(freq_part, out_freqs.data()), enc.data() + enc.size()) << "bits " << b;
+      ASSERT_EQ(out_docs, docs) << "bits " << b << " variant " << variant;
+      ASSERT_EQ(out_freqs, freqs) << "bits " << b << " variant " << variant;
+    }
+  }
+  if (GetParam() == Codec::kPForDelta) EXPECT_GT(with_exceptions, 10u);
+}
+
 TEST_P(CodecTest, LargestDocidAndLargestGap) {
   std::vector<DocId> docs = {0, 0xfffffffeu};
   std::vector<std::uint32_t> freqs = {1, 0xffffffffu};
@@ -102,7 +151,10 @@ TEST_P(CodecTest, LargestDocidAndLargestGap) {
 
 INSTANTIATE_TEST_SUITE_P(BothCodecs, CodecTest,
                          ::testing::Values(Codec::kBitPacking, Codec::kPForDelta),
-                         [](const auto& info) { return std::string(info.param == Codec::kBitPacking ? "bp128" : "pfor128"); });
+                         [](const auto& info) {
+                           return std::string(info.param == Codec::kBitPacking ? "bp128"
+                                                                               : "pfor128");
+                         });
 
 TEST(PForDelta, ExceptionsMakeSkewedBlocksSmaller) {
   std::vector<std::uint32_t> v(kBlockSize, 3);

@@ -38,13 +38,11 @@ std::string describe(const Query& q, const SearchParams& p, cpu::Algorithm a, un
 
 // One CPU engine per shard of an index, for one algorithm and thread count.
 struct Engines {
-  Engines(const Index& index, cpu::Algorithm a, unsigned threads,
-          cpu::CpuEngineOptions o = {}) {
+  Engines(const Index& index, cpu::Algorithm a, unsigned threads, cpu::CpuEngineOptions o = {}) {
     o.algorithm = a;
     o.intra_query_threads = threads;
     for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-      engines.push_back(
-          std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s), o));
+      engines.push_back(std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s), o));
   }
   std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
 };
@@ -397,18 +395,61 @@ TEST_F(CpuEngineTest, ThresholdSeedIsALowerBoundAndAnInflatedOneIsCaught) {
   for (const Query& q : qs) singles.push_back(Query{q.id, {q.terms.front()}});
   for (cpu::Algorithm a : {cpu::Algorithm::kWand, cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
                            cpu::Algorithm::kMaxScoreDaat}) {
-    cpu::CpuEngineOptions o;
-    o.algorithm = a;
-    for (unsigned blocks : {0u, 4u}) {
-      o.seed_blocks_per_term = blocks;
-      EXPECT_GT(check_index(index, qs, {1, 10, 100, 1000}, {1}, {a}, 0.3, o), 500u)
-          << cpu::to_string(a) << " seed blocks " << blocks;
+    // Seeds from decoded blocks only, and from the K-th impact table (lists of two blocks or
+    // more) with the blocks of the short lists; k on the table's ladder (1, 10, 100, 1000), off
+    // it (7: the next step's bound, 20) and past it (1500: blocks only).
+    for (bool table : {false, true}) {
+      cpu::CpuEngineOptions o;
+      o.algorithm = a;
+      o.seed_from_kth_impacts = table;
+      for (unsigned blocks : {0u, 4u}) {
+        o.seed_blocks_per_term = blocks;
+        EXPECT_GT(check_index(index, qs, {1, 7, 10, 100, 1000, 1500}, {1}, {a}, 0.3, o), 500u)
+            << cpu::to_string(a) << " seed blocks " << blocks << " table " << table;
+      }
+      o.seed_blocks_per_term = 1;
+      EXPECT_EQ(count_wrong(index, singles, o), 0u) << cpu::to_string(a) << " table " << table;
+      o.seed_scale = 1.001;
+      EXPECT_GT(count_wrong(index, singles, o), 0u)
+          << cpu::to_string(a) << " seed x 1.001, table " << table;
     }
-    o.seed_blocks_per_term = 1;
-    EXPECT_EQ(count_wrong(index, singles, o), 0u) << cpu::to_string(a);
-    o.seed_scale = 1.001;
-    EXPECT_GT(count_wrong(index, singles, o), 0u) << cpu::to_string(a) << " seed x 1.001";
   }
+}
+
+// search_range answers for its docID range alone (a GPU of several checks its range's top-k
+// against it): every pruning algorithm, with its seeds, gives the exhaustive algorithm's answer
+// over the range, documents and scores. A seed of the whole shard (the K-th impact table) would
+// prune documents of a range's own top-k below the shard's k-th score: the table only seeds
+// whole-shard runs, and this test fails where a range takes it.
+TEST_F(CpuEngineTest, SearchRangeAnswersForItsRangeAlone) {
+  const Index index = open("one");
+  const auto qs = queries(index, 40);
+  const DocId n = index.shard(0).num_docs();
+  const cpu::CpuEngine exhaustive(index.shard(0), 0, {.algorithm = cpu::Algorithm::kExhaustive});
+  std::size_t hits = 0;
+  for (cpu::Algorithm a : {cpu::Algorithm::kWand, cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
+                           cpu::Algorithm::kMaxScoreDaat}) {
+    const cpu::CpuEngine engine(index.shard(0), 0, {.algorithm = a});
+    for (auto [begin, end] :
+         {std::pair{DocId(0), n / 3}, std::pair{n / 2, n}, std::pair{n - n / 8, n}}) {
+      for (unsigned k : {1u, 10u, 100u}) {
+        const SearchParams p{Mode::kOr, Scoring::kBm25Pr, 0.3, k};
+        for (const Query& q : qs) {
+          const ShardResult want = exhaustive.search_range(q, p, begin, end);
+          const ShardResult got = engine.search_range(q, p, begin, end);
+          ASSERT_EQ(got.hits.size(), want.hits.size())
+              << cpu::to_string(a) << " query " << q.id << " range [" << begin << ", " << end
+              << ") k=" << k;
+          for (std::size_t i = 0; i < want.hits.size(); ++i) {
+            ASSERT_EQ(got.hits[i].doc, want.hits[i].doc) << cpu::to_string(a) << " query " << q.id;
+            ASSERT_EQ(got.hits[i].score, want.hits[i].score) << cpu::to_string(a);
+          }
+          hits += want.hits.size();
+        }
+      }
+    }
+  }
+  EXPECT_GT(hits, 10000u);
 }
 
 TEST_F(CpuEngineTest, CountersAreHonest) {
