@@ -44,22 +44,28 @@ std::string place_this_thread(const ThreadPlacement& placement) {
 
 ThreadPlacement parse_thread_placement(const std::string& text, const std::string& flag) {
   ThreadPlacement p;
+  if (text.empty()) return p;
+  const auto bad = [&] {
+    return Error(flag + ": '" + text + "': expected CPU, rt or CPU,rt (e.g. 0,rt; CPU below " +
+                 std::to_string(CPU_SETSIZE) + ")");
+  };
   std::size_t start = 0;
-  while (start < text.size()) {
+  for (;;) {
     std::size_t end = text.find(',', start);
     if (end == std::string::npos) end = text.size();
     const std::string part = text.substr(start, end - start);
-    if (part == "rt") {
+    if (part == "rt" && !p.realtime) {
       p.realtime = true;
-    } else if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos &&
-               part.size() <= 4 && std::stoi(part) < CPU_SETSIZE && p.cpu < 0) {
+    } else if (!part.empty() && part.size() <= 4 && p.cpu < 0 &&
+               part.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoi(part) < CPU_SETSIZE) {
       p.cpu = std::stoi(part);
     } else {
-      throw Error(flag + ": '" + text + "': expected CPU, rt or CPU,rt (e.g. 0,rt)");
+      throw bad();
     }
+    if (end == text.size()) return p;
     start = end + 1;
   }
-  return p;
 }
 
 }  // namespace gpusearch
