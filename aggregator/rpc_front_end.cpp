@@ -499,11 +499,17 @@ RpcQuerySource::RpcQuerySource(FrontEndOptions options, SearchParams defaults,
     }
     std::filesystem::rename(path + ".tmp", path);  // whole or absent for a waiting script
   }
+  const ThreadPlacement& placed = impl_->options.loop_thread;
+  std::string thread;
+  if (placed.any())
+    thread =
+        fmt::format(", --rpc-thread {}{}{}", placed.cpu >= 0 ? std::to_string(placed.cpu) : "",
+                    placed.cpu >= 0 && placed.realtime ? "," : "", placed.realtime ? "rt" : "");
   fmt::print(stderr,
              "gpusearch-aggregator: serving RPC on {} (max {} requests, {} per client, "
-             "--rpc-poll {})\n",
+             "--rpc-poll {}{})\n",
              bound_, impl_->options.max_requests, impl_->options.max_per_client,
-             rpc_poll_mode_name(impl_->options.polling.mode));
+             rpc_poll_mode_name(impl_->options.polling.mode), thread);
 }
 
 RpcQuerySource::~RpcQuerySource() {
