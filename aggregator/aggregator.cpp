@@ -152,8 +152,11 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   AdmissionStats admission;
   InFlightBatches in_flight(world, isns, options.deadline_ms, me, options.isn_dead_after);
   const auto t_run = Clock::now();
-  BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get()},
-                     isns, cache, bar, [&pacer] { pacer.notify(); });
+  ThreadPlacement merge_placement;  // with the front end's event loop (--rpc-thread CPU)
+  if (!options.front_end.listen.empty()) merge_placement.cpu = options.front_end.loop_thread.cpu;
+  BatchMerger merger(
+      {&run, options.run_tag, options.timeline_batches, t_run, me, source.get(), merge_placement},
+      isns, cache, bar, [&pacer] { pacer.notify(); });
   std::uint64_t next_sequence = 0;
 
   std::size_t depth = auto_depth ? 2 : options.max_in_flight;

@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
                  "with --rpc-poll adaptive: the longest the loop polls after its last event")
       ->capture_default_str()
       ->check(CLI::Range(0u, 1000000u));
+  std::string rpc_thread;
+  app.add_option("--rpc-thread", rpc_thread,
+                 "with --listen: where the front end's event loop runs: CPU (pinned there, with "
+                 "the merge thread), rt (real-time priority, SCHED_FIFO 1) or CPU,rt; default: "
+                 "anywhere, normal priority");
   app.add_option("--run", o.run_path, "TREC run output")->required();
   app.add_option("--metrics", o.metrics_path, "metrics JSON output");
   app.add_option("--tag", o.run_tag, "run tag (last column)")->capture_default_str();
@@ -156,6 +161,7 @@ int main(int argc, char** argv) {
     o.pacing.mode = wire::parse_progress_mode(progress);
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
+    o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");
     if (!o.front_end.listen.empty()) {
       if (o.front_end.token_file.empty()) o.front_end.token_file = o.run_path.string() + ".token";
       // A serving run has no end known in advance: keep the timeline (about 1 KB per batch)

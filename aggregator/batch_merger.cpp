@@ -3,6 +3,8 @@
 #include <cmath>
 #include <iostream>
 
+#include <fmt/core.h>
+
 #include "aggregator/kway_merge.hpp"
 
 namespace gpusearch {
@@ -19,7 +21,14 @@ BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache,
       bar_(bar),
       on_done_(std::move(on_done)),
       writer_(*setup_.run, setup_.run_tag) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    // Pinned with the front end's event loop (--rpc-thread CPU): an answer's hand-off to it then
+    // wakes a thread of this CPU, not another CPU's (an inter-processor interrupt).
+    if (setup_.placement.any())
+      if (std::string why = place_this_thread(setup_.placement); !why.empty())
+        fmt::print(stderr, "{}: merge thread: {}\n", setup_.me, why);
+    loop();
+  });
 }
 
 BatchMerger::~BatchMerger() {

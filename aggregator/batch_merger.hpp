@@ -22,15 +22,16 @@
 #include <nlohmann/json.hpp>
 
 #include "aggregator/arrival_order_writer.hpp"
-#include "aggregator/run_writer_thread.hpp"
 #include "aggregator/in_flight_batches.hpp"
 #include "aggregator/isn_roster.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
+#include "aggregator/run_writer_thread.hpp"
 #include "common/metrics.hpp"
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
+#include "common/thread_placement.hpp"
 
 namespace gpusearch {
 
@@ -83,6 +84,7 @@ class BatchMerger {
     AggregatorClock::time_point t_run;  // the timeline's zero
     std::string me;
     QuerySource* source = nullptr;  // told each answer of a query with a ticket
+    ThreadPlacement placement;      // of the merge thread (--rpc-thread's CPU)
   };
   // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
   BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,

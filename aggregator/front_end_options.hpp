@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "common/thread_placement.hpp"
 #include "common/wire/rpc_poll_mode.hpp"
 
 namespace gpusearch {
@@ -20,6 +21,8 @@ struct FrontEndOptions {
   std::size_t max_text_bytes = 1 << 16;  // query text (or joined terms)
   bool second_stage = false;             // the cluster ranks with a ranker store: requests may name a ranker
   RpcPolling polling;  // how the event loop waits between events (--rpc-poll, --rpc-spin-us)
+  // Where the event-loop thread runs (--rpc-thread); a CPU pins the merge thread there too.
+  ThreadPlacement loop_thread;
   std::filesystem::path address_file;  // the bound ADDR:PORT is written here once listening
   std::filesystem::path token_file;    // the operator token for shutdown (mode 0600)
 };

@@ -3,15 +3,17 @@
 # directory, `gpusearch load --poisson` at each rate through 127.0.0.1, the load generator's JSON
 # per rate and build, and a table of latency, server time and added (RPC) time.
 #
-#   launch/bench-frontend.sh --out DIR [--builds "before=DIR1 after=DIR2"] [--rates "100 200 400"]
+#   launch/bench-frontend.sh --out DIR [--builds "before=DIR1 after=DIR2%0,rt"] [--rates "100 200 400"]
 #                            [--duration 10] [--repeats 1] [--docs 2000] [--isns 2]
 #
-# Builds are named NAME=BUILD_DIR[@SERVER_POLL[,CLIENT_POLL]] (binaries in BUILD_DIR/bin);
+# Builds are named NAME=BUILD_DIR[@SERVER_POLL[,CLIENT_POLL]][%THREAD] (binaries in BUILD_DIR/bin);
 # default after=build. A name starting with "floor" runs BUILD_DIR/bin/bench_rpc_floor instead of
 # a cluster: a server that answers at once, so its added_ms is what Cap'n Proto RPC over loopback
 # costs on this machine. @SERVER_POLL,CLIENT_POLL (block, adaptive or spin; the client's
 # defaults to the server's) are passed as --rpc-poll to the server and to gpusearch load; without
-# them neither gets the flag (a build from before it). Rounds alternate the builds (before,
+# them neither gets the flag (a build from before it). %THREAD (CPU, rt or CPU,rt) is passed as
+# --rpc-thread to the server (its event loop; the merge thread goes to the CPU too) and to
+# gpusearch load, so that the client runs on the loop's CPU. Rounds alternate the builds (before,
 # after, floor, before, ...) so that a shared machine's load falls on all alike. Each round
 # starts a fresh cluster (cpu engine, 1 thread per ISN, and-or, k 10).
 # DIR/NAME-rR-qpsQ.json per run; DIR/summary.md and DIR/summary.json (medians over rounds too),
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --docs) docs=$2; shift 2 ;;
     --isns) isns=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-frontend.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
@@ -38,6 +40,7 @@ out=$(cd "$out" && pwd)
 first_build=${builds%% *}
 first_build=${first_build#*=}
 first_build=${first_build%%@*}
+first_build=${first_build%%%*}
 index=$out/index
 [ -f "$index/manifest.json" ] ||
   "$first_build/bin/gpusearch" -q index --synthetic "docs=$docs,seed=7,train_queries=10,test_queries=2000" \
@@ -51,10 +54,15 @@ trap cleanup EXIT
 for r in $(seq 1 "$repeats"); do
   for b in $builds; do
     name=${b%%=*} dir=${b#*=} server_poll=() client_poll=()
+    if [ "$dir" != "${dir#*%}" ]; then
+      server_poll+=(--rpc-thread "${dir#*%}")
+      client_poll+=(--rpc-thread "${dir#*%}")
+      dir=${dir%%%*}
+    fi
     if [ "$dir" != "${dir#*@}" ]; then
       polls=${dir#*@} dir=${dir%%@*}
-      server_poll=(--rpc-poll "${polls%%,*}")
-      client_poll=(--rpc-poll "${polls#*,}")
+      server_poll+=(--rpc-poll "${polls%%,*}")
+      client_poll+=(--rpc-poll "${polls#*,}")
     fi
     run=$out/$name-r$r
     rm -f "$run.address"

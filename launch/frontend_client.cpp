@@ -19,6 +19,7 @@
 #include "common/metrics.hpp"
 #include "common/query.hpp"
 #include "common/run_file.hpp"
+#include "common/thread_placement.hpp"
 #include "common/wire/frontend.capnp.h"
 #include "common/wire/rpc_polling.hpp"
 
@@ -171,6 +172,9 @@ int run_load_command(const LoadCommand& c) {
   }
 
   const RpcPolling polling = polling_of(c.rpc_poll, c.rpc_spin_us);
+  const ThreadPlacement placement = parse_thread_placement(c.rpc_thread, "--rpc-thread");
+  if (std::string why = place_this_thread(placement); !why.empty())
+    throw Error("--rpc-thread: " + why);
   FrontendConnection conn(c.connect);
   LoopPoller poller(conn.io.waitScope, polling);
   kj::Timer& timer = conn.io.provider->getTimer();
@@ -301,6 +305,7 @@ int run_load_command(const LoadCommand& c) {
       {"server_ms", metrics::summarize(server)},
       {"added_ms", metrics::summarize(added)},
       {"rpc_poll", rpc_poll_mode_name(polling.mode)},
+      {"rpc_thread", c.rpc_thread},
       {"rpc_spin_us", c.rpc_spin_us},
       {"client_cpu_s", client_cpu_s},
       {"server_loop_cpu_s", server_cpu_before >= 0 && server_cpu_after >= 0

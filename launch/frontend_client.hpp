@@ -47,6 +47,7 @@ struct LoadCommand {
   // adds its own wake-up to added_ms. block, adaptive or spin (common/wire/rpc_poll_mode.hpp).
   std::string rpc_poll = "block";
   unsigned rpc_spin_us = 5000;
+  std::string rpc_thread;  // where the client runs (common/thread_placement.hpp); empty: anywhere
 };
 // Runs the load, writes the run (answers in send order; a query id of the file's n-th pass
 // through it gets the suffix ~n) and the metrics JSON; prints a summary; returns the exit code.

@@ -68,8 +68,9 @@
 #                synthetic index with a forward index (RANKER_DOCS, default 300000, built once per
 #                host), its table and plot (launch/plot-ranker.py)
 #     frontend   the RPC front end's added latency (issue 14; CPU only): launch/bench-frontend.sh
-#                with the bare Cap'n Proto floor and the cluster under --rpc-poll block, adaptive
-#                and spin (FRONTEND_BUILDS to change), rounds alternating, FRONTEND_RATES
+#                with the bare Cap'n Proto floor and the cluster blocking, blocking with the loop
+#                and the client on CPU 0 at real-time priority (--rpc-thread 0,rt), and spinning
+#                (FRONTEND_BUILDS to change), rounds alternating, FRONTEND_RATES
 #                ("100 200 400"), FRONTEND_REPEATS (2), FRONTEND_DURATION (6 s): about 6
 #                minutes; the table is $OUT/frontend/summary.md (medians over rounds at its end)
 #     all        tests bench real
@@ -583,10 +584,9 @@ EOF
       echo "cache25m done: $(elapsed)"
       ;;
     frontend)
-      fb="floor-block=$build_dir@block floor-spin=$build_dir@spin,block"
-      fb+=" floor-spin-both=$build_dir@spin,spin new-block=$build_dir@block"
-      fb+=" new-adaptive=$build_dir@adaptive,adaptive new-spin=$build_dir@spin,block"
-      fb+=" new-spin-both=$build_dir@spin,spin"
+      fb="floor-block=$build_dir@block floor-placed=$build_dir@block%0,rt"
+      fb+=" new-block=$build_dir@block new-placed=$build_dir@block%0,rt"
+      fb+=" floor-spin-both=$build_dir@spin,spin new-spin-both=$build_dir@spin,spin"
       launch/bench-frontend.sh --out "$OUT/frontend" --builds "${FRONTEND_BUILDS:-$fb}" \
         --rates "${FRONTEND_RATES:-100 200 400}" --repeats "${FRONTEND_REPEATS:-2}" \
         --duration "${FRONTEND_DURATION:-6}" > "$OUT/frontend.log" 2>&1 || status=1

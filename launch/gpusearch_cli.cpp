@@ -321,6 +321,9 @@ int main(int argc, char** argv) {
   load->add_option("--rpc-spin-us", lc.rpc_spin_us,
                    "with --rpc-poll adaptive: the longest it polls after its last event")
       ->capture_default_str();
+  load->add_option("--rpc-thread", lc.rpc_thread,
+                   "where the client runs: CPU (pinned), rt (SCHED_FIFO 1) or CPU,rt (e.g. on "
+                   "the CPU of the aggregator's --rpc-thread)");
 
   // eval
   auto* ev = app.add_subcommand("eval", "judge a run against TREC qrels: nDCG@k, MAP, P@k as JSON");

@@ -5,7 +5,7 @@
 // added_ms is the floor of the aggregator's added_ms (launch/bench-frontend.sh runs both).
 //
 //   bench_rpc_floor [--listen 127.0.0.1:0] [--address-file F] [--hits 10]
-//                   [--rpc-poll block|adaptive|spin] [--rpc-spin-us 5000]
+//                   [--rpc-poll block|adaptive|spin] [--rpc-spin-us 5000] [--rpc-thread CPU,rt]
 //
 // Serves until SIGTERM or SIGINT.
 #include <csignal>
@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.hpp"
+#include "common/thread_placement.hpp"
 #include "common/wire/frontend.capnp.h"
 #include "common/wire/rpc_polling.hpp"
 
@@ -83,10 +84,16 @@ int main(int argc, char** argv) {
   app.add_option("--rpc-poll", poll, "block, adaptive or spin (as the aggregator's)")
       ->capture_default_str();
   app.add_option("--rpc-spin-us", spin_us, "adaptive: the longest it polls")->capture_default_str();
+  std::string thread;
+  app.add_option("--rpc-thread", thread, "CPU, rt or CPU,rt (as the aggregator's)");
   CLI11_PARSE(app, argc, argv);
   gpusearch::RpcPolling polling;
   try {
     polling.mode = gpusearch::parse_rpc_poll_mode(poll);
+    if (std::string why =
+            gpusearch::place_this_thread(gpusearch::parse_thread_placement(thread, "--rpc-thread"));
+        !why.empty())
+      throw gpusearch::Error("--rpc-thread: " + why);
   } catch (const gpusearch::Error& e) {
     std::fprintf(stderr, "bench_rpc_floor: %s\n", e.what());
     return 2;

@@ -312,19 +312,27 @@ case "$case_name" in
   rpc)
     synthetic_index 2 "$tmp/idx"
     q=$tmp/idx/queries.test.tsv
-    # The front end's loop spins (--rpc-poll), the load generator's polls adaptively and the
-    # query's blocks (the default, as in the other serving cases): the answers stay the replay's.
+    # The front end's loop spins (--rpc-poll) pinned to the first CPU (--rpc-thread, with the
+    # merge thread), the load generator's polls adaptively on that CPU and the query's blocks
+    # (the default, as in the other serving cases): the answers stay the replay's.
+    cpu0=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
     serve --index "$tmp/idx" --isns 2 --mode and-or --k 10 --run "$tmp/rpc-run.txt" \
-      --metrics "$tmp/rpc-m.json" --rpc-poll spin
+      --metrics "$tmp/rpc-m.json" --rpc-poll spin --rpc-thread "$cpu0"
     case "$addr" in 127.0.0.1:*) ;; *) fail "not bound to loopback: $addr" ;; esac
-    grep -q -- "--rpc-poll spin" "$tmp/serve.txt" || { cat "$tmp/serve.txt"; fail "front end not spinning"; }
+    grep -q -- "--rpc-poll spin, --rpc-thread $cpu0)" "$tmp/serve.txt" ||
+      { cat "$tmp/serve.txt"; fail "front end not spinning on CPU $cpu0"; }
+    "$gs" load --connect "$addr" --queries "$q" --qps 1 --rpc-thread 0,fifo 2> "$tmp/badthread.txt" &&
+      fail "load accepted --rpc-thread 0,fifo"
+    grep -q "rpc-thread: '0,fifo': expected CPU, rt or CPU,rt" "$tmp/badthread.txt" ||
+      { cat "$tmp/badthread.txt"; fail "no clear error for --rpc-thread 0,fifo"; }
     "$gs" load --connect "$addr" --queries "$q" --qps 1 --rpc-poll busy 2> "$tmp/badpoll.txt" &&
       fail "load accepted --rpc-poll busy"
     grep -q "rpc-poll: unknown polling mode 'busy': expected block, adaptive or spin" "$tmp/badpoll.txt" ||
       { cat "$tmp/badpoll.txt"; fail "no clear error for --rpc-poll busy"; }
     # Open-loop load: all 150 queries at 300/s (Poisson), each answered once, no error.
     "$gs" load --connect "$addr" --queries "$q" --qps 300 --poisson --duration 10 --limit 150 \
-      --rpc-poll adaptive --run "$tmp/load-run.txt" --metrics "$tmp/load.json" > "$tmp/load.txt" 2>&1 ||
+      --rpc-poll adaptive --rpc-thread "$cpu0" --run "$tmp/load-run.txt" --metrics "$tmp/load.json" \
+      > "$tmp/load.txt" 2>&1 ||
       { cat "$tmp/load.txt" "$tmp/serve.txt"; fail "load reported errors"; }
     [ "$(metric "$tmp/load.json" 'm["answered"]')" = 150 ] || fail "load: not every query answered"
     [ "$(metric "$tmp/load.json" 'sum(m["errors"].values())')" = 0 ] || fail "load: errors"

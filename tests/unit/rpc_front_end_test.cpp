@@ -4,6 +4,8 @@
 // needs the operator token.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "aggregator/result_cache.hpp"
 #include "aggregator/rpc_front_end.hpp"
+#include "common/thread_placement.hpp"
 #include "common/wire/frontend.capnp.h"
 
 using namespace gpusearch;
@@ -263,4 +266,85 @@ TEST(RpcFrontEnd, ARequestNamesItsRanker) {
     EXPECT_EQ(named.wait(ws).getResponse().getHits().size(), 1u);
     EXPECT_EQ(plain.wait(ws).getResponse().getHits().size(), 1u);
   }
+}
+
+// --rpc-thread: a loop pinned to a CPU (at real-time priority where this process may have it)
+// answers every request with its own answer when the answers come from another thread of that
+// CPU in bursts, some while the loop sleeps and some while it runs (the eventfd doorbell: a ring
+// only after the loop found no task, every task of a ring run). A CPU the process may not use is
+// refused at start, naming the flag.
+TEST(RpcFrontEnd, APlacedLoopAnswersEveryRequestWithItsOwnAnswer) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  FrontEndOptions o;
+  o.listen = "127.0.0.1:0";
+  o.loop_thread = {CPU_SETSIZE - 1, false};
+  try {
+    RpcQuerySource refused(o, SearchParams{}, [] {});
+    ADD_FAILURE() << "a CPU outside the process's set was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--rpc-thread: cannot pin to CPU"), std::string::npos)
+        << e.what();
+  }
+  o.loop_thread = {cpu, true};
+  std::unique_ptr<RpcQuerySource> source;
+  try {
+    source = std::make_unique<RpcQuerySource>(o, SearchParams{}, [] {});
+  } catch (const std::exception& e) {  // no SCHED_FIFO for this user (CI): pinned only
+    EXPECT_NE(std::string(e.what()).find("real-time"), std::string::npos) << e.what();
+    o.loop_thread.realtime = false;
+    source = std::make_unique<RpcQuerySource>(o, SearchParams{}, [] {});
+  }
+  auto io = kj::setupAsyncIo();
+  auto& ws = io.waitScope;
+  auto& timer = io.provider->getTimer();
+  Client c(io, source->bound_address());
+
+  constexpr std::size_t kRequests = 60;
+  std::vector<capnp::RemotePromise<fe::Frontend::SearchResults>> replies;
+  for (std::size_t i = 0; i < kRequests; ++i)
+    replies.push_back(c.search("q" + std::to_string(i), "text " + std::to_string(i)));
+  const auto got = wait_for(*source, kRequests, ws, timer);
+  ASSERT_EQ(got.size(), kRequests);
+  std::thread merger([&] {  // as the merge thread: pinned with the loop, answers in bursts
+    EXPECT_EQ(place_this_thread({cpu, false}), "");
+    std::size_t i = 0;
+    for (std::size_t burst = 1; i < got.size(); burst = burst % 5 + 1) {
+      for (std::size_t b = 0; b < burst && i < got.size(); ++b, ++i)
+        source->answered(got[i].ticket, {{{"doc-" + got[i].text.id, double(i)}}, false}, false,
+                         got[i].arrival);
+      std::this_thread::sleep_for(std::chrono::milliseconds(i % 3));
+    }
+  });
+  merger.join();  // the loop delivers on its own thread, whatever this one does
+  struct Reply {
+    std::string id, docid;
+    std::size_t hits = 0;
+    double score = 0;
+  };
+  for (std::size_t i = 0; i < kRequests; ++i) {
+    auto reply = kj::mv(replies[i]).then([](capnp::Response<fe::Frontend::SearchResults>&& r) {
+      auto a = r.getResponse();
+      Reply out{a.getId().cStr(), "", a.getHits().size(), 0};
+      if (out.hits > 0) {
+        out.docid = a.getHits()[0].getDocid().cStr();
+        out.score = a.getHits()[0].getScore();
+      }
+      return out;
+    });
+    // At most 10 s each: a doorbell that is never rung would hang here otherwise.
+    const Reply r = reply
+                        .exclusiveJoin(timer.afterDelay(10 * kj::SECONDS).then([]() -> Reply {
+                          throw std::runtime_error("no answer within 10 s");
+                        }))
+                        .wait(ws);
+    const std::string id = "q" + std::to_string(i);
+    EXPECT_EQ(r.id, id);
+    ASSERT_EQ(r.hits, 1u) << id;
+    EXPECT_EQ(r.docid, "doc-" + id);
+    EXPECT_EQ(r.score, double(i));
+  }
+  EXPECT_EQ(source->stats().at("answered").get<int>(), int(kRequests));
 }
