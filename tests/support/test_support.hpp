@@ -52,10 +52,21 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs the gpusearch binary of this build with the given arguments.
+// The gpusearch binary beside the running test binary (binaries carried together to another
+// machine, e.g. a GPU host), else the one of this build.
+inline std::string gpusearch_binary() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = self.parent_path() / "gpusearch";
+    if (std::filesystem::exists(beside, ec)) return beside.string();
+  }
+  return std::string(GPUSEARCH_BINARY_DIR) + "/bin/gpusearch";
+}
+
+// Runs the gpusearch binary (gpusearch_binary()) with the given arguments.
 inline CommandResult run_gpusearch(const std::string& args) {
-  const std::string cmd =
-      std::string(GPUSEARCH_BINARY_DIR) + "/bin/gpusearch -q " + args + " 2>&1";
+  const std::string cmd = gpusearch_binary() + " -q " + args + " 2>&1";
   CommandResult r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
