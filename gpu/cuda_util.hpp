@@ -21,21 +21,21 @@ class CudaError : public Error {
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* what, const char* file,
                                    int line);
 
-#define GPUSEARCH_CUDA_CHECK(call)                                                     \
-  do {                                                                                 \
-    const cudaError_t gpusearch_status_ = (call);                                      \
-    if (gpusearch_status_ != cudaSuccess)                                              \
+#define GPUSEARCH_CUDA_CHECK(call)                                                      \
+  do {                                                                                  \
+    const cudaError_t gpusearch_status_ = (call);                                       \
+    if (gpusearch_status_ != cudaSuccess)                                               \
       ::gpusearch::gpu::throw_cuda_error(gpusearch_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: launch errors now (naming the kernel), execution errors at the next
 // synchronization.
-#define GPUSEARCH_CUDA_CHECK_LAUNCH(kernel_name)                                            \
-  do {                                                                                      \
-    const cudaError_t gpusearch_status_ = cudaGetLastError();                               \
-    if (gpusearch_status_ != cudaSuccess)                                                   \
-      ::gpusearch::gpu::throw_cuda_error(gpusearch_status_, "launch of " kernel_name,       \
-                                         __FILE__, __LINE__);                               \
+#define GPUSEARCH_CUDA_CHECK_LAUNCH(kernel_name)                                                \
+  do {                                                                                          \
+    const cudaError_t gpusearch_status_ = cudaGetLastError();                                   \
+    if (gpusearch_status_ != cudaSuccess)                                                       \
+      ::gpusearch::gpu::throw_cuda_error(gpusearch_status_, "launch of " kernel_name, __FILE__, \
+                                         __LINE__);                                             \
   } while (0)
 
 // Number of CUDA devices; 0 when there is no driver or no device (never throws).
@@ -50,8 +50,8 @@ class DeviceBuffer {
   ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)),
-                                            size_(std::exchange(o.size_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       release();
@@ -147,6 +147,13 @@ class CudaEvent {
   cudaEvent_t get() const { return e_; }
   void record(cudaStream_t s) { GPUSEARCH_CUDA_CHECK(cudaEventRecord(e_, s)); }
   void synchronize() const { GPUSEARCH_CUDA_CHECK(cudaEventSynchronize(e_)); }
+  // Whether the work before the event has completed (never blocks).
+  bool completed() const {
+    const cudaError_t status = cudaEventQuery(e_);
+    if (status == cudaErrorNotReady) return false;
+    GPUSEARCH_CUDA_CHECK(status);
+    return true;
+  }
   // Milliseconds from `start` to this event (both recorded and complete).
   float ms_since(const CudaEvent& start) const {
     float ms = 0;

@@ -36,6 +36,9 @@ constexpr std::uint64_t kLongQueryPostings = 128 * 1024;
 
 // Hits per batch above which the results are unpacked on every core (see finish()).
 constexpr std::size_t kParallelUnpackHits = 16 * 1024;
+// A launch of at least this many queries is packed on every core (H100 host: 0.3 us a query
+// on one thread, 1.3 ms for 4,096, during which the device has nothing of this call to run).
+constexpr std::size_t kParallelPackQueries = 512;
 
 constexpr std::size_t align_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
@@ -118,7 +121,12 @@ struct GpuEngine::Impl {
   std::unique_ptr<DeviceShard> image;       // the whole shard, or
   std::unique_ptr<DeviceListCache> cache;  // the list cache (options.list_cache)
   std::unique_ptr<KthImpactTable> seeds;   // OR threshold seeds (options.threshold_seed)
-  std::array<Lane, 2> lanes;
+  // Launches rotate over the lanes: while one lane's kernels run, the others' results are
+  // copied back and unpacked and the next launch is packed. Three, so that a long launch (cost
+  // order puts the longest queries first) does not hold the launch after next until its own
+  // results are unpacked; two with the list cache, whose shipping regions are per lane.
+  std::array<Lane, 3> lanes;
+  CudaEvent call_start;  // the timeline's origin on the device (GpuBatchStats::Timeline)
   std::unique_ptr<QueryEngine> host_engine;
   std::uint64_t calls = 0;
   std::uint32_t doc_begin = 0, doc_end = 0;  // the docID range answered (the shard by default)
@@ -375,16 +383,19 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     and_cost[i] = queries[i].terms.empty() ? 0 : lo;
     or_cost[i] = total;
   }
+  const unsigned batch_size = m.options.batch_size;
+  DeviceListCache* const cache = m.cache.get();
   // Cost order (paper 003): long queries first, so that a launch's blocks finish together.
+  // (Dealing the sorted queries round-robin over a call's launches, to give them equal costs,
+  // was measured and dropped: H100, AND k = 1000, launches of 4,096, the device's busy time
+  // rose from 13.4 to 19.3 ms; NOTES-gpu-engine.md, seventh session.)
   if (m.options.cost_order && !m.rows_on_device) {  // device rows: in the caller's order
     const auto& c = params.mode == Mode::kOr ? or_cost : and_cost;
     std::stable_sort(gpu_queries.begin(), gpu_queries.end(),
                      [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
   }
-  const unsigned batch_size = m.options.batch_size;
   // Batches: batch_size queries each; with the list cache, also cut where the lists a batch
   // must ship would overflow a lane's shipping region (common/list_cache.hpp).
-  DeviceListCache* const cache = m.cache.get();
   std::vector<ListBatch> list_batches;
   std::vector<std::size_t> bounds;  // batch i is gpu_queries [bounds[i], bounds[i + 1])
   if (cache) {
@@ -455,6 +466,9 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
                : 0;
   };
 
+  // Lanes this call uses: no more than it has launches (an unused lane keeps no buffers).
+  const std::size_t num_lanes = std::max<std::size_t>(
+      1, std::min<std::size_t>(cache ? 2 : m.lanes.size(), bounds.size() - 1));
   // Buffers grow once per call, ahead of the pipeline, to the largest batch's needs: never a
   // cudaMalloc or cudaFree (each synchronizes the device) between the batches of a call.
   std::vector<SegmentPlan> and_plan, or_plan;
@@ -482,7 +496,8 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       largest_out = std::max(largest_out, largest.out_bytes + (m.rows_on_device ? row_meta_bytes(end - begin) : 0));
       largest_scratch = std::max(largest_scratch, largest.scratch_bytes);
     }
-    for (Lane& lane : m.lanes) {
+    for (std::size_t l = 0; l < num_lanes; ++l) {
+      Lane& lane = m.lanes[l];
       lane.host_in.reserve(largest_in);
       lane.host_out.reserve(largest_out);
       lane.dev_in.reserve(largest_in);
@@ -491,11 +506,24 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     }
   }
 
+  const auto call_t0 = std::chrono::steady_clock::now();
+  m.call_start.record(m.lanes[0].stream.get());
+  auto device_timeline = [&](Lane& lane) {
+    GpuBatchStats::Timeline& t = lane.stats.timeline;
+    t.device_h2d_begin = lane.start.ms_since(m.call_start);
+    t.device_kernels_begin = lane.after_h2d.ms_since(m.call_start);
+    t.device_kernels_end = lane.after_kernels.ms_since(m.call_start);
+  };
+
   auto finish = [&](Lane& lane) {
+    lane.stats.timeline.host_wait_begin = ms_since(call_t0);
     lane.after_d2h.synchronize();
+    lane.stats.timeline.host_wait_end = ms_since(call_t0);
     lane.stats.h2d_ms = lane.after_h2d.ms_since(lane.start);
     lane.stats.kernel_ms = lane.after_kernels.ms_since(lane.after_h2d);
     lane.stats.d2h_ms = lane.after_d2h.ms_since(lane.after_kernels);
+    device_timeline(lane);
+    lane.stats.timeline.device_d2h_end = lane.after_d2h.ms_since(m.call_start);
     const auto t0 = std::chrono::steady_clock::now();
     const std::size_t nq = lane.query_index.size();
     const auto* qout = reinterpret_cast<const QueryOut*>(lane.host_out.data());
@@ -582,17 +610,24 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       }
     }
     lane.stats.unpack_ms = ms_since(t0);
+    lane.stats.timeline.host_unpack_end = ms_since(call_t0);
     batches_.push_back(lane.stats);
     lane.pending = false;
   };
 
   std::vector<SegmentDesc> and_segments, or_segments;
-  std::vector<std::uint32_t> dfs;
-  std::vector<unsigned> order;
+  std::vector<std::uint32_t> serial_dfs;  // a serial pack's scratch
+  std::vector<unsigned> serial_order;
   std::size_t launch = 0;
   for (std::size_t bi = 0; bi + 1 < bounds.size(); ++bi, ++launch) {
-    Lane& lane = m.lanes[launch % 2];
-    if (lane.pending) finish(lane);
+    Lane& lane = m.lanes[launch % num_lanes];
+    if (lane.pending) {
+      // Launches finish out of order (the first holds the longest queries): unpack every one
+      // already back before waiting for this lane's.
+      for (Lane& other : m.lanes)
+        if (&other != &lane && other.pending && other.after_d2h.completed()) finish(other);
+      finish(lane);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const std::size_t begin = bounds[bi], end = bounds[bi + 1];
     const ListBatch* list_batch = cache ? &list_batches[bi] : nullptr;
@@ -644,10 +679,17 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.dev_scratch.reserve(R.scratch_bytes);
     auto* td = reinterpret_cast<TermDesc*>(lane.host_in.data() + R.terms_at);
     auto* od = reinterpret_cast<std::uint8_t*>(lane.host_in.data() + R.order_at);
-    std::uint32_t term_pos = 0;
-    for (std::size_t slot = 0; slot < nq; ++slot) {
+    // Each query's terms start where the previous query's end (a prefix sum), so the queries
+    // pack independently: on every core for a large launch.
+    std::vector<std::uint32_t> term_begin(nq + 1, 0);
+    for (std::size_t slot = 0; slot < nq; ++slot)
+      term_begin[slot + 1] =
+          term_begin[slot] + std::uint32_t(queries[lane.query_index[slot]].terms.size());
+    auto pack_query = [&](std::size_t slot, std::vector<std::uint32_t>& dfs,
+                          std::vector<unsigned>& order) {
       const Query& q = queries[lane.query_index[slot]];
       const unsigned T = unsigned(q.terms.size());
+      const std::uint32_t term_pos = term_begin[slot];
       dfs.clear();
       for (TermId t : q.terms) dfs.push_back(shard.term(t).df_global);
       const QueryWeights w = make_query_weights(params.scoring, params.alpha, ip.bm25,
@@ -700,7 +742,17 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       if (bmw && params.mode != Mode::kAnd && k <= kBmwMaxK && T <= kBmwMaxTerms)
         flags |= kOrByThreads;
       d.flags = flags;
-      term_pos += T;
+    };
+    if (nq >= kParallelPackQueries) {
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nq, 128),
+                        [&](const tbb::blocked_range<std::size_t>& r) {
+                          std::vector<std::uint32_t> chunk_dfs;
+                          std::vector<unsigned> chunk_order;
+                          for (std::size_t slot = r.begin(); slot < r.end(); ++slot)
+                            pack_query(slot, chunk_dfs, chunk_order);
+                        });
+    } else {
+      for (std::size_t slot = 0; slot < nq; ++slot) pack_query(slot, serial_dfs, serial_order);
     }
     std::memcpy(lane.host_in.data(), qd.data(), nq * sizeof(QueryDesc));
     if (!and_segments.empty())
@@ -710,6 +762,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       std::memcpy(lane.host_in.data() + R.or_seg_at, or_segments.data(),
                   or_segments.size() * sizeof(SegmentDesc));
     lane.stats = GpuBatchStats{};
+    lane.stats.timeline.host_pack_begin = std::chrono::duration<double, std::milli>(t0 - call_t0).count();
     lane.stats.queries = std::uint32_t(nq);
     lane.stats.and_segments = std::uint32_t(and_segments.size());
     lane.stats.or_segments = std::uint32_t(or_segments.size());
@@ -770,21 +823,48 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       lane.after_kernels.synchronize();
       lane.stats.h2d_ms = lane.after_h2d.ms_since(lane.start);
       lane.stats.kernel_ms = lane.after_kernels.ms_since(lane.after_h2d);
+      device_timeline(lane);
       lane.stats.d2h_bytes = 0;
       batches_.push_back(lane.stats);
       m.device_rows = lane.dev_out.data() + R.hits_at;
       break;  // one launch (search_into_device_rows checked the batch size)
     }
     lane.after_kernels.record(s);
-    GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.host_out.data(), lane.dev_out.data(),
-                                         lane.out_bytes, cudaMemcpyDeviceToHost, s));
+    if (params.mode == Mode::kAndOr) {
+      GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.host_out.data(), lane.dev_out.data(),
+                                           lane.out_bytes, cudaMemcpyDeviceToHost, s));
+    } else {
+      // One phase runs: each slot's second k hits (and-or's OR list) are never written or
+      // read, so they stay on the device; at k = 1000 that halves the copy (65 of 131 MB
+      // a batch of 4,096).
+      const std::size_t row = 2 * std::size_t(k) * sizeof(HitOut);
+      GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(lane.host_out.data(), lane.dev_out.data(), R.hits_at,
+                                           cudaMemcpyDeviceToHost, s));
+      GPUSEARCH_CUDA_CHECK(cudaMemcpy2DAsync(lane.host_out.data() + R.hits_at, row,
+                                             lane.dev_out.data() + R.hits_at, row,
+                                             std::size_t(k) * sizeof(HitOut), nq,
+                                             cudaMemcpyDeviceToHost, s));
+      lane.stats.d2h_bytes = R.hits_at + nq * std::size_t(k) * sizeof(HitOut);
+    }
     lane.after_d2h.record(s);
+    lane.stats.timeline.host_launched = ms_since(call_t0);
     lane.pending = true;
   }
-  // Finish in launch order.
-  for (std::size_t i = 0; i < 2; ++i) {
-    Lane& lane = m.lanes[(launch + i) % 2];
-    if (lane.pending) finish(lane);
+  // The last launches: any that is back first, else wait for the oldest.
+  while (true) {
+    Lane* oldest = nullptr;
+    bool finished_one = false;
+    for (std::size_t i = 0; i < num_lanes; ++i) {
+      Lane& lane = m.lanes[(launch + i) % num_lanes];
+      if (!lane.pending) continue;
+      if (!oldest) oldest = &lane;
+      if (lane.after_d2h.completed()) {
+        finish(lane);
+        finished_one = true;
+      }
+    }
+    if (!oldest) break;
+    if (!finished_one) finish(*oldest);
   }
   if (m.post) m.post->wait();
   if (m.online) m.online->observe(queries);
@@ -849,7 +929,17 @@ nlohmann::json GpuEngine::stats() const {
                          {"d2h_bytes", b.d2h_bytes},
                          {"and_segments", b.and_segments}, {"or_segments", b.or_segments},
                          {"shipped_bytes", b.shipped_bytes}, {"post_processed", b.post_processed},
-                         {"postings_bytes_read", b.postings_bytes_read}});
+                         {"postings_bytes_read", b.postings_bytes_read},
+                         {"timeline_ms",
+                          {{"host_pack_begin", b.timeline.host_pack_begin},
+                           {"host_launched", b.timeline.host_launched},
+                           {"device_h2d_begin", b.timeline.device_h2d_begin},
+                           {"device_kernels_begin", b.timeline.device_kernels_begin},
+                           {"device_kernels_end", b.timeline.device_kernels_end},
+                           {"device_d2h_end", b.timeline.device_d2h_end},
+                           {"host_wait_begin", b.timeline.host_wait_begin},
+                           {"host_wait_end", b.timeline.host_wait_end},
+                           {"host_unpack_end", b.timeline.host_unpack_end}}}});
   }
   j["per_batch"] = std::move(per_batch);
   if (impl_)

@@ -377,6 +377,43 @@ int main(int argc, char** argv) {
               or_segments += b.or_segments;
               ++batches;
             }
+          // The last round's pipeline (shard 0): per batch, when the host packed and issued it,
+          // when the device ran its copies and kernels, and how long `finish` waited for it; the
+          // summary says which side the time went to (kernels busy vs the call's length).
+          nlohmann::json timeline = nlohmann::json::array();
+          double kernels_busy_ms = 0, host_wait_ms = 0, covered_until = 0, call_ms = 0,
+                 first_kernel_ms = -1;
+          std::vector<gpu::GpuBatchStats> launches;  // in launch order (they finish in any)
+          if (!raw.empty()) launches = raw[0]->batch_stats();
+          std::stable_sort(launches.begin(), launches.end(), [](const auto& a, const auto& b) {
+            return a.timeline.host_pack_begin < b.timeline.host_pack_begin;
+          });
+          for (const auto& b : launches) {
+              const auto& t = b.timeline;
+              timeline.push_back({b.queries, t.host_pack_begin, t.host_launched, t.device_h2d_begin,
+                                  t.device_kernels_begin, t.device_kernels_end, t.device_d2h_end,
+                                  t.host_wait_begin, t.host_wait_end, t.host_unpack_end});
+              host_wait_ms += t.host_wait_end - t.host_wait_begin;
+              call_ms = std::max(call_ms, t.host_unpack_end);
+          }
+          // The device's kernel time: the union of the launches' kernel intervals.
+          std::stable_sort(launches.begin(), launches.end(), [](const auto& a, const auto& b) {
+            return a.timeline.device_kernels_begin < b.timeline.device_kernels_begin;
+          });
+          for (const auto& b : launches) {
+            const auto& t = b.timeline;
+            const double from = std::max(t.device_kernels_begin, covered_until);
+            if (t.device_kernels_end > from) kernels_busy_ms += t.device_kernels_end - from;
+            covered_until = std::max(covered_until, t.device_kernels_end);
+            if (first_kernel_ms < 0) first_kernel_ms = t.device_kernels_begin;
+          }
+          // The postings of every list of every query (shard 0): exhaustive OR's work, counted
+          // once however the kernels' windows re-read block boundaries; per device-busy time it
+          // is the rate the device delivers (the lanes' summed kernel intervals count the time
+          // two launches overlap twice).
+          std::uint64_t list_postings = 0;
+          for (const Query& q : queries)
+            for (TermId t : q.terms) list_postings += index.shard(0).term(t).df_shard;
           QueryCounters c;
           for (const auto& shard_results : r.per_shard)
             for (const auto& x : shard_results) c.add(x.counters);
@@ -420,6 +457,16 @@ int main(int argc, char** argv) {
               {"latency_batch_ms_p50", {{"kernel", percentile(lat_kernel_ms, 50)},
                                         {"copies", percentile(lat_copy_ms, 50)},
                                         {"host", percentile(lat_host_ms, 50)}}},
+              {"list_postings", list_postings},
+              {"list_postings_per_s_device_busy",
+               kernels_busy_ms > 0 ? double(list_postings) / (kernels_busy_ms * 1e-3) : 0.0},
+              {"pipeline", {{"call_ms", call_ms}, {"kernels_busy_ms", kernels_busy_ms},
+                            {"first_kernel_ms", first_kernel_ms}, {"host_wait_ms", host_wait_ms},
+                            {"columns", {"queries", "host_pack_begin", "host_launched",
+                                         "device_h2d_begin", "device_kernels_begin",
+                                         "device_kernels_end", "device_d2h_end", "host_wait_begin",
+                                         "host_wait_end", "host_unpack_end"}},
+                            {"batches", timeline}}},
               {"kernel_ms", kernel_ms}, {"h2d_ms", h2d_ms}, {"d2h_ms", d2h_ms},
               {"pack_ms", pack_ms}, {"unpack_ms", unpack_ms}, {"h2d_bytes", h2d_bytes}, {"d2h_bytes", d2h_bytes},
               {"postings_bytes_read", bytes_read},
@@ -443,13 +490,16 @@ int main(int argc, char** argv) {
           std::cerr << fmt::format(
               "GPU {} {} batch {}: {:.0f} q/s, p50 {:.2f} ms, p99 {:.2f} ms, kernel {:.1f} ms, unpack {:.1f} ms, "
               "{:.1f} G postings/s, {:.0f} GB/s postings, {} wrong of {}; a lone batch's p50: "
-              "kernels {:.2f} ms, copies {:.2f}, host {:.2f}\n",
+              "kernels {:.2f} ms, copies {:.2f}, host {:.2f}; pipeline: call {:.1f} ms, kernels busy "
+              "{:.1f}, first kernel at {:.2f}, host waited {:.1f}; list postings {:.1f} G/s of device "
+              "busy time\n",
               algo_spec, mode_name, go.batch_size, qps, percentile(batch_ms, 50),
               percentile(batch_ms, 99), kernel_ms, unpack_ms,
               double(c.postings_decoded) / std::max(kernel_ms, 1e-9) / 1e6,
               double(bytes_read) / std::max(kernel_ms, 1e-9) / 1e6, wrong, checked,
               percentile(lat_kernel_ms, 50), percentile(lat_copy_ms, 50),
-              percentile(lat_host_ms, 50));
+              percentile(lat_host_ms, 50), call_ms, kernels_busy_ms, first_kernel_ms, host_wait_ms,
+              kernels_busy_ms > 0 ? double(list_postings) / kernels_busy_ms / 1e6 : 0.0);
           gpu_json.push_back(row);
         }
       }
