@@ -1,4 +1,6 @@
-// The ISN process (ranks 1..N of the cluster), in three stages (isn_server.cpp):
+// The ISN process (ranks 1..N of the cluster), in three stages (isn_startup.cpp, then the batch
+// loop of isn_batch_loop.hpp: its engine thread in isn_engine_thread.cpp, its MPI thread and
+// the stats in isn_server.cpp):
 //  1. start-up and hello: find its place on the node (rank, node-local rank, GPU ordinal), open
 //     shard rank-1 of the index, build the engine stack (isn/isn_engine_stack.hpp), and say
 //     hello to the aggregator (shard, docID range, memory) or tell it what failed;

@@ -1,0 +1,160 @@
+// The ISN's batch loop (isn_server.hpp, stages 2 and 3), shared by its two halves: the MPI
+// thread's (isn_server.cpp: receiving, control messages, sending, the stats) and the engine
+// thread's (isn_engine_thread.cpp: decoding, searching, ranking, encoding). Internal to the ISN
+// process: nothing but those two files includes it.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/shard_index.hpp"
+#include "common/wire/mpi_transport.hpp"
+#include "common/wire/progress_pacer.hpp"
+#include "isn/batch_pipeline.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
+#include "isn/fallback_engine.hpp"
+#include "isn/isn_server.hpp"
+#include "isn/isn_startup.hpp"
+#include "isn/shared_thresholds.hpp"
+
+namespace gpusearch::isn_detail {
+
+using Clock = std::chrono::steady_clock;
+using namespace wire;  // within this namespace only
+
+inline std::uint64_t micros(Clock::duration d) {
+  return std::uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+// ---- 2. The batch loop (1, the start-up, is isn_startup.cpp) ------------------------------------
+
+// A batch received by the MPI thread, waiting for the engine thread.
+struct Inbound {
+  Received message;
+  Clock::time_point received;
+};
+
+// What the engine thread counts; read by the MPI thread only when the engine is idle.
+struct EngineCounters {
+  std::uint64_t batches = 0, queries = 0, compute_us = 0, unknown_terms = 0, rejected = 0,
+                failed_batches = 0, idle_us = 0, encode_us = 0, answer_bytes = 0, queries_by_id = 0;
+};
+
+// Two threads: this one (the caller's, the only one that calls MPI: MPI_THREAD_FUNNELED)
+// receives batches ahead into a queue while the engine works, answers clock pings at once, and
+// sends each answer the moment the engine thread has encoded it. The engine thread decodes,
+// resolves, searches and encodes, one batch after the other, and waits on a condition variable
+// when the queue is empty. With the scheduler (--scheduler), the engine thread instead queues
+// each batch's jobs as the batch arrives (up to --scheduler-batches-in-flight batches at once,
+// isn/batch_pipeline.hpp) and answers the batches in order as their jobs complete.
+class BatchLoop {
+ public:
+  BatchLoop(const IsnOptions& options, const Placement& where, const ShardIndex& shard,
+            FallbackEngine& engine, IsnSecondStage* second, const SharedThresholdWindow* thresholds,
+            MPI_Comm world)
+      : options_(options),
+        where_(where),
+        shard_(shard),
+        engine_(engine),
+        second_(second),
+        thresholds_(thresholds),
+        world_(world),
+        pacer_(options.pacing) {
+    if (thresholds_) {
+      sharing_engine_ = dynamic_cast<cpu::CpuEngine*>(engine_.active_primary());
+      if (!sharing_engine_ &&
+          (where.share_thresholds == ShareThresholds::kOn || where.local_rank == 0))
+        std::cerr << fmt::format(
+            "{}: --share-thresholds: not available with this ISN's engine stack ({}{}): only "
+            "the plain CPU engine shares thresholds (not --scheduler, a list cache or an "
+            "injected fault); each ISN prunes alone\n",
+            where.who, engine_.name(), options.scheduler.policy.empty() ? "" : ", --scheduler");
+    }
+    auto* scheduler = dynamic_cast<SchedulerEngine*>(engine_.active_primary());
+    if (scheduler && options.scheduler.batches_in_flight > 1)
+      pipeline_ = std::make_unique<BatchPipeline>(
+          *scheduler, options.scheduler.batches_in_flight, [this] {
+            { std::lock_guard lock(mutex_); }  // the engine thread waits, or sees the change
+            work_ready_.notify_one();
+          });
+  }
+
+  // Serves batches until a shutdown has been answered with the stats.
+  void run();
+
+ private:
+  void engine_thread_main();
+  void pipelined_engine_thread_main();
+  // Decodes and resolves a batch (nullptr: rejected); then one of: answers it now, or queues
+  // its jobs in the pipeline; and sends an answered batch.
+  std::unique_ptr<PipelinedBatch> open_batch(Inbound in, Clock::time_point idle_since);
+  void search_now(PipelinedBatch& b);
+  // Searches the opened batches: runs of them with equal parameters (one stage, no threshold
+  // sharing) in one engine call, the others one by one.
+  void search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open);
+  // The second stage of a batch whose first stage is done: first the ranker-cache commands the
+  // aggregator sent for it (and any for batches this ISN never got), then the ranking. Throws
+  // what the ranking throws (a bad ranker does not: its queries keep the first stage).
+  void rank_batch(PipelinedBatch& b);
+  void apply_ranker_commands(std::uint64_t batch_id);
+  void send_answer(PipelinedBatch& b);
+  std::vector<Query> resolve_batch(QueryBatch& batch);
+  // Takes every waiting message; returns whether there was any.
+  bool receive_messages();
+  void on_control(const Received& m, Clock::time_point received);
+  nlohmann::json stats() const;
+
+  const IsnOptions& options_;
+  const Placement& where_;
+  const ShardIndex& shard_;
+  FallbackEngine& engine_;
+  IsnSecondStage* second_;  // null: one stage
+  // --share-thresholds: the node's slots, and the CPU engine that uses them (null: not sharing).
+  const SharedThresholdWindow* thresholds_;
+  cpu::CpuEngine* sharing_engine_ = nullptr;
+  std::vector<cpu::QueryThresholdSlots> slots_;  // the engine thread's
+  std::uint64_t batches_shared_ = 0;
+  std::uint64_t joint_calls_ = 0, batches_joined_ = 0;  // --coalesce-batches
+  MPI_Comm world_;
+  ProgressPacer pacer_;
+
+  // Shared between the MPI thread and the engine thread, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<Inbound> inbox_;
+  // Ranker-cache commands by the batch they prepare; received before that batch (MPI keeps
+  // the aggregator's order), applied by the engine thread just before it ranks it.
+  std::deque<RankerCacheCommand> ranker_commands_;
+  std::deque<std::shared_ptr<const OutgoingMessage>> outbox_;
+  bool stop_ = false, engine_busy_ = false;
+  Clock::time_point busy_since_{};
+  double compute_ewma_us_ = 0;  // the engine's time per batch, to predict when it needs the next
+  std::unique_ptr<BatchPipeline> pipeline_;  // --scheduler with batches in flight, else null
+
+  EngineCounters counters_;  // the engine thread's; `rejected` also the MPI thread's
+  // The engine thread's: ranker-cache commands applied, and loads they asked for that failed.
+  std::uint64_t ranker_commands_applied_ = 0, ranker_command_load_failures_ = 0;
+  std::vector<std::string> ranker_command_errors_;  // the first few
+
+  // The MPI thread's.
+  // When batches arrive: the next is due about one gap after the last (a quarter early, for the
+  // variance), unless none has come for three gaps (the aggregator is idle or done).
+  Clock::time_point last_batch_at_{};
+  double batch_gap_us_ = 0;
+  // A stats request or a shutdown: answered once every batch received before it is sent.
+  bool stats_wanted_ = false, shutdown_wanted_ = false;
+};
+
+}  // namespace gpusearch::isn_detail

@@ -1,0 +1,292 @@
+// The ISN's engine thread (isn_batch_loop.hpp): decodes and resolves each batch, searches it
+// (batches waiting together in one engine call, or through the scheduler's pipeline), ranks it
+// (the second stage) and encodes its answer for the MPI thread to send.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "isn/isn_batch_loop.hpp"
+#include "isn/ranker/ranker_cache.hpp"
+#include "isn/ranker/second_stage.hpp"
+
+namespace gpusearch::isn_detail {
+
+std::vector<Query> BatchLoop::resolve_batch(QueryBatch& batch) {
+  std::vector<Query> qs(batch.queries.size());
+  for (std::size_t i = 0; i < qs.size(); ++i) {
+    WireQuery& wq = batch.queries[i];
+    qs[i].id = std::move(wq.id);
+    qs[i].ranker = std::move(wq.ranker);
+    if (!wq.term_ids.empty()) ++counters_.queries_by_id;
+    for (std::uint32_t id : wq.term_ids) {
+      if (id < shard_.num_terms())
+        qs[i].terms.push_back(id);
+      else
+        ++counters_.unknown_terms;  // the aggregator checked the vocabulary: only bad bytes
+    }
+    for (const std::string& t : wq.terms) {
+      if (auto id = shard_.find_term(t))
+        qs[i].terms.push_back(*id);
+      else
+        ++counters_.unknown_terms;  // the vocabulary is global: only a mismatched index
+    }
+  }
+  return qs;
+}
+
+std::unique_ptr<PipelinedBatch> BatchLoop::open_batch(Inbound in, Clock::time_point idle_since) {
+  QueryBatch batch;
+  try {
+    batch = decode_query_batch(in.message.data());
+  } catch (const WireError& e) {
+    ++counters_.rejected;
+    std::cerr << where_.who << ": " << e.what() << '\n';
+    return nullptr;
+  }
+  if (options_.inject_delay_ms > 0 &&
+      (options_.inject_delay_rank < 0 || options_.inject_delay_rank == where_.rank))
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.inject_delay_ms));
+
+  auto b = std::make_unique<PipelinedBatch>();
+  b->started = Clock::now();
+  b->queries = resolve_batch(batch);
+  b->ranked_params = batch.params;
+  b->params = batch.params;
+  // Two stages: the first keeps the top `candidates` (at least k) for the ranker.
+  if (batch.params.candidates > 0) b->params.k = std::max(batch.params.k, batch.params.candidates);
+  ResultHeader& header = b->header;
+  header.batch_id = batch.batch_id;
+  header.isn_rank = std::uint32_t(where_.rank);
+  header.shard_id = where_.shard_id;
+  header.received_us = steady_us(in.received);
+  header.start_us = steady_us(b->started);
+  header.idle_us = b->started > idle_since ? micros(b->started - idle_since) : 0;
+  return b;
+}
+
+void BatchLoop::search_now(PipelinedBatch& b) {
+  b.results.assign(b.queries.size(), ShardResult{});
+  try {
+    // Two-stage ranking keeps each shard's own top candidates: no sharing there.
+    if (sharing_engine_ && !engine_.fallback_active() && b.params.candidates == 0) {
+      thresholds_->slots_for(b.header.batch_id, b.queries.size(), slots_);
+      try {
+        sharing_engine_->search(b.queries, b.params, b.results, slots_);
+        ++batches_shared_;
+      } catch (const std::exception& e) {
+        // As FallbackEngine::search does when its primary throws.
+        engine_.fail_over(e.what());
+        for (ShardResult& r : b.results) r = ShardResult{};
+        engine_.search(b.queries, b.params, b.results);
+      }
+    } else {
+      engine_.search(b.queries, b.params, b.results);
+    }
+    b.error.clear();
+    rank_batch(b);
+  } catch (const std::exception& e) {
+    b.error = e.what();
+  }
+  b.finished = Clock::now();
+}
+
+void BatchLoop::search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open) {
+  const auto joinable = [&](const PipelinedBatch& a, const PipelinedBatch& b) {
+    const SearchParams &p = a.params, &q = b.params;
+    return !sharing_engine_ && p.candidates == 0 && q.candidates == 0 && p.mode == q.mode &&
+           p.scoring == q.scoring && p.alpha == q.alpha && p.k == q.k;
+  };
+  for (std::size_t i = 0; i < open.size();) {
+    std::size_t j = i + 1;
+    while (j < open.size() && joinable(*open[i], *open[j])) ++j;
+    if (j - i == 1) {
+      search_now(*open[i++]);
+      continue;
+    }
+    std::vector<Query> queries;
+    for (std::size_t x = i; x < j; ++x)
+      queries.insert(queries.end(), open[x]->queries.begin(), open[x]->queries.end());
+    std::vector<ShardResult> results(queries.size());
+    const auto t0 = Clock::now();
+    std::string error;
+    try {
+      engine_.search(queries, open[i]->params, results);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const auto t1 = Clock::now();
+    std::size_t at = 0;
+    for (std::size_t x = i; x < j; ++x) {
+      PipelinedBatch& b = *open[x];
+      b.results.assign(results.begin() + std::ptrdiff_t(at),
+                       results.begin() + std::ptrdiff_t(at + b.queries.size()));
+      at += b.queries.size();
+      b.error = error;
+      if (error.empty()) {
+        try {
+          rank_batch(b);  // one stage: applies the ranker-cache commands due by this batch
+        } catch (const std::exception& e) {
+          b.error = e.what();
+        }
+      }
+      b.started = t0;
+      b.header.start_us = steady_us(t0);
+      b.finished = t1;
+      b.compute_share = double(b.queries.size()) / double(std::max<std::size_t>(1, queries.size()));
+    }
+    ++joint_calls_;
+    batches_joined_ += j - i;
+    i = j;
+  }
+}
+
+void BatchLoop::apply_ranker_commands(std::uint64_t batch_id) {
+  std::vector<RankerCacheCommand> due;
+  {
+    std::lock_guard lock(mutex_);
+    while (!ranker_commands_.empty() && ranker_commands_.front().batch_id <= batch_id) {
+      due.push_back(std::move(ranker_commands_.front()));
+      ranker_commands_.pop_front();
+    }
+  }
+  if (!second_) return;  // counted as rejected when received
+  for (const RankerCacheCommand& c : due) {
+    ++ranker_commands_applied_;
+    for (const std::string& r : c.evict) second_->cache->evict(r);
+    for (const std::string& r : c.load) {
+      try {
+        second_->cache->load(r);
+      } catch (const std::exception& e) {
+        // The batch's queries of this ranker fall back to the first stage, with this error.
+        ++ranker_command_load_failures_;
+        if (ranker_command_errors_.size() < 20) ranker_command_errors_.push_back(e.what());
+        std::cerr << where_.who << ": ranker-cache command for batch " << c.batch_id
+                  << ": cannot load: " << e.what() << '\n';
+      }
+    }
+  }
+}
+
+void BatchLoop::rank_batch(PipelinedBatch& b) {
+  apply_ranker_commands(b.header.batch_id);
+  if (b.ranked_params.candidates == 0) return;
+  if (!second_)
+    throw Error(fmt::format("batch {} asks for two-stage ranking ({} candidates) but this ISN "
+                            "was started without --ranker-store",
+                            b.header.batch_id, b.ranked_params.candidates));
+  second_->ranker->rank(b.queries, b.ranked_params, b.results);
+}
+
+void BatchLoop::send_answer(PipelinedBatch& b) {
+  ResultHeader& header = b.header;
+  if (!b.error.empty()) {
+    ++counters_.failed_batches;
+    header.error = b.error;
+    b.results.clear();
+    std::cerr << where_.who << ": batch " << header.batch_id << " failed: " << b.error << '\n';
+  }
+  const auto t1 = b.finished;
+  header.end_us = steady_us(t1);
+  header.fallback_active = engine_.fallback_active();
+  header.compute_us = std::uint64_t(double(micros(t1 - b.started)) * b.compute_share);
+  auto message = std::make_shared<const OutgoingMessage>(
+      encode_results(header, b.results, [&](DocId d) { return shard_.external_id(d); }));
+  // Pipelined batches overlap: their busy time is the pipeline's (stats), not this sum.
+  if (!pipeline_) counters_.compute_us += header.compute_us;
+  counters_.idle_us += header.idle_us;
+  counters_.encode_us += micros(Clock::now() - t1);
+  counters_.answer_bytes += message->bytes();
+  ++counters_.batches;
+  counters_.queries += b.queries.size();
+  {
+    std::lock_guard lock(mutex_);
+    outbox_.push_back(std::move(message));
+    const double us = double(header.compute_us);
+    compute_ewma_us_ = compute_ewma_us_ == 0 ? us : 0.8 * compute_ewma_us_ + 0.2 * us;
+  }
+  pacer_.notify();  // the MPI thread sends it now, not at its next polling round
+}
+
+void BatchLoop::engine_thread_main() {
+  if (pipeline_) return pipelined_engine_thread_main();
+  auto idle_since = Clock::now();  // when the engine last finished (or started)
+  for (;;) {
+    std::vector<Inbound> ins;
+    {
+      std::unique_lock lock(mutex_);
+      engine_busy_ = false;
+      work_ready_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
+      if (inbox_.empty()) return;  // stop, nothing left
+      // The batches already waiting come along (--coalesce-batches), to share one engine call.
+      do {
+        ins.push_back(std::move(inbox_.front()));
+        inbox_.pop_front();
+      } while (ins.size() < options_.coalesce_batches && !inbox_.empty());
+      engine_busy_ = true;
+      busy_since_ = Clock::now();
+    }
+    std::vector<std::unique_ptr<PipelinedBatch>> open;
+    for (Inbound& in : ins)
+      if (auto b = open_batch(std::move(in), idle_since)) open.push_back(std::move(b));
+    search_joined(open);
+    for (auto& b : open) send_answer(*b);
+    idle_since = Clock::now();
+  }
+}
+
+void BatchLoop::pipelined_engine_thread_main() {
+  auto idle_since = Clock::now();  // when the pipeline last became empty
+  for (;;) {
+    Inbound in;
+    std::unique_ptr<PipelinedBatch> done;
+    {
+      std::unique_lock lock(mutex_);
+      engine_busy_ = !pipeline_->empty();
+      work_ready_.wait(lock, [&] {
+        return pipeline_->front_complete() || (!inbox_.empty() && pipeline_->has_room()) ||
+               (stop_ && inbox_.empty() && pipeline_->empty());
+      });
+      done = pipeline_->take_completed();
+      if (!done) {
+        if (inbox_.empty()) return;  // stop, nothing left
+        in = std::move(inbox_.front());
+        inbox_.pop_front();
+      }
+      if (!engine_busy_) busy_since_ = Clock::now();
+      engine_busy_ = true;
+    }
+    if (done) {
+      // A failed job (the CPU engine threw; GPU failures fall back inside the scheduler's GPU
+      // side): the ISN's fallback engine answers the batch, and every later one, as without
+      // the pipeline.
+      if (!done->error.empty()) {
+        engine_.fail_over(done->error);
+        search_now(*done);
+      } else {
+        try {
+          rank_batch(*done);
+        } catch (const std::exception& e) {
+          done->error = e.what();
+        }
+        done->finished = Clock::now();
+      }
+      send_answer(*done);
+      if (pipeline_->empty()) idle_since = Clock::now();
+      continue;
+    }
+    auto b = open_batch(std::move(in), idle_since);
+    if (!b) continue;
+    if (!engine_.fallback_active()) {
+      try {
+        pipeline_->start(b);
+        continue;
+      } catch (const std::exception& e) {
+        engine_.fail_over(e.what());  // e.g. the predictor's training at the first batch
+      }
+    }
+    search_now(*b);
+    send_answer(*b);
+  }
+}
+
+}  // namespace gpusearch::isn_detail
