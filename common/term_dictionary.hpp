@@ -1,14 +1,18 @@
 // A hash table over the index's vocabulary: term text to TermId in O(1), where
 // ShardIndex::find_term binary-searches the mapped lexicon (17-18 string compares, most of
-// them cache misses, for a vocabulary of ~200,000 terms). The aggregator resolves every
-// arriving query on its one MPI thread; on the Debian collection the binary search was a third
-// of that thread's time (tests/benchmarks/NOTES-cluster.md, issue 16 "aggregator's ceiling").
-// Keys are views into the shard's mapped lexicon: the shard must outlive the dictionary.
+// them cache misses). The aggregator resolves every arriving query on its one MPI thread; on
+// the Debian collection the binary search was a third of that thread's time
+// (tests/benchmarks/NOTES-cluster.md, issue 16 "the aggregator's ceiling"). Open addressing in
+// one flat array (a 32-bit fingerprint of the term's hash and its ID per 8-byte slot, linear
+// probing, at most half full): a look-up reads one slot, and the lexicon only on a fingerprint
+// match; a node-based std::unordered_map was itself half of a query's resolution (a division
+// per probe and two dependent misses). The shard must outlive the dictionary.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 #include "common/types.hpp"
 
@@ -20,15 +24,14 @@ class TermDictionary {
  public:
   explicit TermDictionary(const ShardIndex& shard);
   // The same answer as shard.find_term(term).
-  std::optional<TermId> find(std::string_view term) const {
-    const auto it = ids_.find(term);
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
-  }
-  std::size_t size() const { return ids_.size(); }
+  std::optional<TermId> find(std::string_view term) const;
+  std::size_t size() const { return size_; }
 
  private:
-  std::unordered_map<std::string_view, TermId> ids_;
+  const ShardIndex& shard_;
+  std::vector<std::uint64_t> slots_;  // 0: empty; else fingerprint << 32 | (term ID + 1)
+  std::uint64_t mask_ = 0;
+  std::size_t size_ = 0;
 };
 
 }  // namespace gpusearch
