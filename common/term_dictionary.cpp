@@ -13,7 +13,9 @@ namespace gpusearch {
 
 namespace {
 
-std::uint64_t hash_term(std::string_view term) { return XXH3_64bits(term.data(), term.size()); }
+std::uint64_t hash_term(std::string_view term) {
+  return XXH3_64bits(term.data(), term.size());
+}
 
 }  // namespace
 

@@ -55,9 +55,8 @@ void MemoEngine::search(std::span<const Query> queries, const SearchParams& para
 nlohmann::json MemoEngine::stats() const {
   nlohmann::json s = inner_->stats();
   if (!s.is_object()) s = nlohmann::json::object();
-  s["memo"] = {{"answered_from_memory", hits_},
-               {"searched", misses_},
-               {"distinct_queries", memory_.size()}};
+  s["memo"] = {
+      {"answered_from_memory", hits_}, {"searched", misses_}, {"distinct_queries", memory_.size()}};
   return s;
 }
 

@@ -36,7 +36,8 @@ TEST(TermDictionary, FindsWhatTheLexiconFinds) {
     std::string longer(s), shorter(s.substr(0, s.size() - 1)), changed(s);
     longer += 'q';
     changed[0] = changed[0] == 'z' ? 'a' : char(changed[0] + 1);
-    for (const std::string& x : {longer, shorter, changed}) ASSERT_EQ(dict.find(x), shard.find_term(x)) << x;
+    for (const std::string& x : {longer, shorter, changed})
+      ASSERT_EQ(dict.find(x), shard.find_term(x)) << x;
   }
   std::mt19937 rng(3);
   for (int i = 0; i < 20000; ++i) {
