@@ -3,6 +3,8 @@
 // without losing a query.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "common/reference_engine.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
@@ -172,7 +174,9 @@ TEST(IsnEngines, MemoAnswersRepeatsWithTheEnginesOwnAnswers) {
   expect_same(expected_reversed, again);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(memo.answered_from_memory(), s.queries.size());
-  EXPECT_EQ(memo.stats()["memo"]["distinct_queries"].get<std::size_t>(), s.queries.size());
+  std::set<std::string> distinct;  // the synthetic log repeats queries
+  for (const Query& q : s.queries) distinct.insert(MemoEngine::key(q, andor));
+  EXPECT_EQ(memo.stats()["memo"]["distinct_queries"].get<std::size_t>(), distinct.size());
 
   // Other parameters (k, mode) or other terms: searched again, and answered as the engine does.
   for (const SearchParams& p : {SearchParams{Mode::kAndOr, Scoring::kBm25, 0.3, 5},
