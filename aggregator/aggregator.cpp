@@ -19,6 +19,7 @@
 #include "common/ranker/ranker_mix.hpp"
 #include "common/progress.hpp"
 #include "common/shard_index.hpp"
+#include "common/term_dictionary.hpp"
 #include "common/wire/mpi_transport.hpp"
 
 namespace gpusearch {
@@ -137,6 +138,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // Term IDs on the wire when every ISN's vocabulary is ours.
   const bool send_term_ids = isns.all_share_vocabulary(
       wire::vocabulary_fingerprint(vocabulary.manifest(), vocabulary.num_terms()));
+  // Term look-ups in O(1) on the MPI thread (a binary search of the lexicon was a third of it).
+  const TermDictionary dictionary(vocabulary);
 
   std::ofstream run(options.run_path);
   if (!run) throw InputError(options.run_path.string(), 0, "cannot write run file");
@@ -147,6 +150,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   RankerCacheCoordinator* coordinator = second ? second->coordinator.get() : nullptr;
   batcher.group_by_ranker(coordinator);
   SharedResultCache cache(options.cache_entries);
+  // Term strings travel only to ISNs of another vocabulary, and key the result cache.
+  const bool need_term_strings = !send_term_ids || cache.enabled();
   const bool auto_depth = options.max_in_flight == 0;
   Progress bar("cluster", source->total(), "queries", options.progress);
   AdmissionStats admission;
@@ -185,7 +190,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const Clock::time_point arrival = a.arrival;
       Query q;
       QueryProblem problem;
-      if (!resolve_query(vocabulary, a.text, options.limits, q, problem, source->name())) {
+      if (!resolve_query(dictionary, a.text, options.limits, q, problem, source->name())) {
         if (a.ticket != 0) source->rejected(a.ticket, problem);
         admission.skip(std::move(problem));
         continue;
@@ -210,7 +215,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pq.ranker = std::move(ranker);
       pq.cost = std::numeric_limits<double>::max();
       for (TermId t : q.terms) {
-        pq.terms.emplace_back(vocabulary.term_string(t));
+        if (need_term_strings) pq.terms.emplace_back(vocabulary.term_string(t));
         pq.cost = std::min(pq.cost, double(vocabulary.term(t).df_global));
       }
       if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());

@@ -108,6 +108,9 @@ void BatchMerger::loop() {
         record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
                       job.arrival, job.answered);
       }
+      // The job's answers to the run writer in one hand-over.
+      bar_.add(to_write_.size());
+      writer_.add_all(to_write_);
       on_done_();
     }
   } catch (...) {
@@ -128,8 +131,7 @@ void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const s
   if (a.hits.empty()) ++stats_.empty_results;
   ++stats_.answered;
   stats_.latency_ms.add(ms_between(arrival, at));
-  writer_.add(seq, qid, std::move(a.hits));
-  bar_.add(1);
+  to_write_.push_back({seq, qid, std::move(a.hits)});
 }
 
 void BatchMerger::merge(InFlightBatch& b) {

@@ -122,6 +122,7 @@ class BatchMerger {
   Progress& bar_;
   std::function<void()> on_done_;
   RunWriterThread writer_;
+  std::vector<RunWriterThread::Answer> to_write_;  // the current job's answers (merge thread)
   MergeStats stats_;
   mutable std::mutex model_mutex_;
   LatencyModel model_;

@@ -28,11 +28,12 @@ void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_p
   qb.batch_id = b.id;
   qb.params = b.params;
   qb.queries.reserve(b.queries.size());
-  for (const PendingQuery& pq : b.queries) {
+  // The terms move into the message's source (the merge needs only ids, order and cache keys).
+  for (PendingQuery& pq : b.queries) {
     if (term_ids)
-      qb.queries.push_back({pq.id, {}, pq.term_ids, pq.ranker});
+      qb.queries.push_back({pq.id, {}, std::move(pq.term_ids), pq.ranker});
     else
-      qb.queries.push_back({pq.id, pq.terms, {}, pq.ranker});
+      qb.queries.push_back({pq.id, std::move(pq.terms), {}, pq.ranker});
     wait_ms_.add(ms_between(pq.arrival, b.cut));
   }
   auto msg = std::make_shared<const OutgoingMessage>(encode_message(qb));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/shard_index.hpp"
+#include "common/term_dictionary.hpp"
 #include "common/tokenizer.hpp"
 
 namespace gpusearch {
@@ -177,8 +178,11 @@ QueryFile read_query_file(const std::filesystem::path& path) {
   return read_query_stream(in, path.string());
 }
 
-bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const QueryLimits& limits,
-                   Query& out, QueryProblem& problem, const std::string& source_name) {
+namespace {
+
+template <class FindTerm>
+bool resolve_with(FindTerm&& find_term, const QueryText& text, const QueryLimits& limits,
+                  Query& out, QueryProblem& problem, const std::string& source_name) {
   out = Query{};
   out.id = text.id;
   out.ranker = text.ranker;
@@ -190,12 +194,14 @@ bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const Qu
   }
   std::size_t tokens = 0;
   std::vector<std::string> distinct;  // all distinct tokens, known or not: what "huge" counts
+  distinct.reserve(8);
+  out.terms.reserve(8);
   for_each_token(text.text, [&](std::string_view tok) {
     ++tokens;
     if (distinct.size() <= limits.max_terms &&
         std::find(distinct.begin(), distinct.end(), tok) == distinct.end())
       distinct.emplace_back(tok);
-    if (auto t = vocabulary.find_term(tok)) {
+    if (auto t = find_term(tok)) {
       if (std::find(out.terms.begin(), out.terms.end(), *t) == out.terms.end())
         out.terms.push_back(*t);
     } else {
@@ -213,6 +219,21 @@ bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const Qu
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const QueryLimits& limits,
+                   Query& out, QueryProblem& problem, const std::string& source_name) {
+  return resolve_with([&](std::string_view tok) { return vocabulary.find_term(tok); }, text,
+                      limits, out, problem, source_name);
+}
+
+bool resolve_query(const TermDictionary& vocabulary, const QueryText& text,
+                   const QueryLimits& limits, Query& out, QueryProblem& problem,
+                   const std::string& source_name) {
+  return resolve_with([&](std::string_view tok) { return vocabulary.find(tok); }, text, limits,
+                      out, problem, source_name);
 }
 
 }  // namespace gpusearch

@@ -14,6 +14,7 @@
 namespace gpusearch {
 
 class ShardIndex;
+class TermDictionary;
 
 struct QueryText {
   std::string id;
@@ -70,5 +71,9 @@ struct QueryLimits {
 // no terms (it matches nothing).
 bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const QueryLimits& limits,
                    Query& out, QueryProblem& problem, const std::string& source_name);
+// The same, looking terms up in a hash table over that vocabulary (the aggregator's hot path).
+bool resolve_query(const TermDictionary& vocabulary, const QueryText& text,
+                   const QueryLimits& limits, Query& out, QueryProblem& problem,
+                   const std::string& source_name);
 
 }  // namespace gpusearch

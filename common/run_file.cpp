@@ -2,9 +2,11 @@
 
 #include <charconv>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "common/error.hpp"
@@ -14,6 +16,12 @@ namespace gpusearch {
 void write_run_line(std::ostream& out, std::string_view qid, std::string_view docid, int rank,
                     double score, std::string_view tag) {
   out << fmt::format("{} Q0 {} {} {:.9g} {}\n", qid, docid, rank, score, tag);
+}
+
+void append_run_line(std::string& out, std::string_view qid, std::string_view docid, int rank,
+                     double score, std::string_view tag) {
+  fmt::format_to(std::back_inserter(out), FMT_COMPILE("{} Q0 {} {} {:.9g} {}\n"), qid, docid, rank,
+                 score, tag);
 }
 
 std::map<std::string, std::vector<RunEntry>> read_run_file(const std::filesystem::path& path) {

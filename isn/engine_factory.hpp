@@ -30,6 +30,9 @@ struct EngineOptions {
   unsigned gpu_max_segments = 64;    // gpu: most docID segments (blocks) per query; 1: one
   std::uint64_t gpu_inject_fault_at_call = 0;  // gpu, tests: a real CUDA failure from this call
   ListCacheEngineOptions list_cache{};  // gpu: serve through a list cache when enabled()
+  // ISN only (isn_engine_stack): a probe of the cluster's own cost; repeats are answered from
+  // memory (isn/memo_engine.hpp, --probe-memo-answers).
+  bool probe_memo_answers = false;
 };
 
 // CUDA devices this process sees (0 without a CUDA build or device).

@@ -7,6 +7,7 @@
 #include <tbb/global_control.h>
 
 #include "common/error.hpp"
+#include "isn/memo_engine.hpp"
 #include "isn/online_cost_predictor.hpp"
 #include "isn/parallel_batch_engine.hpp"
 
@@ -81,8 +82,15 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
   if (options.inject_engine_fault_at_batch > 0 && !gpu)
     primary = std::make_unique<FaultInjectingEngine>(std::move(primary),
                                                      options.inject_engine_fault_at_batch);
+  if (eo.probe_memo_answers) {
+    // The scheduler runs its processors' engines itself, around any wrapper of ours.
+    if (!options.scheduler.policy.empty())
+      throw InputError("--probe-memo-answers", 0, "not available with --scheduler");
+    primary = std::make_unique<MemoEngine>(std::move(primary));
+  }
   EngineOptions fo = eo;
   fo.engine = options.fallback_engine;
+  fo.probe_memo_answers = false;
   fo.algorithm.clear();
   fo.gpu_inject_fault_at_call = 0;
   auto make_fallback = [fo, &shard, shard_id, chunk] {

@@ -123,6 +123,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
   app.add_option("--inject-delay-ms", o.inject_delay_ms, "test: sleep this long before each batch");
+  app.add_flag("--probe-memo-answers", o.engine.probe_memo_answers,
+               "probe of the cluster's own cost: answer a query seen before (same terms, same "
+               "parameters) from memory, with the engine's own first answer, instead of searching");
   app.add_option("--inject-delay-rank", o.inject_delay_rank,
                  "test: only this rank sleeps (-1: all)");
   std::string progress = "adaptive";

@@ -35,6 +35,12 @@
 #                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
 #                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS;
 #                OVERHEAD_ENGINES, default "cpu gpu"; variants "X_noshare": --share-thresholds off)
+#     ceiling    the aggregator's ceiling (issue 16): launch/bench-aggregator-ceiling.sh on Debian +
+#                MS MARCO (REAL_REPEAT 100), one ISN, batches 64 and 1,024, CEILING_REPS (3): the ISN
+#                with --probe-memo-answers (repeats answered from memory: the cluster's own cost),
+#                then the GPU engine searching every query; each with main's aggregator (CEILING_BEFORE:
+#                a build dir with bin/gpusearch-aggregator, else 9b3e838's built here) and this one's,
+#                interleaved, run files compared byte for byte ($OUT/ceiling-{memo,gpu}/)
 #     study      the scaling study launch/studies/gpu-host.json (issue 13; STUDY_SPEC to change),
 #                resumable; then the simulator's validation against its points
 #     pack       the small result files under $OUT (no indexes, builds or run files) into
@@ -444,6 +450,20 @@ EOF
           || status=1
         sed -n '/^variant /,/^wrote /p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -40
         echo "overhead $engine done: $(elapsed)"
+      done
+      ;;
+    ceiling)
+      real_data "${REAL_REPEAT:-100}" || { status=1; continue; }
+      ce_before=(); [[ -n ${CEILING_BEFORE:-} ]] && ce_before=(--before "$CEILING_BEFORE")
+      for ce in memo gpu; do
+        ce_flags=(--engine cpu); [[ $ce == gpu ]] && ce_flags=(--engine gpu --no-memo)
+        [[ $ce == gpu && ${#ce_before[@]} -eq 0 && -d $OUT/ceiling-memo/before-build ]] &&
+          ce_before=(--before "$OUT/ceiling-memo/before-build")
+        launch/bench-aggregator-ceiling.sh --out "$OUT/ceiling-$ce" --build "$build_dir" \
+          "${ce_before[@]}" --index $ridx --queries $rq "${ce_flags[@]}" --batches "64 1024" \
+          --reps "${CEILING_REPS:-3}" ${CEILING_ARGS:-} > "$OUT/ceiling_$ce.log" 2>&1 || status=1
+        sed -n '/^ batch /,/^wrote /p' "$OUT/ceiling_$ce.log" | sed "s/^/ceiling $ce: /"
+        echo "ceiling $ce done: $(elapsed)"
       done
       ;;
     study)

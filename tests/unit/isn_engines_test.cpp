@@ -3,11 +3,14 @@
 // without losing a query.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "common/reference_engine.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/fallback_engine.hpp"
 #include "isn/isn_engine_stack.hpp"
+#include "isn/memo_engine.hpp"
 #include "isn/parallel_batch_engine.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
@@ -146,4 +149,59 @@ TEST(IsnEngines, ParallelLoopOnlyAroundEnginesThatRunABatchSerially) {
     EXPECT_EQ(stack->fallback_active(), batch == 2);
   }
   EXPECT_NE(stack->failure().find("--inject-engine-fault-at-batch"), std::string::npos);
+}
+
+// --probe-memo-answers: a repeat is answered from memory with the engine's own first answer
+// (the inner engine is not called for it), and a query that differs in its terms, their order,
+// or a parameter is searched, so every answer stays the engine's.
+TEST(IsnEngines, MemoAnswersRepeatsWithTheEnginesOwnAnswers) {
+  SmallShard s;
+  ASSERT_GT(s.queries.size(), 20u);
+  const SearchParams andor{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  std::atomic<int> calls{0};
+  MemoEngine memo(std::make_unique<CountingEngine>(s.index.shard(0), calls));
+  std::vector<ShardResult> expected(s.queries.size()), first(s.queries.size()),
+      again(s.queries.size());
+  ReferenceEngine(s.index.shard(0), 0).search(s.queries, andor, expected);
+  memo.search(s.queries, andor, first);
+  expect_same(expected, first);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(memo.searched(), s.queries.size());
+  // The same queries in reverse order: all from memory, each in its own place.
+  std::vector<Query> reversed(s.queries.rbegin(), s.queries.rend());
+  std::vector<ShardResult> expected_reversed(expected.rbegin(), expected.rend());
+  memo.search(reversed, andor, again);
+  expect_same(expected_reversed, again);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(memo.answered_from_memory(), s.queries.size());
+  std::set<std::string> distinct;  // the synthetic log repeats queries
+  for (const Query& q : s.queries) distinct.insert(MemoEngine::key(q, andor));
+  EXPECT_EQ(memo.stats()["memo"]["distinct_queries"].get<std::size_t>(), distinct.size());
+
+  // Other parameters (k, mode) or other terms: searched again, and answered as the engine does.
+  for (const SearchParams& p : {SearchParams{Mode::kAndOr, Scoring::kBm25, 0.3, 5},
+                                SearchParams{Mode::kOr, Scoring::kBm25, 0.3, 10}}) {
+    std::vector<ShardResult> want(s.queries.size()), got(s.queries.size());
+    ReferenceEngine(s.index.shard(0), 0).search(s.queries, p, want);
+    const int before = calls.load();
+    memo.search(s.queries, p, got);
+    expect_same(want, got);
+    EXPECT_EQ(calls.load(), before + 1);
+  }
+  std::vector<Query> changed;
+  for (const Query& q : s.queries)
+    if (q.terms.size() >= 2) {
+      Query c = q;
+      c.terms.pop_back();  // a prefix of a known query is another query
+      changed.push_back(std::move(c));
+    }
+  ASSERT_FALSE(changed.empty());
+  std::vector<ShardResult> want(changed.size()), got(changed.size());
+  ReferenceEngine(s.index.shard(0), 0).search(changed, andor, want);
+  const std::uint64_t searched = memo.searched();
+  memo.search(changed, andor, got);
+  expect_same(want, got);
+  EXPECT_GT(memo.searched(), searched);
+  EXPECT_NE(MemoEngine::key(s.queries[0], andor),
+            MemoEngine::key(s.queries[0], SearchParams{Mode::kAndOr, Scoring::kBm25Pr, 0.3, 10}));
 }

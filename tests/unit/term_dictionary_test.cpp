@@ -1,0 +1,61 @@
+// The aggregator's term look-up (common/term_dictionary.hpp) answers exactly as the lexicon's
+// binary search: every term of the vocabulary to its own ID, anything else to none, and query
+// resolution through either gives the same queries.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/query.hpp"
+#include "common/shard_index.hpp"
+#include "common/term_dictionary.hpp"
+#include "partition/index_builder.hpp"
+#include "partition/synthetic_collection.hpp"
+#include "test_support.hpp"
+
+using namespace gpusearch;
+using gpusearch::testing::TempDir;
+
+TEST(TermDictionary, FindsWhatTheLexiconFinds) {
+  TempDir tmp;
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  build_index_synthetic(
+      SyntheticParams::parse("docs=3000,seed=9,train_queries=2,test_queries=200,mean_length=120"),
+      o);
+  const Index index = Index::open(tmp / "idx");
+  const ShardIndex& shard = index.shard(0);
+  const TermDictionary dict(shard);
+  ASSERT_GT(shard.num_terms(), 1000u);
+  EXPECT_EQ(dict.size(), shard.num_terms());
+  for (TermId t = 0; t < shard.num_terms(); ++t) {
+    const std::string_view s = shard.term_string(t);
+    ASSERT_EQ(dict.find(s), std::optional<TermId>(t)) << s;
+    // Neighbours of a known term (a prefix, an extension, one letter changed) are what the
+    // lexicon says they are: usually unknown.
+    std::string longer(s), shorter(s.substr(0, s.size() - 1)), changed(s);
+    longer += 'q';
+    changed[0] = changed[0] == 'z' ? 'a' : char(changed[0] + 1);
+    for (const std::string& x : {longer, shorter, changed})
+      ASSERT_EQ(dict.find(x), shard.find_term(x)) << x;
+  }
+  std::mt19937 rng(3);
+  for (int i = 0; i < 20000; ++i) {
+    std::string x(1 + rng() % 12, 'a');
+    for (char& c : x) c = char('a' + rng() % 26);
+    ASSERT_EQ(dict.find(x), shard.find_term(x)) << x;
+  }
+  EXPECT_FALSE(dict.find("").has_value() && !shard.find_term("").has_value());
+
+  const QueryFile f = read_query_file(tmp / "idx" / "queries.test.tsv");
+  ASSERT_GT(f.queries.size(), 100u);
+  for (const QueryText& qt : f.queries) {
+    Query a, b;
+    QueryProblem pa, pb;
+    const bool ra = resolve_query(shard, qt, {}, a, pa, "test");
+    const bool rb = resolve_query(dict, qt, {}, b, pb, "test");
+    ASSERT_EQ(ra, rb);
+    EXPECT_EQ(a.terms, b.terms) << qt.id;
+    EXPECT_EQ(a.unknown_tokens, b.unknown_tokens);
+  }
+}
