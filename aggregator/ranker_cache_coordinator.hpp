@@ -3,7 +3,7 @@
 // rankers) within the ISNs' byte budget (--ranker-cache-mb), sized from the store's index
 // (common/ranker/store_index.hpp: the compiled bytes an ISN's cache charges). Before a batch is
 // broadcast, plan() names the evictions and loads that make the batch's rankers resident on
-// every ISN; the ISN applies them just before it ranks that batch (isn/isn_server.cpp), so its
+// every ISN; the ISN applies them just before it ranks that batch (isn/isn_engine_thread.cpp), so its
 // cache never has to choose a victim itself.
 //
 // Why the view stays exact: an ISN's cache (isn/ranker/ranker_cache.hpp) charges a ranker its
