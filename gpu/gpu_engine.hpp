@@ -30,7 +30,9 @@ struct GpuEngineOptions {
   // bmw: OR by block-max WAND over each query's threads (paper 002), AND with GS early
   // termination; window: OR by accumulator windows skipped on block-max bounds; exhaustive:
   // no pruning at all; auto (the default): bmw for batches of at most 256 long queries (lower
-  // latency on long lists), window otherwise (gpu_engine.cpp, kLongQueryPostings).
+  // latency on long lists), window otherwise (gpu_engine.cpp, kLongQueryPostings); for OR-mode
+  // launches of 2,048 or more long queries, window on 4,096-document windows of 128 threads
+  // instead of or_window:or_threads (kAutoNarrowOrMinBatch).
   std::string algorithm = "auto";
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
@@ -94,6 +96,7 @@ struct GpuBatchStats {
   std::uint32_t and_segments = 0, or_segments = 0;   // thread blocks of the two phases
   std::uint64_t shipped_bytes = 0;                   // list cache: lists shipped with the batch
   std::uint32_t post_processed = 0;                  // list cache: queries completed on the CPU
+  unsigned or_window = 0, or_threads = 0;            // the OR kernel's shape in this launch
   // Timeline, ms from the start of the engine call that ran the batch: host steps on the host's
   // steady clock, device steps from CUDA events against an event recorded at the call's start
   // (an idle stream runs it at once, so both clocks start together). Shows which side of the

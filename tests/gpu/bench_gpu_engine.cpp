@@ -457,6 +457,9 @@ int main(int argc, char** argv) {
               {"latency_batch_ms_p50", {{"kernel", percentile(lat_kernel_ms, 50)},
                                         {"copies", percentile(lat_copy_ms, 50)},
                                         {"host", percentile(lat_host_ms, 50)}}},
+              {"or_shape_used", launches.empty() ? nlohmann::json()
+                                                 : nlohmann::json({launches.front().or_window,
+                                                                   launches.front().or_threads})},
               {"list_postings", list_postings},
               {"list_postings_per_s_device_busy",
                kernels_busy_ms > 0 ? double(list_postings) / (kernels_busy_ms * 1e-3) : 0.0},

@@ -501,6 +501,29 @@ TEST_F(GpuTest, TopKInSharedOrGlobalMemoryIsExact) {
       }
 }
 
+// The OR kernel's block shapes (window documents : threads): auto takes 4,096:128 for large
+// OR-mode launches of long queries (gpu_engine.cpp, kAutoNarrowOrMinBatch); every shape answers
+// as the reference does.
+TEST_F(GpuTest, OrKernelShapesAreExact) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=20000,seed=29,test_queries=120,mean_length=250", 1);
+  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 120);
+  ASSERT_GE(queries.size(), 100u);
+  for (const char* algorithm : {"window", "exhaustive"})
+    for (const auto& [window, threads] : {std::pair{4096u, 128u}, std::pair{2048u, 64u},
+                                         std::pair{16384u, 512u}}) {
+      gpu::GpuEngineOptions o;
+      o.algorithm = algorithm;
+      o.or_window = window;
+      o.or_threads = threads;
+      o.batch_size = 64;
+      o.max_segments_per_query = 4;
+      SCOPED_TRACE(std::string(algorithm) + " " + std::to_string(window) + ":" +
+                   std::to_string(threads));
+      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), o), 500u);
+    }
+}
+
 // Without a device the engine refuses clearly (runs only where no device exists).
 TEST(GpuEngineWithoutDevice, RefusesWithAClearError) {
   if (gpu::gpu_available()) GTEST_SKIP() << "a CUDA device is present";
