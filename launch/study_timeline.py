@@ -51,6 +51,7 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else 0.0
 
 
+import bisect
 from statistics import NormalDist
 
 TAIL_SAMPLES = 32
@@ -110,6 +111,32 @@ def tail_successors(values):
     for r, i in enumerate(order):
         level[i] = (r + 1) / n
     return sorted(round(level[i + 1], 4) for i in order[n - top:] if i + 1 < n)
+
+
+def same_isn_tail_successors(per_batch_max, per_isn):
+    """tail_successors for a stage the simulator queues on each ISN (compute, occupancy), with
+    several ISNs: the levels, among the per-batch maxima, of the next batch's value on the ISN
+    that was slow (every (batch, ISN) whose value is at least the slowest 1/64's smallest
+    maximum). The model serves a slow batch on every ISN (the slowest's time, the others' share
+    of it) and queues the next batch behind it there; a successor slow on another ISN ran in
+    parallel with it (the scheduler's 2- and 4-ISN points at 2,000/s: the slow batch after a
+    slow one was on the other ISN in most such pairs), and taken from the maxima it was
+    serialized behind it (p99 +26..+38%). per_isn: per batch, {ISN: value}. One ISN:
+    tail_successors."""
+    n = len(per_batch_max)
+    if len({r for row in per_isn for r in row}) <= 1:
+        return tail_successors(per_batch_max)
+    top = n // 64
+    if top < 8:
+        return []
+    ranked = sorted(per_batch_max)
+    threshold = ranked[n - top]
+    out = []
+    for k in range(n - 1):
+        for r, v in per_isn[k].items():
+            if v >= threshold and r in per_isn[k + 1]:
+                out.append(round(bisect.bisect_right(ranked, per_isn[k + 1][r]) / n, 4))
+    return sorted(out)
 
 
 def _line(xs, ys):
@@ -253,6 +280,7 @@ def _summarize(metrics, batches, frozen, intervals=None):
     present = [[i for i in b["isn"] if not i.get("missing")] for b in batches]
     # Occupancy (above): each ISN's batches in the order it started them.
     occupancy = [0.0] * len(batches)
+    occupancy_per_isn = [{} for _ in batches]
     isn_open = [0.0] * len(batches)
     overlapped = pairs = 0
     previous_end, previous_start, encodes = {}, {}, {}
@@ -263,7 +291,8 @@ def _summarize(metrics, batches, frozen, intervals=None):
             if before is not None:
                 pairs += 1
                 overlapped += i["start"] < before
-            occupancy[k] = max(occupancy[k], max(0.0, span(max(i["start"], before or i["start"]), i["end"], i["rank"])))
+            occupancy_per_isn[k][r] = max(0.0, span(max(i["start"], before or i["start"]), i["end"], i["rank"]))
+            occupancy[k] = max(occupancy[k], occupancy_per_isn[k][r])
             previous_end[r] = max(i["end"], before or i["end"])
             # The ISN's engine thread was free from its last batch start or encoding before this
             # batch's start (one at a time: the previous batch's encoding).
@@ -281,13 +310,17 @@ def _summarize(metrics, batches, frozen, intervals=None):
     first_batch = {"queries": int(first["queries"]), "was_max": {}}
     tails, serial, successors, stages = {}, {}, {}, {}
     for name, f in stage.items():
-        per_batch_max = [max((f(b, i) for i in isn), default=0.0) for b, isn in zip(batches, present)]
+        per_isn = [{i["rank"]: f(b, i) for i in isn} for b, isn in zip(batches, present)]
+        per_batch_max = [max(row.values(), default=0.0) for row in per_isn]
         stages[name] = summary(per_batch_max)
         first_batch[f"{name}_ms"] = [round(f(first, i), 4) for i in present[0]]
         first_batch["was_max"][name] = bool(per_batch_max[0] >= max(per_batch_max))
         tails[name] = [round(x, 4) for x in sorted(per_batch_max, reverse=True)[:TAIL_SAMPLES]]
         serial[name] = serial_correlation(per_batch_max)
-        successors[name] = tail_successors(per_batch_max)
+        if name == "isn_compute":
+            successors[name] = same_isn_tail_successors(per_batch_max, per_isn)
+        else:
+            successors[name] = tail_successors(per_batch_max)
     occupancy = [round(x, 4) for x in occupancy]
     tails["isn_occupancy"] = sorted(occupancy, reverse=True)[:TAIL_SAMPLES]
     isn_open = [round(x, 4) for x in isn_open]
@@ -321,6 +354,8 @@ def _summarize(metrics, batches, frozen, intervals=None):
                          ("cut_to_sent", cut_to_sent), ("cut_stall", cut_stall or [])):
         serial[name] = serial_correlation(values)
         successors[name] = tail_successors(values)
+    successors["isn_occupancy"] = same_isn_tail_successors(
+        occupancy, [{r: round(v, 4) for r, v in row.items()} for row in occupancy_per_isn])
     first_batch["isn_occupancy_ms"] = occupancy[0]
     first_batch["isn_open_ms"] = isn_open[0]
     for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open)):

@@ -120,6 +120,36 @@ opening = sorted(t["stage_tails_ms"]["isn_open"], reverse=True)
 assert [round(x, 4) for x in opening] == [1.8, 1.0, 0.1], opening  # 3.0-1.2; 7.2-6.2; 0.3-0.2
 assert t["isn_occupancy"]["count"] == 3 and abs(t["isn_occupancy"]["mean"] - 6.5 / 3) < 1e-9
 PY
+    # Tail successors with two ISNs: 16 pairs of slow batches, the first slow on ISN 1, the
+    # second on ISN 2, each ISN fast again on its next batch. The successors the simulator queues
+    # behind a slow batch are the same ISN's (all fast: below the slow batches' levels); taken from the per-batch
+    # maxima, half of them would be the other ISN's slow batch (levels near 1), which the model
+    # would serialize behind the first.
+    python3 - "$root/launch" <<'PY' || fail "study_timeline's tail successors are not the same ISN's"
+import sys
+sys.path.insert(0, sys.argv[1])
+import study_timeline
+slow = {}
+for j in range(16):
+    slow[64 * j + 10], slow[64 * j + 11] = 1, 2
+batches = []
+for k in range(1024):
+    cut = 10.0 * k
+    isns = []
+    for r in (1, 2):
+        start = cut + 0.3
+        end = start + (5.0 if slow.get(k) == r else 0.5 + 0.001 * (k % 7))
+        isns.append({"rank": r, "received": cut + 0.2, "start": start, "end": end,
+                     "encoded": end + 0.1, "arrived": end + 0.2})
+    last = max(i["arrived"] for i in isns)
+    batches.append({"cut": cut, "sent": cut + 0.1, "queries": 4, "complete": last,
+                    "merge_start": last + 0.1, "merged": last + 0.2, "isn": isns})
+t = study_timeline.summarize({"batch_policy": {"qps": 400.0}, "timeline": {"batches": batches}})
+for stage in ("isn_compute", "isn_occupancy"):
+    succ = t["stage_tail_successors"][stage]
+    # None among the 32 slow batches' levels (from 993/1024; rounded to 4 places).
+    assert len(succ) == 32 and max(succ) < 993 / 1024, (stage, succ)
+PY
     # The simulator's validation on the GPU host's committed studies (measured points, their
     # timelines summarized): every point within 15% of the measured throughput and 25% of the
     # measured p99, and --check fails when the tolerances are tighter than the model's errors.
