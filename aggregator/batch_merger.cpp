@@ -164,11 +164,11 @@ void BatchMerger::merge(InFlightBatch& b) {
   }
   const auto t_decoded = Clock::now();
   if (missed) ++s.batches_with_misses;
-  std::vector<const ShardAnswer*> shards(present.size());
+  std::vector<ShardAnswer*> shards(present.size());
   const auto now = Clock::now();
   for (std::size_t q = 0; q < b.queries.size(); ++q) {
     for (std::size_t j = 0; j < present.size(); ++j) shards[j] = &results[present[j]].answers[q];
-    MergedAnswer m = merge_answers(b.params, shards);
+    MergedAnswer m = merge_answers_moving_ids(b.params, shards);  // each answer merged once
     const bool partial = m.partial || missed;
     s.counters.add(m.counters);
     if (m.answer.answered_by_or) ++s.answered_by_or;

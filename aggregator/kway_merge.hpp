@@ -25,5 +25,9 @@ struct MergedAnswer {
 // count is exact below k), as merge_shard_results decides.
 MergedAnswer merge_answers(const SearchParams& params,
                            std::span<const wire::ShardAnswer* const> answers);
+// The same answer, but each chosen hit's external id is moved out of its ShardAnswer (left
+// empty) rather than copied: for a caller that merges each decoded answer once (BatchMerger).
+MergedAnswer merge_answers_moving_ids(const SearchParams& params,
+                                      std::span<wire::ShardAnswer* const> answers);
 
 }  // namespace gpusearch

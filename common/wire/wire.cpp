@@ -184,18 +184,16 @@ Scoring from_wire(s::Scoring sc) {
 }
 
 // Packs a batch's answers into the ResultBatch's columns. `answer(q)` gives query q's
-// ShardResult; `id(q, use_or, i)` the external id of its i-th hit (AND/only list or OR list).
+// ShardResult; `id(q, use_or, i)` the external id of its i-th hit (AND/only list or OR list),
+// called once per hit in packing order (query by query, its AND/only list before its OR list);
+// `id_bytes` is the sum of those ids' sizes, which the caller knows.
 template <typename AnswerAt, typename IdAt>
-void pack_answers(s::ResultBatch::Builder root, std::size_t num_queries, AnswerAt&& answer,
-                  IdAt&& id) {
-  std::size_t total = 0, id_bytes = 0;
+void pack_answers(s::ResultBatch::Builder root, std::size_t num_queries, std::size_t id_bytes,
+                  AnswerAt&& answer, IdAt&& id) {
+  std::size_t total = 0;
   for (std::size_t q = 0; q < num_queries; ++q) {
     const ShardResult& r = answer(q);
     total += r.hits.size() + r.or_hits.size();
-    for (int o = 0; o < 2; ++o) {
-      const auto& list = o ? r.or_hits : r.hits;
-      for (std::size_t i = 0; i < list.size(); ++i) id_bytes += id(q, o == 1, i).size();
-    }
   }
   auto counts = root.initHitCounts(unsigned(2 * num_queries));
   auto scores = root.initScores(unsigned(total));
@@ -219,6 +217,7 @@ void pack_answers(s::ResultBatch::Builder root, std::size_t num_queries, AnswerA
         ranks.set(h, list[i].rank);
         docs.set(h, list[i].doc);
         const std::string_view x = id(q, o == 1, i);
+        if (x.size() > id_bytes - at) throw Error("pack_answers: ids longer than counted");
         std::memcpy(ids.begin() + at, x.data(), x.size());
         at += x.size();
         ends.set(h, unsigned(at));
@@ -265,8 +264,10 @@ ResultHeader get_header(s::ResultBatch::Reader root) {
 }
 
 // Words a result batch of this many hits and id bytes needs, so that it fits one segment.
+// Per hit 2.5 words of columns (a Float64 score, three UInt32s), per query 7 (two counts, a
+// UInt64 match count, five UInt64 counters, two bits), 64 for the header and list pointers.
 std::size_t result_words(std::size_t queries, std::size_t hits, std::size_t id_bytes) {
-  return 64 + 3 * queries + 2 * hits + id_bytes / 8 + 8 * queries;
+  return 64 + 11 * queries + 3 * hits + (id_bytes + 7) / 8;
 }
 
 // A ranker-cache command is checked like every message: names of the store's form, lists within
@@ -388,38 +389,46 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
 
 EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
                               const std::function<std::string_view(DocId)>& external_id) {
-  std::size_t hits = 0;
-  for (const ShardResult& r : results) hits += r.hits.size() + r.or_hits.size();
-  auto m = new_message(result_words(results.size(), hits, hits * 24));
+  // One look-up per hit, in packing order: the ids' exact size sizes the first segment (which
+  // is zeroed, so an over-estimate costs), and packing reads the views in the same order.
+  thread_local std::vector<std::string_view> ids;
+  ids.clear();
+  std::size_t id_bytes = 0;
+  for (const ShardResult& r : results)
+    for (const auto* list : {&r.hits, &r.or_hits})
+      for (const RankedDoc& d : *list) id_bytes += ids.emplace_back(external_id(d.doc)).size();
+  auto m = new_message(result_words(results.size(), ids.size(), id_bytes + header.error.size()));
   auto root = m->builder.initRoot<s::ResultBatch>();
   set_header(root, header);
+  std::size_t next = 0;
   pack_answers(
-      root, results.size(), [&](std::size_t q) -> const ShardResult& { return results[q]; },
-      [&](std::size_t q, bool use_or, std::size_t i) {
-        return external_id((use_or ? results[q].or_hits : results[q].hits)[i].doc);
-      });
+      root, results.size(), id_bytes,
+      [&](std::size_t q) -> const ShardResult& { return results[q]; },
+      [&](std::size_t, bool, std::size_t) { return ids[next++]; });
   root.setEncodedUs(steady_us());
   return EncodedMessage(std::move(m));
 }
 
 EncodedMessage encode_message(const ResultBatch& b) {
+  static const std::string kNone;
+  // A hit without an id (a short id list) packs as "".
+  auto id_of = [&](std::size_t q, bool use_or, std::size_t i) -> std::string_view {
+    const auto& ids = use_or ? b.answers[q].or_hit_ids : b.answers[q].hit_ids;
+    return i < ids.size() ? std::string_view(ids[i]) : std::string_view(kNone);
+  };
   std::size_t hits = 0, id_bytes = 0;
-  for (const ShardAnswer& a : b.answers) {
-    hits += a.result.hits.size() + a.result.or_hits.size();
-    for (const auto& x : a.hit_ids) id_bytes += x.size();
-    for (const auto& x : a.or_hit_ids) id_bytes += x.size();
+  for (std::size_t q = 0; q < b.answers.size(); ++q) {
+    const ShardResult& r = b.answers[q].result;
+    hits += r.hits.size() + r.or_hits.size();
+    for (std::size_t i = 0; i < r.hits.size(); ++i) id_bytes += id_of(q, false, i).size();
+    for (std::size_t i = 0; i < r.or_hits.size(); ++i) id_bytes += id_of(q, true, i).size();
   }
-  auto m = new_message(result_words(b.answers.size(), hits, id_bytes));
+  auto m = new_message(result_words(b.answers.size(), hits, id_bytes + b.error.size()));
   auto root = m->builder.initRoot<s::ResultBatch>();
   set_header(root, b);
-  static const std::string kNone;
   pack_answers(
-      root, b.answers.size(),
-      [&](std::size_t q) -> const ShardResult& { return b.answers[q].result; },
-      [&](std::size_t q, bool use_or, std::size_t i) -> std::string_view {
-        const auto& ids = use_or ? b.answers[q].or_hit_ids : b.answers[q].hit_ids;
-        return i < ids.size() ? std::string_view(ids[i]) : std::string_view(kNone);
-      });
+      root, b.answers.size(), id_bytes,
+      [&](std::size_t q) -> const ShardResult& { return b.answers[q].result; }, id_of);
   return EncodedMessage(std::move(m));
 }
 

@@ -68,6 +68,17 @@ TEST(AggregatorMerge, KWayEqualsPartialSort) {
       EXPECT_EQ(m.answer.hits[i].docid, "r" + std::to_string(ref.hits[i].rank));
     }
     EXPECT_EQ(m.counters.postings_decoded, ref.counters.postings_decoded);
+    // The merge thread's variant moves the chosen ids out of its answers: the same answer.
+    auto moved_from = answers;
+    std::vector<ShardAnswer*> mutable_answers;
+    for (auto& x : moved_from) mutable_answers.push_back(&x);
+    const MergedAnswer moved = merge_answers_moving_ids(params, mutable_answers);
+    ASSERT_EQ(moved.answer.answered_by_or, m.answer.answered_by_or);
+    ASSERT_EQ(moved.answer.hits.size(), m.answer.hits.size());
+    for (std::size_t i = 0; i < m.answer.hits.size(); ++i) {
+      EXPECT_EQ(moved.answer.hits[i].docid, m.answer.hits[i].docid);
+      EXPECT_EQ(moved.answer.hits[i].score, m.answer.hits[i].score);
+    }
   }
 }
 

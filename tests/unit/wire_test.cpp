@@ -242,22 +242,33 @@ TEST(Wire, MessagesGoOutInPlaceAsOneContiguousPiece) {
   const EncodedMessage m = encode_message(sample_batch());
   ASSERT_EQ(m.pieces().size(), 1u);
   EXPECT_EQ(m.pieces()[0].size(), m.bytes());
-  // Answers whose ids are far longer than encode_results' estimate grow more segments: several
-  // pieces (sent as one MPI datatype), and the same answers.
+  // encode_results sizes its segment from the ids it packs: answers with ids far longer than
+  // usual still go out as one piece.
   std::vector<ShardResult> results(500);
   for (auto& r : results) r.hits = {{2.0, 1, 0, 0}, {1.0, 2, 0, 1}};
+  for (auto& r : results) r.or_hits = {{0.5, 3, 0, 0}};
   const std::string long_id(300, 'x');
   ResultHeader h;
-  const EncodedMessage many =
+  h.error = std::string(1000, 'e');  // counted too (a failed batch carries no answers, but still)
+  const EncodedMessage long_ids =
       encode_results(h, results, [&](DocId) { return std::string_view(long_id); });
+  EXPECT_EQ(long_ids.pieces().size(), 1u);
+  const ResultBatch d = decode_result_batch(as_bytes(long_ids.flat()));
+  ASSERT_EQ(d.answers.size(), 500u);
+  EXPECT_EQ(d.answers[499].hit_ids[1], long_id);
+  EXPECT_EQ(d.answers[499].or_hit_ids[0], long_id);
+  EXPECT_EQ(d.answers[499].result.hits[1].score, 1.0);
+  // A message that outgrows its estimate (a ranker-cache command's names are not counted in
+  // it) grows more segments: several pieces (sent as one MPI datatype), and the same contents.
+  Control c{Control::Kind::kRankerCache, ""};
+  c.ranker_cache.batch_id = 5;
+  for (int i = 0; i < 2000; ++i) c.ranker_cache.load.push_back(fmt::format("ranker-{:05}", i));
+  const EncodedMessage many = encode_message(c);
   EXPECT_GT(many.pieces().size(), 2u);
   std::size_t sum = 0;
   for (const auto& p : many.pieces()) sum += p.size();
   EXPECT_EQ(sum, many.bytes());
-  const ResultBatch d = decode_result_batch(as_bytes(many.flat()));
-  ASSERT_EQ(d.answers.size(), 500u);
-  EXPECT_EQ(d.answers[499].hit_ids[1], long_id);
-  EXPECT_EQ(d.answers[499].result.hits[1].score, 1.0);
+  EXPECT_EQ(decode_control(as_bytes(many.flat())).ranker_cache, c.ranker_cache);
 }
 
 TEST(Wire, RejectsInconsistentColumns) {
