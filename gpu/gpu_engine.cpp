@@ -3,6 +3,7 @@
 // gpu_engine_setup.cpp, the private state in gpu_engine_impl.hpp.
 #include "gpu/gpu_engine.hpp"
 #include "gpu/gpu_engine_impl.hpp"
+#include "gpu/or_warp_kernel.hpp"
 
 #include <algorithm>
 #include <array>
@@ -140,6 +141,11 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   const bool bmw_always = m.options.algorithm == "bmw";
   const bool bmw_small_batches = m.options.algorithm == "auto";
   const bool pruned = m.options.algorithm != "exhaustive";
+  // warp and auto: the warp kernel (gpu/or_warp_kernel.hpp) for every launch it can run:
+  // decoded layout, k <= 32, at most 32 terms a query (H100, OR k = 10: 1.08x the window
+  // kernel's throughput at batch 4,096, 2.3x block-max WAND's at batch 64, tests/benchmarks/
+  // NOTES-gpu-engine.md); other launches take window (warp) or auto's choice below.
+  const bool warp_or = m.options.algorithm == "warp" || m.options.algorithm == "auto";
   const bool run_and = params.mode != Mode::kOr, run_or = params.mode != Mode::kAnd;
 
   // Queries the kernels cannot take (more terms than their shared memory plans for) go to the
@@ -180,6 +186,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   }
   const unsigned batch_size = m.options.batch_size;
   DeviceListCache* const cache = m.cache.get();
+  const bool decoded_layout = !cache && m.image->view().decoded_docs != nullptr;
   // Cost order (paper 003): long queries first, so that a launch's blocks finish together.
   // (Dealing the sorted queries round-robin over a call's launches, to give them equal costs,
   // was measured and dropped: H100, AND k = 1000, launches of 4,096, the device's busy time
@@ -440,8 +447,6 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     lane.query_index.assign(gpu_queries.begin() + std::ptrdiff_t(begin),
                             gpu_queries.begin() + std::ptrdiff_t(end));
     const std::size_t nq = lane.query_index.size();
-    const bool bmw =
-        bmw_always || (bmw_small_batches && nq <= kAutoBmwMaxBatch && long_queries(begin, end));
     plan_batch(begin, end, and_plan, or_plan);
     and_segments.clear();
     or_segments.clear();
@@ -451,6 +456,10 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       nt += queries[i].terms.size();
       max_terms = std::max<unsigned>(max_terms, unsigned(queries[i].terms.size()));
     }
+    const bool warp_kernel = run_or && warp_or && decoded_layout && k <= kOrWarpMaxK &&
+                             max_terms <= kOrWarpMaxTerms;
+    const bool bmw = !warp_kernel && (bmw_always || (bmw_small_batches && nq <= kAutoBmwMaxBatch &&
+                                                     long_queries(begin, end)));
     std::vector<QueryDesc> qd(nq);
     for (std::size_t slot = 0; slot < nq; ++slot) {
       QueryDesc& d = qd[slot];
@@ -611,7 +620,12 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
       launch_topk_merge(bp, MergePhase::kAnd, s);
     }
     if (run_or) {
-      launch_or_kernel(view, bp, or_config, s);
+      if (warp_kernel) {
+        launch_or_warp_kernel(view, bp, m.options.or_warp_window, kOrWarpThreads, s);
+        lane.stats.or_warp_window = m.options.or_warp_window;
+      } else {
+        launch_or_kernel(view, bp, or_config, s);
+      }
       if (bmw) launch_bmw_kernel(view, bp, m.options.bmw_threads, s);
       launch_topk_merge(bp, MergePhase::kOr, s);
     }

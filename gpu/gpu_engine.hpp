@@ -29,14 +29,19 @@ struct GpuEngineOptions {
   int device = -1;                // -1: the process's current device
   // bmw: OR by block-max WAND over each query's threads (paper 002), AND with GS early
   // termination; window: OR by accumulator windows skipped on block-max bounds; exhaustive:
-  // no pruning at all; auto (the default): bmw for batches of at most 256 long queries (lower
-  // latency on long lists), window otherwise (gpu_engine.cpp, kLongQueryPostings); for OR-mode
-  // launches of 2,048 or more long queries, window on 4,096-document windows of 128 threads
-  // instead of or_window:or_threads (kAutoNarrowOrMinBatch).
+  // no pruning at all; warp: the OR phase by the warp kernel (below) where it applies, window
+  // elsewhere; auto (the default): the warp kernel where it applies, else bmw for batches of at
+  // most 256 long queries (lower latency on long lists), window otherwise (gpu_engine.cpp,
+  // kLongQueryPostings); for OR-mode launches of 2,048 or more long queries, window on
+  // 4,096-document windows of 128 threads instead of or_window:or_threads (kAutoNarrowOrMinBatch).
   std::string algorithm = "auto";
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned or_threads = 256;      // threads per OR segment (32 ... 1024) sharing a window
+  // warp: OR with one accumulator window of or_warp_window documents per warp and no list
+  // pruned (gpu/or_warp_kernel.hpp), where the posting layout is decoded, k <= 32 and a
+  // launch's queries have at most 32 terms; other launches run window.
+  unsigned or_warp_window = 1536;
   bool or_stage_blocks = false;   // OR: stage each posting block in shared memory to decode it
   // AND and OR: where each segment's running top-k lives: auto (shared memory unless a
   // global-memory row lets more blocks reside, as at k = 1000), shared or global
@@ -97,6 +102,7 @@ struct GpuBatchStats {
   std::uint64_t shipped_bytes = 0;                   // list cache: lists shipped with the batch
   std::uint32_t post_processed = 0;                  // list cache: queries completed on the CPU
   unsigned or_window = 0, or_threads = 0;            // the OR kernel's shape in this launch
+  unsigned or_warp_window = 0;  // > 0: the warp kernel ran this launch's OR, with this window
   // Timeline, ms from the start of the engine call that ran the batch: host steps on the host's
   // steady clock, device steps from CUDA events against an event recorded at the call's start
   // (an idle stream runs it at once, so both clocks start together). Shows which side of the

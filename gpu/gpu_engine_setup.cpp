@@ -28,7 +28,7 @@ PostingLayout choose_posting_layout(const ShardIndex& shard, const GpuEngineOpti
 }
 }  // namespace
 
-std::vector<std::string> gpu_algorithms() { return {"auto", "window", "bmw", "exhaustive"}; }
+std::vector<std::string> gpu_algorithms() { return {"auto", "window", "bmw", "exhaustive", "warp"}; }
 
 bool gpu_available() { return cuda_device_count() > 0; }
 int gpu_device_count() { return cuda_device_count(); }
@@ -38,13 +38,16 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   const auto algos = gpu_algorithms();
   if (std::find(algos.begin(), algos.end(), options.algorithm) == algos.end())
     throw InputError("--algorithm", 0,
-                     fmt::format("unknown GPU algorithm '{}' (auto, window, bmw, exhaustive)",
+                     fmt::format("unknown GPU algorithm '{}' (auto, window, bmw, exhaustive, warp)",
                                  options.algorithm));
   if (options.batch_size == 0) throw InputError("--gpu-batch", 0, "must be at least 1");
   if (options.bmw_threads < 32 || options.bmw_threads > 256 || options.bmw_threads % 32 != 0)
     throw InputError("--bmw-threads", 0, "must be a multiple of 32 in [32, 256]");
   if (options.or_window < 256 || options.or_window > 65536 || options.or_window % 128 != 0)
     throw InputError("--or-window", 0, "must be a multiple of 128 in [256, 65536]");
+  if (options.or_warp_window < 128 || options.or_warp_window > 32768 ||
+      options.or_warp_window % 128 != 0)
+    throw InputError("--or-warp-window", 0, "must be a multiple of 128 in [128, 32768]");
   if (options.or_threads < 32 || options.or_threads > 1024 ||
       (options.or_threads & (options.or_threads - 1)) != 0)
     throw InputError("--or-threads", 0, "must be 32, 64, 128, 256, 512 or 1024");
@@ -205,6 +208,7 @@ nlohmann::json GpuEngine::stats() const {
       {"batch_size", impl_ ? impl_->options.batch_size : 0},
       {"or_window", impl_ ? impl_->options.or_window : 0},
       {"or_threads", impl_ ? impl_->options.or_threads : 0},
+      {"or_warp_window", impl_ ? impl_->options.or_warp_window : 0},
       {"topk_memory", impl_ ? impl_->options.topk_memory : std::string("auto")},
       {"or_stage_blocks", impl_ ? impl_->options.or_stage_blocks : false},
       {"bmw_threads", impl_ ? impl_->options.bmw_threads : 0},
@@ -237,7 +241,7 @@ nlohmann::json GpuEngine::stats() const {
                          {"and_segments", b.and_segments}, {"or_segments", b.or_segments},
                          {"shipped_bytes", b.shipped_bytes}, {"post_processed", b.post_processed},
                          {"postings_bytes_read", b.postings_bytes_read},
-                         {"or_window", b.or_window}, {"or_threads", b.or_threads},
+                         {"or_window", b.or_window}, {"or_threads", b.or_threads}, {"or_warp_window", b.or_warp_window},
                          {"timeline_ms",
                           {{"host_pack_begin", b.timeline.host_pack_begin},
                            {"host_launched", b.timeline.host_launched},

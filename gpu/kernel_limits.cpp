@@ -48,6 +48,7 @@ void configure_query_kernels() {
   KernelRegistry registry;
   register_and_kernel(registry);
   register_or_kernel(registry);
+  register_or_warp_kernel(registry);
   register_bmw_kernel(registry);
   register_topk_merge_kernel(registry);
   const int device = current_device();

@@ -19,6 +19,7 @@ class KernelRegistry {
 
 void register_and_kernel(KernelRegistry& registry);
 void register_or_kernel(KernelRegistry& registry);
+void register_or_warp_kernel(KernelRegistry& registry);
 void register_bmw_kernel(KernelRegistry& registry);
 void register_topk_merge_kernel(KernelRegistry& registry);
 

@@ -68,6 +68,7 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     g.algorithm = options.algorithm;
     g.batch_size = options.gpu_batch_size;
     g.or_window = options.gpu_or_window;
+    g.or_warp_window = options.gpu_or_warp_window;
     g.bmw_threads = options.gpu_bmw_threads;
     g.blocks_per_sm = options.gpu_blocks_per_sm;
     g.posting_layout = options.gpu_posting_layout;

@@ -24,6 +24,7 @@ struct EngineOptions {
   bool gpu_range_engine = false;
   unsigned gpu_batch_size = 4096;    // gpu: queries per kernel launch
   unsigned gpu_or_window = 8192;     // gpu: OR accumulator window in documents
+  unsigned gpu_or_warp_window = 1536;  // gpu warp kernel: each warp's OR window in documents
   unsigned gpu_bmw_threads = 128;    // gpu bmw: threads splitting one query's docID space
   unsigned gpu_blocks_per_sm = 0;    // gpu: thread blocks a batch aims at per multiprocessor (0: by batch size)
   std::string gpu_posting_layout = "auto";  // gpu: OR posting layout (auto, compressed, decoded)

@@ -199,6 +199,7 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
   g.algorithm = options.algorithm;
   g.batch_size = sizes.batch_queries;
   g.or_window = options.gpu_or_window;
+  g.or_warp_window = options.gpu_or_warp_window;
   g.bmw_threads = options.gpu_bmw_threads;
   g.blocks_per_sm = options.gpu_blocks_per_sm;
   g.max_segments_per_query = options.gpu_max_segments;

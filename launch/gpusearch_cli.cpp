@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
                    "engine: auto (gpu where a device is present, else cpu), cpu, gpu, or reference "
                    "(the exhaustive oracle)")->capture_default_str();
   srch->add_option("--algorithm", so.engine.algorithm,
-                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: auto, window, bmw, exhaustive; default: the engine's best)");
+                   "engine algorithm (cpu: exhaustive, wand, bmw, maxscore, ...; gpu: auto, warp, window, bmw, exhaustive; default: the engine's best)");
   srch->add_option("--intra-query", so.engine.intra_query_threads,
                    "cpu: threads that split one query's docID range (latency)")->capture_default_str();
   srch->add_option("--gpu", so.engine.gpu_device, "gpu: device ordinal (default: the process's)");
@@ -173,6 +173,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   srch->add_option("--or-window", so.engine.gpu_or_window,
                    "gpu: OR accumulator window in documents (multiple of 128, 256..65536)")
+      ->capture_default_str();
+  srch->add_option("--or-warp-window", so.engine.gpu_or_warp_window,
+                   "gpu warp kernel (auto, warp): each warp's OR window in documents (multiple of 128, 128..32768)")
       ->capture_default_str();
   srch->add_option("--bmw-threads", so.engine.gpu_bmw_threads,
                    "gpu bmw: threads that split one query's docID space (32..256)")

@@ -320,6 +320,9 @@ int main(int argc, char** argv) {
           go.algorithm = algo;
           go.batch_size = unsigned(std::stoul(bs));
           go.or_window = window;
+          // "warp:2048": the warp kernel with 2,048-document windows per warp.
+          if (algo == "warp")
+            go.or_warp_window = spec_parts.size() > 1 ? window : gpu::GpuEngineOptions{}.or_warp_window;
           go.or_threads = threads;
           go.or_stage_blocks = stage;
           go.topk_memory = topk_memory;
@@ -460,6 +463,7 @@ int main(int argc, char** argv) {
               {"or_shape_used", launches.empty() ? nlohmann::json()
                                                  : nlohmann::json({launches.front().or_window,
                                                                    launches.front().or_threads})},
+              {"or_warp_window_used", launches.empty() ? 0u : launches.front().or_warp_window},
               {"list_postings", list_postings},
               {"list_postings_per_s_device_busy",
                kernels_busy_ms > 0 ? double(list_postings) / (kernels_busy_ms * 1e-3) : 0.0},

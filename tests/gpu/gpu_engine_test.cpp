@@ -266,7 +266,7 @@ TEST_F(GpuTest, CompressedAndDecodedPostingLayoutsAreExact) {
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
   ASSERT_GE(queries.size(), 100u);
   for (const char* layout : {"compressed", "decoded"}) {
-    for (const char* algorithm : {"window", "exhaustive", "bmw"}) {
+    for (const char* algorithm : {"window", "exhaustive", "bmw", "warp"}) {
       gpu::GpuEngineOptions o;
       o.posting_layout = layout;
       o.algorithm = algorithm;
@@ -284,7 +284,7 @@ TEST_F(GpuTest, SyntheticThreeShardsAllModesScoringsAndK) {
   const Index index = build_synthetic(tmp, "docs=6000,seed=11,test_queries=150,mean_length=200", 3);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
   ASSERT_GE(queries.size(), 100u);
-  for (const char* algorithm : {"window", "bmw", "exhaustive"}) {
+  for (const char* algorithm : {"window", "bmw", "exhaustive", "warp"}) {
     gpu::GpuEngineOptions o;
     o.algorithm = algorithm;
     o.batch_size = 64;  // several launches, both streams
@@ -354,7 +354,7 @@ TEST_F(GpuTest, AdversarialQueries) {
     queries.push_back(Query{"m" + std::to_string(i), {all.begin(), all.begin() + n}, 0, {}});
   }
   queries.push_back(Query{"empty", {}, 0, {}});
-  for (const char* algorithm : {"window", "bmw", "exhaustive"}) {
+  for (const char* algorithm : {"window", "bmw", "exhaustive", "warp"}) {
     gpu::GpuEngineOptions g;
     g.algorithm = algorithm;
     for (const auto& d : decompositions(g))
@@ -414,7 +414,7 @@ TEST_F(GpuTest, ThresholdSeedIsExactAndAnInflatedSeedIsCaught) {
   const Index index = build_synthetic(tmp, "docs=20000,seed=3,test_queries=200,mean_length=300", 1);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
   ASSERT_GE(queries.size(), 150u);
-  for (const char* algorithm : {"window", "bmw"}) {
+  for (const char* algorithm : {"window", "bmw", "warp"}) {
     for (const bool seeded : {true, false}) {
       gpu::GpuEngineOptions o;
       o.algorithm = algorithm;
@@ -522,6 +522,52 @@ TEST_F(GpuTest, OrKernelShapesAreExact) {
                    std::to_string(threads));
       EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 1000}), o), 500u);
     }
+}
+
+// The warp kernel (gpu/or_warp_kernel.cu): several windows per warp, warp shares and segments
+// of every size, k up to its limit of 32, both scorings, every mode; the launches really ran it
+// (their stats name its window), and k = 1000 or a 40-term query falls back to window, exactly.
+TEST_F(GpuTest, WarpOrKernelIsExactAndRuns) {
+  TempDir tmp;
+  const Index index = build_synthetic(tmp, "docs=30000,seed=41,test_queries=200,mean_length=300", 1);
+  auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
+  ASSERT_GE(queries.size(), 150u);
+  for (const unsigned window : {128u, 1536u, 4096u}) {
+    gpu::GpuEngineOptions o;
+    o.algorithm = "warp";
+    o.posting_layout = "decoded";
+    o.or_warp_window = window;
+    o.batch_size = 64;
+    for (const auto& d : decompositions(o)) {
+      SCOPED_TRACE("warp window " + std::to_string(window) + ", segments <= " +
+                   std::to_string(d.max_segments_per_query));
+      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 32}), d), 2500u);
+      gpu::GpuEngine engine(index.shard(0), index.shard_id(0), d);
+      std::vector<ShardResult> out(queries.size());
+      engine.search(queries, SearchParams{Mode::kOr, Scoring::kBm25, 0.3, 10}, out);
+      ASSERT_FALSE(engine.batch_stats().empty());
+      for (const auto& b : engine.batch_stats()) EXPECT_EQ(b.or_warp_window, window);
+    }
+  }
+  // Outside its limits the launch takes the window kernel.
+  gpu::GpuEngineOptions o;
+  o.algorithm = "warp";
+  o.posting_layout = "decoded";
+  std::vector<Query> long_query = {queries[0]};
+  for (std::size_t i = 1; i < queries.size() && long_query[0].terms.size() < 40; ++i)
+    for (TermId t : queries[i].terms)
+      if (long_query[0].terms.size() < 40 &&
+          std::find(long_query[0].terms.begin(), long_query[0].terms.end(), t) ==
+              long_query[0].terms.end())
+        long_query[0].terms.push_back(t);
+  ASSERT_EQ(long_query[0].terms.size(), 40u);
+  for (const auto& [batch, k] : {std::pair{queries, 1000u}, std::pair{long_query, 10u}}) {
+    gpu::GpuEngine engine(index.shard(0), index.shard_id(0), o);
+    std::vector<ShardResult> out(batch.size());
+    engine.search(batch, SearchParams{Mode::kOr, Scoring::kBm25, 0.3, k}, out);
+    for (const auto& b : engine.batch_stats()) EXPECT_EQ(b.or_warp_window, 0u);
+    EXPECT_GT(check_gpu_against_reference(index, batch, all_settings({k}), o), 0u);
+  }
 }
 
 // Without a device the engine refuses clearly (runs only where no device exists).
