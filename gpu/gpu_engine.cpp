@@ -145,7 +145,9 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   // decoded layout, k <= 32, at most 32 terms a query (H100, OR k = 10: 1.08x the window
   // kernel's throughput at batch 4,096, 2.3x block-max WAND's at batch 64, tests/benchmarks/
   // NOTES-gpu-engine.md); other launches take window (warp) or auto's choice below.
-  const bool warp_or = m.options.algorithm == "warp" || m.options.algorithm == "auto";
+  // exhaustive: the warp kernel unpruned where it applies (the fastest exhaustive OR).
+  const bool warp_or = m.options.algorithm == "warp" || m.options.algorithm == "auto" ||
+                       m.options.algorithm == "exhaustive";
   const bool run_and = params.mode != Mode::kOr, run_or = params.mode != Mode::kAnd;
 
   // Queries the kernels cannot take (more terms than their shared memory plans for) go to the

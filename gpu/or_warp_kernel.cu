@@ -85,6 +85,25 @@ struct WarpTopK {
   }
 };
 
+// The first index i in [a, n) with docs[i] >= target, where docs[0, a) are all below it: 32
+// probes a round, so the range shrinks 32-fold per trip to memory. Executed by a whole warp.
+__device__ __forceinline__ std::uint32_t warp_seek(const std::uint32_t* docs, std::uint32_t a,
+                                                   std::uint32_t n, std::uint32_t target,
+                                                   unsigned lane) {
+  std::uint32_t b = n;  // docs[b] >= target, or b == n
+  while (a < b) {
+    const std::uint32_t step = (b - a + 31) / 32;
+    const std::uint32_t p = a + lane * step;
+    const bool below = p < b && __ldg(docs + p) < target;
+    const unsigned cnt = __popc(__ballot_sync(kFullMask, below));  // sorted: a prefix of probes
+    if (cnt == 0) break;                                              // docs[a] >= target
+    const std::uint32_t next_b = a + cnt * step;
+    a = a + (cnt - 1) * step + 1;
+    if (next_b < b) b = next_b;
+  }
+  return a;
+}
+
 template <unsigned kThreads>
 __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThreads : 1))
     or_warp_kernel(ShardView shard, BatchPointers batch, unsigned window) {
@@ -149,14 +168,44 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
     }
   }
 
+  // MaxScore (Turtle and Flood), for pruned queries: a list is non-essential while the static
+  // part's bound plus the maxima of every list whose maximum is at most its own (ties by
+  // position) stay below theta; a document in non-essential lists alone cannot enter the top-k.
+  // Windows then start only at an essential list's posting; the lists behind are sought to it.
+  const bool prune = (q.flags & kPruneBlockMax) != 0;
+  const double slack = (1.0 + kBoundSlack) * batch.bound_scale;
+  double bound_with_smaller = 0.0;  // lane t: the static bound plus the maxima ranked <= t's
+  {
+    const double max_score =
+        lane < T ? __dmul_rn(batch.terms[q.term_begin + lane].weight,
+                             static_cast<double>(batch.terms[q.term_begin + lane].max_impact))
+                 : 0.0;
+    bound_with_smaller = q.static_weight;
+    for (unsigned j = 0; j < T; ++j) {
+      const double mj = __shfl_sync(kFullMask, max_score, j);
+      if (j == lane || mj < max_score || (mj == max_score && j < lane)) bound_with_smaller += mj;
+    }
+  }
+  // Lane t: list t's next docID (before the first window: at least warp_lo; kEndDoc if none).
+  std::uint32_t head = lane < T && left > 0 ? warp_lo : kEndDoc;
+
   WarpTopK top;
   double raised = 0.0;
   // Per warp (warp-uniform sums): postings added, postings loaded; per lane: documents scored.
   unsigned my_postings = 0, my_loaded = 0, my_scored = 0;
   std::uint32_t lo = warp_lo;
   while (lo < warp_hi) {
+    const double theta_loaded = load_theta(theta_query);
+    if (prune) {
+      const double theta = top.full() && top.kth_score > theta_loaded ? top.kth_score : theta_loaded;
+      const bool essential = lane < T && !(theta > 0.0 && bound_with_smaller * slack < theta);
+      if (__ballot_sync(kFullMask, essential) == 0) break;  // nothing more can enter the top-k
+      // The window starts at the first docID an essential list still holds.
+      const std::uint32_t first = __reduce_min_sync(kFullMask, essential ? head : kEndDoc);
+      if (first > lo) lo = first;
+      if (lo >= warp_hi) break;
+    }
     const std::uint32_t hi = warp_hi - lo > window ? lo + window : warp_hi;
-    const double theta_loaded = load_theta(theta_query);  // in flight during the adds
     // 1. Every list's postings in [lo, hi) into the accumulators. Never add zero, so that a
     //    matching document's accumulator is never zero (FLT_MIN is far below any tolerance).
     std::uint32_t next_doc = kEndDoc;  // the smallest docID at or past hi of any list
@@ -197,25 +246,41 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
           i_now[r] = iv[g][r];
         }
         while (n > 0) {
-          unsigned taken = 0;
+          // Lists are sorted: postings behind the window (a list lagging after a jump), then
+          // the window's, then those past it.
+          unsigned behind = 0, taken = 0;
           std::uint32_t beyond = kEndDoc;
 #pragma unroll
-          for (unsigned r = 0; r < kRounds; ++r) {
-            const bool in = d_now[r] < hi;  // lists are sorted: in-window postings are a prefix
-            if (in) atomicAdd(acc + (d_now[r] - lo), fmaxf(w * i_now[r], FLT_MIN));
-            else beyond = min(beyond, d_now[r]);
-            taken += __popc(__ballot_sync(kFullMask, in));
-          }
+          for (unsigned r = 0; r < kRounds; ++r) behind += __popc(__ballot_sync(kFullMask, d_now[r] < lo));
           window_loaded += min(n, 32 * kRounds);
-          window_postings += taken;
-          c += taken;
-          n -= taken;
-          beyond = __reduce_min_sync(kFullMask, beyond);
-          if (beyond != kEndDoc || n == 0) {
-            next_doc = min(next_doc, beyond);
+          if (behind == 32 * kRounds && n > 32 * kRounds) {
+            // Far behind: seek the window's start instead of reading the gap.
+            const std::uint32_t skip = warp_seek(shard.decoded_docs + c, 32 * kRounds, n, lo, lane);
+            c += skip;
+            n -= skip;
+          } else {
+#pragma unroll
+            for (unsigned r = 0; r < kRounds; ++r) {
+              const bool in = d_now[r] >= lo && d_now[r] < hi;
+              if (in) atomicAdd(acc + (d_now[r] - lo), fmaxf(w * i_now[r], FLT_MIN));
+              else if (d_now[r] >= hi) beyond = min(beyond, d_now[r]);
+              taken += __popc(__ballot_sync(kFullMask, in));
+            }
+            window_postings += taken;
+            c += behind + taken;
+            n -= behind + taken;
+            beyond = __reduce_min_sync(kFullMask, beyond);
+            if (beyond != kEndDoc || n == 0) {
+              next_doc = min(next_doc, beyond);
+              if (lane == t) head = beyond;
+              break;
+            }
+          }
+          if (n == 0) {
+            if (lane == t) head = kEndDoc;
             break;
           }
-          // Every loaded posting was in the window: the next ones.
+          // Every loaded posting was taken or passed over: the next ones.
           const std::uint32_t* dp = shard.decoded_docs + c;
           const float* ip = shard.decoded_impacts + c;
 #pragma unroll

@@ -388,7 +388,7 @@ TEST_F(GpuTest, WeakenedPruningBoundGivesWrongAnswers) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=20000,seed=3,test_queries=200,mean_length=300", 1);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
-  for (const char* algorithm : {"window", "window/compressed", "bmw"}) {
+  for (const char* algorithm : {"window", "window/compressed", "bmw", "warp"}) {
     gpu::GpuEngineOptions o;
     const std::string name = algorithm;
     o.algorithm = name.substr(0, name.find('/'));
