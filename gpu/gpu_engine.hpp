@@ -38,9 +38,10 @@ struct GpuEngineOptions {
   unsigned batch_size = 4096;     // queries per launch
   unsigned or_window = 8192;      // OR accumulator window, in documents (shared memory)
   unsigned or_threads = 256;      // threads per OR segment (32 ... 1024) sharing a window
-  // warp: OR with one accumulator window of or_warp_window documents per warp and no list
-  // pruned (gpu/or_warp_kernel.hpp), where the posting layout is decoded, k <= 32 and a
-  // launch's queries have at most 32 terms; other launches run window.
+  // warp: OR with one accumulator window of or_warp_window documents per warp, MaxScore-pruned
+  // (gpu/or_warp_kernel.hpp), where the posting layout is decoded, k <= 1024 and a launch's
+  // queries have at most 32 terms; other launches run window. auto and exhaustive (unpruned)
+  // take it where k <= 32 as well.
   unsigned or_warp_window = 1536;
   bool or_stage_blocks = false;   // OR: stage each posting block in shared memory to decode it
   // AND and OR: where each segment's running top-k lives: auto (shared memory unless a

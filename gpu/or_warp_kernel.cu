@@ -32,15 +32,27 @@ constexpr unsigned kRounds = 2;  // 32-posting loads of one list in flight per s
 constexpr unsigned kGroup = 3;   // lists whose first loads of a window are in flight together
 
 struct WarpLayout {
-  std::size_t acc, merge_score, merge_doc, counters, total;
+  std::size_t acc, merge_score, merge_doc, block_topk, top_score, top_doc, counters, total;
 };
-__host__ __device__ constexpr WarpLayout warp_layout(unsigned window, unsigned threads) {
+// k > kOrWarpMaxK: one top-k per block, in shared memory, instead of the warps' merge rows.
+__host__ __device__ constexpr unsigned block_topk_capacity(unsigned k) {
+  return topk_capacity(k, 256);  // k plus a buffer of newcomers, a power of two
+}
+__host__ __device__ constexpr WarpLayout warp_layout(unsigned window, unsigned threads,
+                                                     unsigned k) {
   const unsigned warps = threads / 32;
+  const bool block_topk = k > kOrWarpMaxK;
   WarpLayout l{};
   std::size_t o = 0;
   l.acc = o; o = align16(o + std::size_t(warps) * window * 4);
-  l.merge_score = o; o = align16(o + std::size_t(warps) * 32 * 8);
-  l.merge_doc = o; o = align16(o + std::size_t(warps) * 32 * 4);
+  if (block_topk) {
+    l.block_topk = o; o = align16(o + 64);
+    l.top_score = o; o = align16(o + std::size_t(block_topk_capacity(k)) * 8);
+    l.top_doc = o; o = align16(o + std::size_t(block_topk_capacity(k)) * 4);
+  } else {
+    l.merge_score = o; o = align16(o + std::size_t(warps) * 32 * 8);
+    l.merge_doc = o; o = align16(o + std::size_t(warps) * 32 * 4);
+  }
   l.counters = o; o = align16(o + kNumCounters * sizeof(unsigned long long));
   l.total = o;
   return l;
@@ -55,6 +67,7 @@ struct WarpTopK {
   std::uint32_t kth_doc = kEndDoc;
 
   __device__ bool full() const { return kth_score >= 0.0; }
+  __device__ double kth_bound() const { return kth_score; }  // -1 until full
   __device__ bool admits(double s, std::uint32_t d) const {
     return !full() || ranks_before(s, d, kth_score, kth_doc);
   }
@@ -85,6 +98,162 @@ struct WarpTopK {
   }
 };
 
+// k > 32: one top-k per block in shared memory: [0, k) best first (score -1 where empty), then
+// a buffer of newcomers [k, capacity). Warps append under reservations; the warp that finds the
+// buffer full takes the lock, closes the buffer, waits until every reserved slot is written, and
+// sorts top-k and buffer together (bitonic, that warp alone) while the others wait for it to
+// reopen. The k-th score is published as one 8-byte word (-1 until full); newcomers are
+// admitted at or above it (a tie may still lose on its docID at the sort: never wrongly
+// refused).
+struct BlockTopKState {
+  unsigned lock, reserved, committed, n_top;
+  double kth_score;
+};
+constexpr unsigned kBufferClosed = 0xffffffffu;
+
+struct BlockTopK {
+  BlockTopKState* st;
+  double* score;
+  std::uint32_t* doc;
+  unsigned k, capacity;
+
+  __device__ double kth_bound() const { return *reinterpret_cast<volatile double*>(&st->kth_score); }
+  __device__ bool full() const { return kth_bound() >= 0.0; }
+
+  __device__ void init(unsigned tid, unsigned threads) {
+    if (tid == 0) {
+      st->lock = 0;
+      st->reserved = 0;
+      st->committed = 0;
+      st->n_top = 0;
+      st->kth_score = -1.0;
+    }
+    for (unsigned i = tid; i < capacity; i += threads) {
+      score[i] = -1.0;
+      doc[i] = kEndDoc;
+    }
+  }
+
+  // One warp: top-k [0, k) and buffer [k, k + n_buf) sorted together, cut back to k.
+  __device__ void sort_in(unsigned n_buf, unsigned lane) {
+    unsigned size = 1;
+    while (size < k + n_buf) size <<= 1;
+    for (unsigned i = k + n_buf + lane; i < size; i += 32) {
+      score[i] = -1.0;
+      doc[i] = kEndDoc;
+    }
+    __syncwarp();
+    for (unsigned span = 2; span <= size; span <<= 1) {
+      for (unsigned stride = span >> 1; stride > 0; stride >>= 1) {
+        for (unsigned i = lane; i < size / 2; i += 32) {
+          const unsigned a = 2 * i - (i & (stride - 1)), b = a + stride;
+          const bool best_first = (a & span) == 0;
+          if (ranks_before(score[b], doc[b], score[a], doc[a]) == best_first) {
+            const double ts = score[a];
+            score[a] = score[b];
+            score[b] = ts;
+            const std::uint32_t td = doc[a];
+            doc[a] = doc[b];
+            doc[b] = td;
+          }
+        }
+        __syncwarp();
+      }
+    }
+    // Entries past k are dropped: the buffer's slots are rewritten before they count again.
+    if (lane == 0) {
+      unsigned n = st->n_top + n_buf;
+      if (n > k) n = k;
+      st->n_top = n;
+      if (n == k) *reinterpret_cast<volatile double*>(&st->kth_score) = score[k - 1];
+    }
+    __syncwarp();
+  }
+
+  // The calling warp flushes if it gets the lock, else waits for the flush under way.
+  __device__ void flush_or_wait(unsigned lane) {
+    unsigned got = 0;
+    if (lane == 0) got = atomicCAS(&st->lock, 0u, 1u) == 0u;
+    got = __shfl_sync(kFullMask, got, 0);
+    if (got) {
+      unsigned n_buf = 0;
+      if (lane == 0) {
+        n_buf = atomicExch(&st->reserved, kBufferClosed);
+        while (*reinterpret_cast<volatile unsigned*>(&st->committed) != n_buf) __nanosleep(32);
+        __threadfence_block();
+      }
+      n_buf = __shfl_sync(kFullMask, n_buf, 0);
+      sort_in(n_buf, lane);
+      if (lane == 0) {
+        st->committed = 0;
+        __threadfence_block();
+        atomicExch(&st->reserved, 0u);
+        atomicExch(&st->lock, 0u);
+      }
+    } else if (lane == 0) {
+      while (*reinterpret_cast<volatile unsigned*>(&st->lock) != 0u) __nanosleep(32);
+    }
+    __syncwarp();
+  }
+
+  // Warp-collective: every lane may hold one offer.
+  __device__ void offer(bool have, double s, std::uint32_t d, unsigned lane, unsigned) {
+    bool mine = have && s >= kth_bound();
+    const unsigned buffer = capacity - k;
+    for (unsigned want = __ballot_sync(kFullMask, mine); want != 0;
+         want = __ballot_sync(kFullMask, mine)) {
+      const unsigned cnt = __popc(want);
+      unsigned base = 0;
+      if (lane == 0) {
+        unsigned old = *reinterpret_cast<volatile unsigned*>(&st->reserved);
+        while (true) {
+          if (old == kBufferClosed) {  // a flush is under way
+            __nanosleep(32);
+            old = *reinterpret_cast<volatile unsigned*>(&st->reserved);
+            continue;
+          }
+          if (old + cnt > buffer) {
+            base = kBufferClosed;  // full: flush first
+            break;
+          }
+          const unsigned seen = atomicCAS(&st->reserved, old, old + cnt);
+          if (seen == old) {
+            base = old;
+            break;
+          }
+          old = seen;
+        }
+      }
+      base = __shfl_sync(kFullMask, base, 0);
+      if (base != kBufferClosed) {
+        if (mine) {
+          const unsigned at = k + base + __popc(want & ((1u << lane) - 1u));
+          score[at] = s;
+          doc[at] = d;
+        }
+        __syncwarp();
+        if (lane == 0) {
+          __threadfence_block();
+          atomicAdd(&st->committed, cnt);
+        }
+        return;
+      }
+      flush_or_wait(lane);
+      mine = mine && s >= kth_bound();
+    }
+  }
+
+  // After the block's last barrier, warp 0: the buffer sorted in, the row written.
+  __device__ void finish(const BatchPointers& batch, std::uint32_t row, unsigned lane) {
+    const unsigned n_buf = st->committed;
+    if (n_buf > 0) sort_in(n_buf, lane);
+    const unsigned n = st->n_top;
+    for (unsigned i = lane; i < n; i += 32)
+      batch.partial_hits[std::size_t(row) * k + i] = {score[i], doc[i], 0};
+    if (lane == 0) batch.partial_count[row] = n;
+  }
+};
+
 // The first index i in [a, n) with docs[i] >= target, where docs[0, a) are all below it: 32
 // probes a round, so the range shrinks 32-fold per trip to memory. Executed by a whole warp.
 __device__ __forceinline__ std::uint32_t warp_seek(const std::uint32_t* docs, std::uint32_t a,
@@ -104,7 +273,7 @@ __device__ __forceinline__ std::uint32_t warp_seek(const std::uint32_t* docs, st
   return a;
 }
 
-template <unsigned kThreads>
+template <unsigned kThreads, bool kLargeK>
 __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThreads : 1))
     or_warp_kernel(ShardView shard, BatchPointers batch, unsigned window) {
   constexpr unsigned kWarps = kThreads / 32;
@@ -123,17 +292,28 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
     return;
   }
   const unsigned k = batch.k;
-  const WarpLayout L = warp_layout(window, kThreads);
+  const WarpLayout L = warp_layout(window, kThreads, k);
   float* const acc = carve<float>(smem, L.acc) + std::size_t(warp) * window;
   float4* const acc4 = reinterpret_cast<float4*>(acc);
-  auto* merge_score = carve<double>(smem, L.merge_score);
-  auto* merge_doc = carve<std::uint32_t>(smem, L.merge_doc);
   auto* counters = carve<unsigned long long>(smem, L.counters);
   unsigned long long* theta_query = batch.theta_or + seg.query;
   const float static_weight = static_cast<float>(q.static_weight);
 
   if (tid < kNumCounters) counters[tid] = 0;
   if (tid == 0 && q.theta_seed > 0.0) raise_theta(theta_query, q.theta_seed);
+  // The top-k: one per warp in registers (k <= 32), or the block's in shared memory.
+  auto top = [&] {
+    if constexpr (kLargeK) {
+      return BlockTopK{carve<BlockTopKState>(smem, L.block_topk), carve<double>(smem, L.top_score),
+                       carve<std::uint32_t>(smem, L.top_doc), k, block_topk_capacity(k)};
+    } else {
+      return WarpTopK{};
+    }
+  }();
+  if constexpr (kLargeK) {
+    top.init(tid, kThreads);
+    __syncthreads();
+  }
   for (unsigned i = lane; i < window / 4; i += 32) acc4[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 
   // This warp's share of the segment: contiguous, so each list is searched once.
@@ -189,7 +369,6 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
   // Lane t: list t's next docID (before the first window: at least warp_lo; kEndDoc if none).
   std::uint32_t head = lane < T && left > 0 ? warp_lo : kEndDoc;
 
-  WarpTopK top;
   double raised = 0.0;
   // Per warp (warp-uniform sums): postings added, postings loaded; per lane: documents scored.
   unsigned my_postings = 0, my_loaded = 0, my_scored = 0;
@@ -197,7 +376,8 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
   while (lo < warp_hi) {
     const double theta_loaded = load_theta(theta_query);
     if (prune) {
-      const double theta = top.full() && top.kth_score > theta_loaded ? top.kth_score : theta_loaded;
+      const double kth = top.kth_bound();
+      const double theta = kth > theta_loaded ? kth : theta_loaded;
       const bool essential = lane < T && !(theta > 0.0 && bound_with_smaller * slack < theta);
       if (__ballot_sync(kFullMask, essential) == 0) break;  // nothing more can enter the top-k
       // The window starts at the first docID an essential list still holds.
@@ -303,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
     //    (PR' <= 1; float rounding is monotone) ranks below the running k-th or the query's
     //    theta cannot enter.
     double cut = theta_loaded;
-    if (top.full() && top.kth_score > cut) cut = top.kth_score;
+    if (const double kth = top.kth_bound(); kth > cut) cut = kth;
     // A float x satisfies x >= cut exactly when it is >= cut rounded up to a float.
     const float cut_f = __double2float_ru(cut);
     const unsigned steps = (hi - lo + 127) / 128;
@@ -332,35 +512,41 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
       }
     }
     __syncwarp();
-    if (top.full() && top.kth_score > raised) {
-      raised = top.kth_score;
+    if (const double kth = top.kth_bound(); kth > raised) {
+      raised = kth;
       if (lane == 0) raise_theta(theta_query, raised);
     }
     lo = next_doc > hi ? next_doc : hi;
   }
 
-  // The block's warps merge their top-k into warp 0's, which writes the segment's row.
-  merge_score[warp * 32 + lane] = top.score;
-  merge_doc[warp * 32 + lane] = top.doc;
   for (unsigned d = 16; d > 0; d >>= 1) my_scored += __shfl_xor_sync(kFullMask, my_scored, d);
-  __syncthreads();  // merge rows and zeroed counters
+  if constexpr (!kLargeK) {  // each warp's top-k into the merge rows
+    carve<double>(smem, L.merge_score)[warp * 32 + lane] = top.score;
+    carve<std::uint32_t>(smem, L.merge_doc)[warp * 32 + lane] = top.doc;
+  }
+  __syncthreads();  // merge rows, a block top-k's last appends, zeroed counters
   if (lane == 0) {
     atomicAdd(&counters[kPostings], static_cast<unsigned long long>(my_postings));
     atomicAdd(&counters[kBytesRead], 8ull * my_loaded);  // a docID and an impact each
     atomicAdd(&counters[kDocsScored], static_cast<unsigned long long>(my_scored));
   }
   if (warp == 0) {
-    for (unsigned w = 1; w < kWarps; ++w) {
-      const double s = merge_score[w * 32 + lane];
-      const std::uint32_t d = merge_doc[w * 32 + lane];
-      top.offer(lane < k && s >= 0.0, s, d, lane, k);
+    if constexpr (kLargeK) {
+      top.finish(batch, row, lane);
+    } else {
+      // The block's warps merge their top-k into warp 0's, which writes the segment's row.
+      for (unsigned w = 1; w < kWarps; ++w) {
+        const double s = carve<double>(smem, L.merge_score)[w * 32 + lane];
+        const std::uint32_t d = carve<std::uint32_t>(smem, L.merge_doc)[w * 32 + lane];
+        top.offer(lane < k && s >= 0.0, s, d, lane, k);
+      }
+      const bool entry = lane < k && top.score >= 0.0;
+      if (entry) batch.partial_hits[std::size_t(row) * k + lane] = {top.score, top.doc, 0};
+      const unsigned n = __popc(__ballot_sync(kFullMask, entry));
+      if (lane == 0) batch.partial_count[row] = n;
     }
-    const bool entry = lane < k && top.score >= 0.0;
-    if (entry) batch.partial_hits[std::size_t(row) * k + lane] = {top.score, top.doc, 0};
-    const unsigned n = __popc(__ballot_sync(kFullMask, entry));
     if (lane == 0) {
-      batch.partial_count[row] = n;
-      if (top.full()) raise_theta(theta_query, top.kth_score);
+      if (top.full()) raise_theta(theta_query, top.kth_bound());
       out.or_ran = 1;
     }
   }
@@ -368,37 +554,37 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
   add_counters(out, counters, 0);
 }
 
-template <unsigned kThreads>
+template <bool kLargeK>
 void launch_with(const ShardView& shard, const BatchPointers& batch, unsigned window,
                  cudaStream_t stream) {
-  const std::size_t bytes = or_warp_kernel_shared_bytes(window, kThreads);
-  check_shared_budget(bytes, reinterpret_cast<const void*>(or_warp_kernel<kThreads>),
-                      "or_warp_kernel", "lower --or-warp-window");
-  or_warp_kernel<kThreads><<<batch.num_or_segments, kThreads, bytes, stream>>>(shard, batch, window);
+  const std::size_t bytes = or_warp_kernel_shared_bytes(window, batch.k);
+  check_shared_budget(bytes, reinterpret_cast<const void*>(or_warp_kernel<kOrWarpThreads, kLargeK>),
+                      "or_warp_kernel", "lower --or-warp-window or k");
+  or_warp_kernel<kOrWarpThreads, kLargeK>
+      <<<batch.num_or_segments, kOrWarpThreads, bytes, stream>>>(shard, batch, window);
   GPUSEARCH_CUDA_CHECK_LAUNCH("or_warp_kernel");
 }
 
 }  // namespace
 
-std::size_t or_warp_kernel_shared_bytes(unsigned window, unsigned threads) {
-  return warp_layout(window, threads).total;
+std::size_t or_warp_kernel_shared_bytes(unsigned window, unsigned k) {
+  return warp_layout(window, kOrWarpThreads, k).total;
 }
 
 void launch_or_warp_kernel(const ShardView& shard, const BatchPointers& batch, unsigned window,
-                           unsigned threads, cudaStream_t stream) {
+                           cudaStream_t stream) {
   if (batch.num_or_segments == 0) return;
   if (window < 128 || window > 32768 || window % 128 != 0)
     throw std::invalid_argument("OR warp window must be a multiple of 128 in [128, 32768]");
-  switch (threads) {
-    case 128: return launch_with<128>(shard, batch, window, stream);
-    case 256: return launch_with<256>(shard, batch, window, stream);
-    default: throw std::invalid_argument("OR warp kernel block size must be 128 or 256");
-  }
+  if (batch.k == 0 || batch.k > kOrWarpMaxLargeK)
+    throw std::invalid_argument("OR warp kernel: k must be in [1, 1024]");
+  if (batch.k > kOrWarpMaxK) return launch_with<true>(shard, batch, window, stream);
+  return launch_with<false>(shard, batch, window, stream);
 }
 
 void register_or_warp_kernel(KernelRegistry& registry) {
-  registry.add(reinterpret_cast<const void*>(or_warp_kernel<128>));
-  registry.add(reinterpret_cast<const void*>(or_warp_kernel<256>));
+  registry.add(reinterpret_cast<const void*>(or_warp_kernel<kOrWarpThreads, false>));
+  registry.add(reinterpret_cast<const void*>(or_warp_kernel<kOrWarpThreads, true>));
 }
 
 }  // namespace gpusearch::gpu

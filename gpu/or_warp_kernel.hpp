@@ -11,17 +11,19 @@
 
 namespace gpusearch::gpu {
 
-inline constexpr unsigned kOrWarpMaxK = 32;      // a warp's top-k: one entry per lane
-inline constexpr unsigned kOrWarpMaxTerms = 32;  // a list's cursor per lane
-inline constexpr unsigned kOrWarpThreads = 256;  // the engine's block size (8 warps)
+inline constexpr unsigned kOrWarpMaxK = 32;        // a top-k per warp, one entry per lane
+inline constexpr unsigned kOrWarpMaxLargeK = 1024;  // above 32: the block's top-k in shared memory
+inline constexpr unsigned kOrWarpMaxTerms = 32;     // a list's cursor per lane
+inline constexpr unsigned kOrWarpThreads = 256;     // 8 warps a segment
 
 // Dynamic shared memory of a block: per warp, `window` float accumulators, plus the block's
-// top-k merge rows and counters.
-std::size_t or_warp_kernel_shared_bytes(unsigned window, unsigned threads);
-// OR over batch.or_segments (queries without kOrByThreads), no list pruned; each segment's
-// top-k into its partial row, as launch_or_kernel writes it. The shard's decoded layout,
-// batch.k <= kOrWarpMaxK and queries of at most kOrWarpMaxTerms terms. threads: 128 or 256.
+// top-k (its warps' merge rows for k <= 32, the shared top-k above) and counters.
+std::size_t or_warp_kernel_shared_bytes(unsigned window, unsigned k);
+// OR over batch.or_segments (queries without kOrByThreads), MaxScore-pruned for queries with
+// kPruneBlockMax; each segment's top-k into its partial row, as launch_or_kernel writes it. The
+// shard's decoded layout, 1 <= batch.k <= kOrWarpMaxLargeK and queries of at most
+// kOrWarpMaxTerms terms.
 void launch_or_warp_kernel(const ShardView& shard, const BatchPointers& batch, unsigned window,
-                           unsigned threads, cudaStream_t stream);
+                           cudaStream_t stream);
 
 }  // namespace gpusearch::gpu

@@ -525,30 +525,41 @@ TEST_F(GpuTest, OrKernelShapesAreExact) {
 }
 
 // The warp kernel (gpu/or_warp_kernel.cu): several windows per warp, warp shares and segments
-// of every size, k up to its limit of 32, both scorings, every mode; the launches really ran it
-// (their stats name its window), and k = 1000 or a 40-term query falls back to window, exactly.
+// of every size, both scorings, every mode; k up to 32 (a top-k per warp) and above (the
+// block's shared top-k, its buffer flushed by one warp under a lock, k = 1000 with many flushes);
+// pruned (warp) and unpruned (exhaustive, k <= 32). The launches really ran it (their stats name
+// its window); k = 1025 or a 40-term query falls back to the window kernel, exactly.
 TEST_F(GpuTest, WarpOrKernelIsExactAndRuns) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=30000,seed=41,test_queries=200,mean_length=300", 1);
   auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 200);
   ASSERT_GE(queries.size(), 150u);
-  for (const unsigned window : {128u, 1536u, 4096u}) {
-    gpu::GpuEngineOptions o;
-    o.algorithm = "warp";
-    o.posting_layout = "decoded";
-    o.or_warp_window = window;
-    o.batch_size = 64;
-    for (const auto& d : decompositions(o)) {
-      SCOPED_TRACE("warp window " + std::to_string(window) + ", segments <= " +
-                   std::to_string(d.max_segments_per_query));
-      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 32}), d), 2500u);
-      gpu::GpuEngine engine(index.shard(0), index.shard_id(0), d);
-      std::vector<ShardResult> out(queries.size());
-      engine.search(queries, SearchParams{Mode::kOr, Scoring::kBm25, 0.3, 10}, out);
-      ASSERT_FALSE(engine.batch_stats().empty());
-      for (const auto& b : engine.batch_stats()) EXPECT_EQ(b.or_warp_window, window);
+  auto ran_warp = [&](const gpu::GpuEngineOptions& o, const std::vector<Query>& batch, unsigned k) {
+    gpu::GpuEngine engine(index.shard(0), index.shard_id(0), o);
+    std::vector<ShardResult> out(batch.size());
+    engine.search(batch, SearchParams{Mode::kOr, Scoring::kBm25, 0.3, k}, out);
+    EXPECT_FALSE(engine.batch_stats().empty());
+    bool all = true;
+    for (const auto& b : engine.batch_stats()) all = all && b.or_warp_window == o.or_warp_window;
+    return all;
+  };
+  for (const char* algorithm : {"warp", "exhaustive"})
+    for (const unsigned window : {128u, 1536u}) {
+      gpu::GpuEngineOptions o;
+      o.algorithm = algorithm;
+      o.posting_layout = "decoded";
+      o.or_warp_window = window;
+      o.batch_size = 64;
+      for (const auto& d : decompositions(o)) {
+        SCOPED_TRACE(std::string(algorithm) + " window " + std::to_string(window) +
+                     ", segments <= " + std::to_string(d.max_segments_per_query));
+        EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({1, 10, 32, 33, 1000}), d),
+                  4500u);
+        // Above k = 32 the warp kernel runs when asked for by name only (slower there).
+        for (unsigned k : {10u, 1000u})
+          EXPECT_EQ(ran_warp(d, queries, k), k <= 32 || d.algorithm == "warp") << "k = " << k;
+      }
     }
-  }
   // Outside its limits the launch takes the window kernel.
   gpu::GpuEngineOptions o;
   o.algorithm = "warp";
@@ -561,11 +572,8 @@ TEST_F(GpuTest, WarpOrKernelIsExactAndRuns) {
               long_query[0].terms.end())
         long_query[0].terms.push_back(t);
   ASSERT_EQ(long_query[0].terms.size(), 40u);
-  for (const auto& [batch, k] : {std::pair{queries, 1000u}, std::pair{long_query, 10u}}) {
-    gpu::GpuEngine engine(index.shard(0), index.shard_id(0), o);
-    std::vector<ShardResult> out(batch.size());
-    engine.search(batch, SearchParams{Mode::kOr, Scoring::kBm25, 0.3, k}, out);
-    for (const auto& b : engine.batch_stats()) EXPECT_EQ(b.or_warp_window, 0u);
+  for (const auto& [batch, k] : {std::pair{queries, 1025u}, std::pair{long_query, 10u}}) {
+    EXPECT_FALSE(ran_warp(o, batch, k)) << "k = " << k;
     EXPECT_GT(check_gpu_against_reference(index, batch, all_settings({k}), o), 0u);
   }
 }
