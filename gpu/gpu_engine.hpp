@@ -107,12 +107,12 @@ struct GpuBatchStats {
   // Timeline, ms from the start of the engine call that ran the batch: host steps on the host's
   // steady clock, device steps from CUDA events against an event recorded at the call's start
   // (an idle stream runs it at once, so both clocks start together). Shows which side of the
-  // pipeline waits: the host in `finish` (host_wait) or the device between batches.
+  // pipeline waits: the host in `finish_launch` (host_wait) or the device between batches.
   struct Timeline {
     double host_pack_begin = 0, host_launched = 0;                  // packing, then issuing
     double device_h2d_begin = 0, device_kernels_begin = 0, device_kernels_end = 0,
            device_d2h_end = 0;
-    double host_wait_begin = 0, host_wait_end = 0, host_unpack_end = 0;  // `finish`
+    double host_wait_begin = 0, host_wait_end = 0, host_unpack_end = 0;  // `finish_launch`
   } timeline;
 };
 

@@ -1,11 +1,15 @@
-// The GPU engine's private state (gpu_engine.cpp runs the pipeline, gpu_engine_setup.cpp builds
-// the engine and reports its figures): the lanes a call's launches rotate over, and Impl.
+// The GPU engine's private state (gpu_engine.cpp plans a call and runs its pipeline,
+// gpu_engine_launch.cpp packs, issues and finishes one launch, gpu_engine_setup.cpp builds the
+// engine and reports its figures): the lanes a call's launches rotate over, a call's plan, and
+// Impl.
 #pragma once
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +21,8 @@
 #include "gpu/device_shard.hpp"
 #include "gpu/gpu_engine.hpp"
 #include "gpu/post_processing.hpp"
+#include "gpu/query_kernels.hpp"
+#include "gpu/segment_plan.hpp"
 
 namespace gpusearch::gpu {
 
@@ -24,7 +30,8 @@ inline double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-// One of the pipelines (GpuEngine::Impl::lanes): its stream, its pinned and device buffers, the batch it carries.
+// One of the pipelines (GpuEngine::Impl::lanes): its stream, its pinned and device buffers, the
+// batch it carries.
 struct Lane {
   CudaStream stream;
   PinnedBuffer<std::byte> host_in, host_out;
@@ -35,6 +42,77 @@ struct Lane {
   std::size_t out_bytes = 0, in_bytes = 0;
   GpuBatchStats stats;
   bool pending = false;
+
+  // The device steps of the timeline, from the lane's events against the call's start.
+  void record_device_timeline(const CudaEvent& call_start) {
+    GpuBatchStats::Timeline& t = stats.timeline;
+    t.device_h2d_begin = start.ms_since(call_start);
+    t.device_kernels_begin = after_h2d.ms_since(call_start);
+    t.device_kernels_end = after_kernels.ms_since(call_start);
+  }
+};
+
+// One search() call's plan (gpu_engine.cpp, plan_call and plan_launches): which queries the
+// kernels take, in what order and cut into which launches, and the kernels' shape. Every launch
+// of the call reads it.
+struct CallPlan {
+  CallPlan(std::span<const Query> q, const SearchParams& p) : queries(q), params(p), k(p.k) {}
+
+  std::span<const Query> queries;
+  const SearchParams& params;
+  unsigned k = 0;
+  bool run_and = false, run_or = false;
+  // The algorithm's choices (gpu_engine.cpp, plan_call, says why).
+  bool bmw_always = false, bmw_small_batches = false, pruned = false, warp_or = false;
+  unsigned warp_max_k = 0;  // the warp kernel runs launches of k up to this
+  DeviceListCache* cache = nullptr;  // the list cache, or none (the whole shard is resident)
+  bool decoded_layout = false;
+  DocId shard_end = 0;
+  std::vector<std::size_t> gpu_queries, host_queries;  // positions in `queries`
+  // Costs per query: the shortest list (AND's candidates) and the sum of the lists (OR's
+  // postings), and the shortest and longest lists themselves.
+  std::vector<std::uint64_t> and_cost, or_cost;
+  std::vector<const TermInfo*> shortest, longest;
+  std::vector<ListBatch> list_batches;  // list cache: launch i ships list_batches[i]
+  std::vector<std::size_t> bounds;      // launch i runs gpu_queries [bounds[i], bounds[i + 1])
+  OrKernelConfig or_config;
+  std::size_t num_lanes = 1;  // lanes the call uses
+
+  std::size_t launches() const { return bounds.size() - 1; }
+  bool long_queries(std::size_t begin, std::size_t end) const;
+  bool warp_launch(unsigned max_terms) const;
+  bool bmw_launch(std::size_t begin, std::size_t end) const;
+  std::size_t and_topk_row(unsigned max_terms, std::size_t segments, std::size_t nq) const;
+  std::size_t or_topk_row(unsigned max_terms, std::size_t segments, std::size_t nq) const;
+};
+
+// Host vectors a call reuses from launch to launch (allocated once a call, not once a launch).
+struct CallScratch {
+  std::vector<SegmentPlan> and_plan, or_plan;  // per query of a launch
+  std::vector<SegmentDesc> and_segments, or_segments;
+  std::vector<std::uint32_t> serial_dfs;  // a serial pack's scratch
+  std::vector<unsigned> serial_order;
+};
+
+// Byte offsets of one batch's regions in the lane's input, output and scratch buffers
+// (gpu_engine_launch.cpp, batch_regions).
+struct BatchRegions {
+  std::size_t terms_at = 0, order_at = 0, and_seg_at = 0, or_seg_at = 0, in_bytes = 0;
+  std::size_t hits_at = 0, out_bytes = 0;
+  std::size_t topk_rows_at = 0, partial_count_at = 0, theta_and_at = 0, theta_or_at = 0,
+              scratch_bytes = 0;
+};
+
+// One launch as packed into its lane (gpu_engine_launch.cpp, pack_launch): what issuing it needs.
+struct LaunchLayout {
+  std::size_t launch = 0;                 // its number in the call
+  const ListBatch* list_batch = nullptr;  // list cache: the lists it ships
+  std::size_t nq = 0;
+  unsigned max_terms = 1;
+  std::uint32_t and_segments = 0, or_segments = 0;  // thread blocks of the two phases
+  bool warp_kernel = false, bmw = false;  // its OR phase: the warp kernel; block-max WAND too
+  std::size_t and_row = 0, or_row = 0;    // bytes of a segment's global top-k row (0: shared)
+  BatchRegions regions;
 };
 
 struct GpuEngine::Impl {
@@ -43,7 +121,7 @@ struct GpuEngine::Impl {
   GpuEngineOptions options;
   int device = 0;
   int multiprocessors = 1;
-  std::unique_ptr<DeviceShard> image;       // the whole shard, or
+  std::unique_ptr<DeviceShard> image;      // the whole shard, or
   std::unique_ptr<DeviceListCache> cache;  // the list cache (options.list_cache)
   std::unique_ptr<KthImpactTable> seeds;   // OR threshold seeds (options.threshold_seed)
   // Launches rotate over the lanes: while one lane's kernels run, the others' results are
@@ -52,6 +130,7 @@ struct GpuEngine::Impl {
   // results are unpacked; two with the list cache, whose shipping regions are per lane.
   std::array<Lane, 3> lanes;
   CudaEvent call_start;  // the timeline's origin on the device (GpuBatchStats::Timeline)
+  std::chrono::steady_clock::time_point call_host_start;  // ... and on the host
   std::unique_ptr<QueryEngine> host_engine;
   std::uint64_t calls = 0;
   std::uint32_t doc_begin = 0, doc_end = 0;  // the docID range answered (the shard by default)
@@ -70,6 +149,28 @@ struct GpuEngine::Impl {
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
       : shard(s), shard_id(id), options(std::move(o)) {}
+
+  // A call, in the order search_batches runs it. gpu_engine.cpp: the call's start and plan.
+  void start_call();
+  CallPlan plan_call(std::span<const Query> queries, const SearchParams& params) const;
+  void answer_on_host(const CallPlan& plan, std::span<ShardResult> out);
+  void plan_launches(CallPlan& plan) const;
+  void plan_segments(const CallPlan& plan, std::size_t begin, std::size_t end,
+                     std::vector<SegmentPlan>& and_plan, std::vector<SegmentPlan>& or_plan) const;
+  // gpu_engine_launch.cpp: the lanes' buffers, and each launch's steps.
+  void reserve_lane_buffers(const CallPlan& plan, CallScratch& scratch);
+  LaunchLayout pack_launch(Lane& lane, const CallPlan& plan, std::size_t launch,
+                           CallScratch& scratch, std::chrono::steady_clock::time_point t0);
+  void pack_queries(Lane& lane, const CallPlan& plan, const LaunchLayout& layout,
+                    std::span<QueryDesc> qd, CallScratch& scratch) const;
+  void issue_launch(Lane& lane, const CallPlan& plan, const LaunchLayout& layout);
+  void keep_rows_on_device(Lane& lane, const LaunchLayout& layout,
+                           std::vector<GpuBatchStats>& batches);
+  void copy_results_back(Lane& lane, const CallPlan& plan, const LaunchLayout& layout);
+  void finish_launch(Lane& lane, const CallPlan& plan, std::span<ShardResult> out,
+                     std::vector<GpuBatchStats>& batches);
+  void unpack_results(const Lane& lane, const CallPlan& plan, std::span<ShardResult> out) const;
+  void complete_truncated_queries(Lane& lane, const CallPlan& plan, std::span<ShardResult> out);
 };
 
 }  // namespace gpusearch::gpu

@@ -381,8 +381,8 @@ int main(int argc, char** argv) {
               ++batches;
             }
           // The last round's pipeline (shard 0): per batch, when the host packed and issued it,
-          // when the device ran its copies and kernels, and how long `finish` waited for it; the
-          // summary says which side the time went to (kernels busy vs the call's length).
+          // when the device ran its copies and kernels, and how long `finish_launch` waited for
+          // it; the summary says which side the time went to (kernels busy vs the call's length).
           nlohmann::json timeline = nlohmann::json::array();
           double kernels_busy_ms = 0, host_wait_ms = 0, covered_until = 0, call_ms = 0,
                  first_kernel_ms = -1;
