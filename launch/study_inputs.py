@@ -105,9 +105,9 @@ def uses_freezes(p):
 
 def uses_stretches(p):
     """Whether the point is modelled with its slow stretches (launch/study_timeline.py
-    slow_stretches): asked for, not with freezes (which model the host's stops their own way),
-    and its timeline summary has them."""
-    return ("stretches" in WITH and "stretches" not in WITHOUT and not uses_freezes(p)
+    slow_stretches; the default since session 27): not left out, not a point modelled with its
+    freezes (which model the host's stops their own way), and its timeline summary has them."""
+    return ("stretches" not in WITHOUT and not uses_freezes(p)
             and bool(((timeline_of(p) or {}).get("slow_stretches") or {}).get("stretches")))
 
 

@@ -34,6 +34,14 @@ What it models (README, "Scaling studies: the simulator"), following aggregator/
   a stage that meets a freeze ends that much later, and nothing starts during one. The stages'
   draws are then their running times (the frozen time taken out), so that a freeze counts once
   and stops the whole pipeline, as it did.
+- Host-wide slow stretches (the default; study-simulate --without stretches leaves them out): a
+  host slowed, not stopped, for several consecutive batches, every stage of them slow at once
+  (the GPU host's 1-ISN saturation runs: compute 3.5x, from-ISN 10-40x, merge 10x and the next
+  admission 4x for 4-5 batches). Independent per-stage draws do not join them, and with 98
+  batches a run has too few slow batches for the tail successors. The measured stretches
+  (launch/study_timeline.py slow_stretches) are replayed whole, every stage of every batch in
+  them and the admission before their cuts, from a random batch of each simulated run; the
+  other batches draw from the distributions less the stretches' batches.
 """
 
 import bisect

@@ -41,6 +41,11 @@ point's `derived.timeline` by the driver, so it survives the stripping:
   encoding), exact: the summaries' 128 order statistics leave the top cell (15 batches of a
   2,000-batch run) between the 127th and the maximum, and drawing uniformly across that cell
   gives a run a dozen batches near the maximum where it had one.
+- merge: the merge thread's per-batch time, summarized as common/metrics does.
+- slow_stretches (slow_stretches): runs of consecutive batches whose own time (every stage, no
+  queueing) was at or above the run's p95 around its slowest 1/64, a host slowed in every stage
+  at once; each batch's stage values in them (batch_records), and `rest`: every stage summarized
+  again over the other batches. Absent where there is none.
 
 Plain Python (no numpy): the driver runs it on GPU hosts whose Python may have no numpy.
 """
