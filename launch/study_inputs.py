@@ -23,6 +23,7 @@ MODEL_ELEMENTS = {
               "mean and 0)",
     "serial": "the stages' serial dependence (every batch's draws independent)",
     "freezes": "the host-wide freezes (every stage drawn as measured, the frozen time in it, per batch)",
+    "stretches": "the host-wide slow stretches (their batches' stages drawn independently with the others')",
 }
 WITHOUT = set()
 
@@ -102,15 +103,28 @@ def uses_freezes(p):
             and bool(((timeline_of(p) or {}).get("freezes") or {}).get("episodes")))
 
 
+def uses_stretches(p):
+    """Whether the point is modelled with its slow stretches (launch/study_timeline.py
+    slow_stretches; the default since session 27): not left out, not a point modelled with its
+    freezes (which model the host's stops their own way), and its timeline summary has them."""
+    return ("stretches" not in WITHOUT and not uses_freezes(p)
+            and bool(((timeline_of(p) or {}).get("slow_stretches") or {}).get("stretches")))
+
+
 def model_timeline(p):
     """The timeline summary the model draws from: with freezes, every stage in running time (the
-    frozen time taken out: the freezes add it back, once, to whatever meets them)."""
+    frozen time taken out: the freezes add it back, once, to whatever meets them); with slow
+    stretches, every stage over the batches outside them (the stretches are replayed whole)."""
     tl = timeline_of(p)
-    if not uses_freezes(p):
-        return tl
-    merged = dict(tl)
-    merged.update(tl["freezes"]["running"])
-    return merged
+    if uses_freezes(p):
+        merged = dict(tl)
+        merged.update(tl["freezes"]["running"])
+        return merged
+    if uses_stretches(p):
+        merged = dict(tl)
+        merged.update(tl["slow_stretches"]["rest"])
+        return merged
+    return tl
 
 
 # The aggregator's per-batch stages (metrics stages_ms) that the timeline summary also holds.
@@ -121,9 +135,20 @@ TIMELINE_STAGES = {"isn_compute_max": "isn_compute", "to_isn": "to_isn", "from_i
 def stages_of(p):
     """The point's stage summaries: the aggregator's, or with freezes their running times."""
     st = dict(p["metrics"]["stages_ms"])
-    if uses_freezes(p):
+    if uses_freezes(p) or uses_stretches(p):
         st.update({k: model_timeline(p)["stages"][v] for k, v in TIMELINE_STAGES.items()})
+    if uses_stretches(p):
+        st["merge"] = model_timeline(p)["merge"]
     return st
+
+
+def stretch_input(p):
+    """The simulator's slow stretches: the measured batches of each and the run's batch count,
+    or None."""
+    if not uses_stretches(p):
+        return None
+    ss = timeline_of(p)["slow_stretches"]
+    return {"batches": ss["batches"], "stretches": ss["stretches"]}
 
 
 def freeze_input(p):
@@ -208,8 +233,9 @@ def point_inputs(p, points, cost, alpha_default):
         "mean_batch_size": size,
         "decode_ms_per_query": st.get("decode", {}).get("mean", 0.0) / size,
         "round_trip_ms": st["round_trip"].get("mean", 0.0),
-        "fanout_ratio": fanout_ratio(m, st, model_timeline(p) if uses_freezes(p) else None),
+        "fanout_ratio": fanout_ratio(m, st, model_timeline(p) if uses_freezes(p) or uses_stretches(p) else None),
         "freezes": freeze_input(p),
+        "slow_stretches": stretch_input(p),
     }
     # The other ISNs' compute against the slowest's, so that the mean is the measured one.
     inp["others_ratio"] = (float(np.clip((n / inp["fanout_ratio"] - 1) / (n - 1), 0.0, 1.0))

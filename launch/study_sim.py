@@ -34,6 +34,14 @@ What it models (README, "Scaling studies: the simulator"), following aggregator/
   a stage that meets a freeze ends that much later, and nothing starts during one. The stages'
   draws are then their running times (the frozen time taken out), so that a freeze counts once
   and stops the whole pipeline, as it did.
+- Host-wide slow stretches (the default; study-simulate --without stretches leaves them out): a
+  host slowed, not stopped, for several consecutive batches, every stage of them slow at once
+  (the GPU host's 1-ISN saturation runs: compute 3.5x, from-ISN 10-40x, merge 10x and the next
+  admission 4x for 4-5 batches). Independent per-stage draws do not join them, and with 98
+  batches a run has too few slow batches for the tail successors. The measured stretches
+  (launch/study_timeline.py slow_stretches) are replayed whole, every stage of every batch in
+  them and the admission before their cuts, from a random batch of each simulated run; the
+  other batches draw from the distributions less the stretches' batches.
 """
 
 import bisect
@@ -195,6 +203,32 @@ class Freezes:
         return warp
 
 
+class SlowStretches:
+    """One simulated run's slow stretches (launch/study_timeline.py slow_stretches: consecutive
+    batches that were slow in every stage together, a host-wide slow state that independent
+    per-stage draws do not make): each measured stretch replayed as measured, every stage of
+    every batch in it and the admission before its cuts, from a uniformly random batch of the
+    measured run's (never the first: the warm-up is simulated from its own times; a later
+    stretch that would overlap an earlier one follows it). A shorter simulated run (a prediction
+    of fewer queries) meets the stretches that fall within its batches. at(k): batch k's
+    measured record, or None."""
+
+    def __init__(self, inp, rng):
+        self.records = {}
+        n = inp["batches"]
+        stretches = inp["stretches"]
+        starts = [1 + int(rng.integers(0, max(1, n - len(s["batches"])))) for s in stretches]
+        free = 1
+        for start, s in sorted(zip(starts, stretches), key=lambda x: x[0]):
+            start = max(start, free)
+            for j, rec in enumerate(s["batches"]):
+                self.records[start + j] = rec
+            free = start + len(s["batches"])
+
+    def at(self, k):
+        return self.records.get(k)
+
+
 def _run(t, d=0.0):
     """A process that is never frozen: d ms from t."""
     return t + d
@@ -272,6 +306,12 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         warp, warp_merge, warp_isn = fz.warp("0"), fz.warp("-1"), fz.warp_isns(n)
     else:
         warp = warp_merge = warp_isn = _run
+    stretches = SlowStretches(inp["slow_stretches"], rng) if inp.get("slow_stretches") else None
+
+    def replayed(k):
+        """Batch k's measured stage values where a slow stretch is replayed there, else None."""
+        return stretches.at(k) if stretches else None
+
     latencies, round_trips, sizes = [], [], []
     next_q = answered = 0
     t = last = 0.0
@@ -282,7 +322,8 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         batches_cut += 1
         size = min(B, len(pending))
         arrivals = [pending.popleft() for _ in range(size)]
-        send = float(draw(send_draw)[0]) if send_draw else send_fixed
+        rec = replayed(batches_cut - 1)
+        send = rec["cut_to_sent"] if rec else float(draw(send_draw)[0]) if send_draw else send_fixed
         now = warp(now, send + send_per_q * size + per_send)
         cost = (fixed + per_q * size)
         if sigma is None:
@@ -293,20 +334,26 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         if first and first_batch:
             # The run's first batch as measured (its warm-up), the cost scaled to this size.
             c = per_isn(first_batch["isn_compute_ms"]) * cost / first_cost
+        if rec:
+            # A slow stretch's batch as measured, its service scaled to this size.
+            c = per_isn(rec["isn_occupancy" if pipelined else "isn_compute"]) * cost / (fixed + per_q * rec["queries"])
         sent = np.maximum(now, link_out_free) + tx_q * size * np.arange(1, n + 1)
         link_out_free = float(sent[-1])
         warm = first and first_batch
-        received = warp_isn(sent + lat, per_isn(first_batch["to_isn_ms"]) if warm else draw(to_isn, n, of_max))
-        opened = (per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm
+        received = warp_isn(sent + lat, per_isn(first_batch["to_isn_ms"]) if warm else per_isn(rec["to_isn"]) if rec
+                            else draw(to_isn, n, of_max))
+        opened = (per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm else per_isn(rec["isn_open"]) if rec
                   else draw(isn_open, n, of_max) if isn_open else 0.0)
         start = warp_isn(np.maximum(received, isn_free), opened)
         # A pipelining ISN's service follows its previous batch's (occupancy: the part not
         # overlapped); its engine thread takes the next batch once this one's jobs are queued.
         served = warp_isn(np.maximum(start, isn_end) if pipelined else start, c)
-        done = warp_isn(served, per_isn(first_batch["isn_encode_ms"]) if warm else draw(isn_encode, n, of_max))
+        done = warp_isn(served, per_isn(first_batch["isn_encode_ms"]) if warm else per_isn(rec["isn_encode"]) if rec
+                        else draw(isn_encode, n, of_max))
         isn_end[:] = served
         isn_free[:] = start if pipelined else done
-        ready = np.sort(warp(done + lat, per_isn(first_batch["from_isn_ms"]) if warm else draw(from_isn, n, of_max)))
+        ready = np.sort(warp(done + lat, per_isn(first_batch["from_isn_ms"]) if warm else per_isn(rec["from_isn"]) if rec
+                             else draw(from_isn, n, of_max)))
         # A FIFO link taking `ready` (ascending) at rx each ends at
         # max(free + n rx, max over j of ready_j + (n - j) rx), j counted from 0.
         rx = rx_q * size
@@ -314,7 +361,7 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         link_in_free = t_in
         round_trips.append(t_in - now)
         sizes.append(size)
-        return now, [t_in, arrivals]
+        return now, [t_in, arrivals, rec]
 
     while answered < Q:
         while merging and merging[0][0] <= t:
@@ -344,14 +391,20 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
                 admitted += 1
         if admitted:
             first_admission = inp.get("first_admission_ms_per_query")
-            t = warp(t, admitted * (first_admission if t == 0.0 and first_admission is not None else alpha))
+            # Before a slow stretch's cut: its measured admission, where its cut waited for it.
+            upcoming = replayed(batches_cut)
+            slow = upcoming["admission_ms_per_query"] if upcoming else None
+            t = warp(t, admitted * (first_admission if t == 0.0 and first_admission is not None
+                                    else slow if slow is not None else alpha))
             progressed = True
         exhausted = next_q >= Q
         # Cuts (at a fixed rate, each after the main thread's measured lateness).
         while len(in_flight) < F and pending and (
                 len(pending) >= B or exhausted or t >= pending[0] + max_wait - 1e-12):
             if cut_stall is not None and stall_until is None:
-                stall_until = warp(t, float(draw(cut_stall)[0]))
+                upcoming = replayed(batches_cut)
+                late = upcoming["cut_stall"] if upcoming and upcoming["cut_stall"] is not None else None
+                stall_until = warp(t, late if late is not None else float(draw(cut_stall)[0]))
             if stall_until is not None and t < stall_until - 1e-12:
                 break
             stall_until = None
@@ -361,11 +414,12 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         # Completions, to the merge thread.
         in_flight.sort(key=lambda b: b[0])
         while in_flight and in_flight[0][0] <= t:
-            done, arrivals = in_flight.pop(0)
-            start = warp_merge(max(done, merge_free), float(draw(merge_delay)[0]) if merge_delay else 0.0)
+            done, arrivals, rec = in_flight.pop(0)
+            delay = rec["merge_delay"] if rec else float(draw(merge_delay)[0]) if merge_delay else 0.0
+            start = warp_merge(max(done, merge_free), delay)
             recorded = warp_merge(start, decode_per_q * len(arrivals))
             latencies.extend(recorded - a for a in arrivals)
-            merge_free = warp_merge(start, merge_per_q * len(arrivals))
+            merge_free = warp_merge(start, (rec["merge"] / rec["queries"] if rec else merge_per_q) * len(arrivals))
             merging.append((merge_free, len(arrivals)))
             answered += len(arrivals)
             last = max(last, merge_free)

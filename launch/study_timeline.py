@@ -41,6 +41,11 @@ point's `derived.timeline` by the driver, so it survives the stripping:
   encoding), exact: the summaries' 128 order statistics leave the top cell (15 batches of a
   2,000-batch run) between the 127th and the maximum, and drawing uniformly across that cell
   gives a run a dozen batches near the maximum where it had one.
+- merge: the merge thread's per-batch time, summarized as common/metrics does.
+- slow_stretches (slow_stretches): runs of consecutive batches whose own time (every stage, no
+  queueing) was at or above the run's p95 around its slowest 1/64, a host slowed in every stage
+  at once; each batch's stage values in them (batch_records), and `rest`: every stage summarized
+  again over the other batches. Absent where there is none.
 
 Plain Python (no numpy): the driver runs it on GPU hosts whose Python may have no numpy.
 """
@@ -212,6 +217,70 @@ def _frozen_time(episodes):
     return frozen
 
 
+STRETCH_STAGES = ("to_isn", "isn_open", "isn_compute", "isn_occupancy", "isn_encode", "from_isn")
+
+
+def batch_records(batches, per_isn_of, occupancy_per_isn, isn_open_per_isn, cut_to_sent, merge_delay, merge,
+                  cut_stall, admitted):
+    """Every batch's own stage values, for the slow stretches' replay: the main thread's
+    cut-to-sent (and, at a fixed rate, its lateness in cutting), per ISN in rank order the
+    message delays, opening, compute, occupancy and encoding, the merge thread's delay and merge,
+    the admission cost per query before its cut (closed loop, where its cut waited for the
+    window's room), and own_ms: the batch's own time, every stage it went through and no
+    queueing (cut-to-sent + the slowest ISN's to-ISN, opening, occupancy, encoding and from-ISN
+    + the merge's delay and the merge)."""
+    out = []
+    for k, b in enumerate(batches):
+        ranks = sorted(per_isn_of["isn_compute"][k])
+        per = {"to_isn": per_isn_of["to_isn"][k], "isn_open": isn_open_per_isn[k],
+               "isn_compute": per_isn_of["isn_compute"][k], "isn_occupancy": occupancy_per_isn[k],
+               "isn_encode": per_isn_of["isn_encode"][k], "from_isn": per_isn_of["from_isn"][k]}
+        path = max((sum(per[s].get(r, 0.0) for s in STRETCH_STAGES if s != "isn_compute") for r in ranks),
+                   default=0.0)
+        rec = {"queries": int(b["queries"]), "cut_to_sent": round(cut_to_sent[k], 4),
+               "cut_stall": round(cut_stall[k], 4) if cut_stall is not None else None,
+               "admission_ms_per_query": round(admitted[k], 6) if k in admitted else None,
+               "merge_delay": round(merge_delay[k], 4), "merge": round(merge[k], 4),
+               "own_ms": round(cut_to_sent[k] + path + merge_delay[k] + merge[k], 4)}
+        rec.update({s: [round(per[s].get(r, 0.0), 4) for r in ranks] for s in STRETCH_STAGES})
+        out.append(rec)
+    return out
+
+
+STRETCH_MIN_BATCHES = 20
+
+
+def slow_stretches(records):
+    """The run's host-wide slow stretches: consecutive batches slow in their own time (own_ms:
+    every stage, no queueing) together. Seeds: the slowest 1/64 of the batches by own_ms (at
+    least one); each extended to its neighbours while their own_ms is at or above the run's p95
+    (nearest rank); a stretch is two batches or more (one slow batch alone is the per-stage
+    draws' business). The first batch (the warm-up, simulated from its own times) is never in
+    one. Returns (p95, [(first, end), ...]) by first batch, end excluded; none in a run of fewer
+    than STRETCH_MIN_BATCHES batches (its p95 is its maximum)."""
+    n = len(records)
+    if n < STRETCH_MIN_BATCHES:
+        return None, []
+    own = [r["own_ms"] for r in records]
+    p95 = sorted(own)[max(1, -(-95 * n // 100)) - 1]
+    seeds = sorted(range(1, n), key=lambda k: own[k], reverse=True)[:max(1, n // 64)]
+    spans = []
+    for k in seeds:
+        a, b = k, k + 1
+        while a > 1 and own[a - 1] >= p95:
+            a -= 1
+        while b < n and own[b] >= p95:
+            b += 1
+        spans.append((a, b))
+    merged = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return p95, [(a, b) for a, b in merged if b - a >= 2]
+
+
 def summarize(metrics):
     """The summary of metrics["timeline"]["batches"], or None when the run has no timeline. With
     `freezes`: the run's host-wide freezes (freeze_spans) and every stage summarized again in
@@ -219,8 +288,8 @@ def summarize(metrics):
     batches = (metrics.get("timeline") or {}).get("batches")
     if not batches:
         return None
-    intervals = []
-    out = _summarize(metrics, batches, _no_freeze, intervals)
+    intervals, records = [], []
+    out = _summarize(metrics, batches, _no_freeze, intervals, records)
     threshold = freeze_threshold_ms(metrics)
     episodes = freeze_episodes(intervals, threshold)
     running = _summarize(metrics, batches, _frozen_time(episodes))
@@ -228,6 +297,19 @@ def summarize(metrics):
             "stage_serial_correlation", "stage_tail_successors", "first_batch", "stages",
             "admission_ms_per_query", "admission_samples", "cut_to_sent_ms", "per_query_merge_ms",
             "isn_compute_mean_ms", "isn_compute_vs_batch_size", "isn_overlap_fraction")
+    p95, stretches = slow_stretches(records)
+    if stretches:
+        # The stretches replayed as measured (launch/study_sim.py SlowStretches), every stage
+        # summarized again over the other batches.
+        exclude = frozenset(k for a, b in stretches for k in range(a, b))
+        rest = _summarize(metrics, batches, _no_freeze, exclude=exclude)
+        out["slow_stretches"] = {
+            "threshold_ms": p95,
+            "batches": len(batches),
+            "stretches": [{"first_batch": a, "start_ms": round(batches[a]["cut"], 3), "batches": records[a:b]}
+                          for a, b in stretches],
+            "rest": {k: rest[k] for k in keep + ("merge", "isn_encode_mean_ms", "merge_wait_ms", "mean_batch_size")},
+        }
     out["freezes"] = {
         "threshold_ms": threshold,
         "run_ms": round(max(b["merged"] for b in batches), 3),
@@ -237,10 +319,16 @@ def summarize(metrics):
     return out
 
 
-def _summarize(metrics, batches, frozen, intervals=None):
+def _summarize(metrics, batches, frozen, intervals=None, records=None, exclude=frozenset()):
     """summarize's body: every stage value is an interval's length less frozen(start, end); the
-    intervals are appended to `intervals` where given."""
+    intervals are appended to `intervals` where given, and every batch's own stage values to
+    `records` (batch_records). `exclude`: batch indices left out of every summary (the slow
+    stretches, replayed as measured; their stage values still computed in the timeline's order,
+    so that a batch after one keeps its measured occupancy and opening)."""
     pol = metrics.get("batch_policy", {})
+
+    def kept(values):
+        return [v for k, v in enumerate(values) if k not in exclude] if exclude else list(values)
 
     def span(a, b, who):
         if intervals is not None:
@@ -254,21 +342,26 @@ def _summarize(metrics, batches, frozen, intervals=None):
         per = [span(i["start"], i["end"], i["rank"]) for i in b["isn"] if not i.get("missing")]
         enc = [span(i["end"], i["encoded"], i["rank"]) for i in b["isn"] if not i.get("missing")]
         compute.append(per)
-        isn_encode.extend(enc)
+        isn_encode.append(enc)
     mean_compute = [_mean(c) for c in compute]
-    if len(set(sizes)) > 2:
-        slope, fixed = _line(sizes, mean_compute)
+    isn_encode = [x for enc in kept(isn_encode) for x in enc]
+    if len(set(kept(sizes))) > 2:
+        slope, fixed = _line(kept(sizes), kept(mean_compute))
         fit = {"fixed_ms": float(fixed), "per_query_ms": float(slope)}
     else:
         fit = None
     merge = [span(b["merge_start"], b["merged"], MERGE) for b in batches]
-    admission = []
+    admission, admitted = [], {}
     if not pol.get("qps"):
         for k, b in enumerate(batches[3:], 3):
             merged = [x["merged"] for x in batches[:k] if x["merged"] <= b["cut"]]
             completed = [x["complete"] for x in batches[:k] if x["complete"] <= b["cut"]]
             if merged and completed and max(merged) > max(completed):
-                admission.append(span(max(merged), b["cut"], MAIN) / b["queries"])
+                cost = span(max(merged), b["cut"], MAIN) / b["queries"]
+                if records is not None:
+                    admitted[k] = cost
+                if k not in exclude:
+                    admission.append(cost)
     # The first batch's own times per ISN (the run's warm-up), and whether each was the
     # maximum over the run's batches of that stage's per-batch maximum.
     stage = {
@@ -282,6 +375,7 @@ def _summarize(metrics, batches, frozen, intervals=None):
     occupancy = [0.0] * len(batches)
     occupancy_per_isn = [{} for _ in batches]
     isn_open = [0.0] * len(batches)
+    isn_open_per_isn = [{} for _ in batches]
     overlapped = pairs = 0
     previous_end, previous_start, encodes = {}, {}, {}
     for k, isn in enumerate(present):
@@ -297,7 +391,8 @@ def _summarize(metrics, batches, frozen, intervals=None):
             # The ISN's engine thread was free from its last batch start or encoding before this
             # batch's start (one at a time: the previous batch's encoding).
             free = max([previous_start.get(r, 0.0)] + [e for e in encodes.get(r, []) if e <= i["start"]])
-            isn_open[k] = max(isn_open[k], max(0.0, span(max(i["received"], free), i["start"], i["rank"])))
+            isn_open_per_isn[k][r] = max(0.0, span(max(i["received"], free), i["start"], i["rank"]))
+            isn_open[k] = max(isn_open[k], isn_open_per_isn[k][r])
             previous_start[r] = i["start"]
             encodes[r] = [e for e in encodes.get(r, []) if e > i["start"]][-3:] + [i["encoded"]]
     # The merge thread's delay: from the later of the batch's last answer and the previous
@@ -308,24 +403,22 @@ def _summarize(metrics, batches, frozen, intervals=None):
         merge_delay.append(round(max(0.0, span(max(b["complete"], merged_before), b["merge_start"], MERGE)), 4))
         merged_before = max(merged_before, b["merged"])
     first_batch = {"queries": int(first["queries"]), "was_max": {}}
-    tails, serial, successors, stages = {}, {}, {}, {}
+    tails, serial, successors, stages, per_isn_of = {}, {}, {}, {}, {}
     for name, f in stage.items():
         per_isn = [{i["rank"]: f(b, i) for i in isn} for b, isn in zip(batches, present)]
-        per_batch_max = [max(row.values(), default=0.0) for row in per_isn]
+        per_isn_of[name] = per_isn
+        per_batch_max = kept([max(row.values(), default=0.0) for row in per_isn])
         stages[name] = summary(per_batch_max)
         first_batch[f"{name}_ms"] = [round(f(first, i), 4) for i in present[0]]
         first_batch["was_max"][name] = bool(per_batch_max[0] >= max(per_batch_max))
         tails[name] = [round(x, 4) for x in sorted(per_batch_max, reverse=True)[:TAIL_SAMPLES]]
         serial[name] = serial_correlation(per_batch_max)
         if name == "isn_compute":
-            successors[name] = same_isn_tail_successors(per_batch_max, per_isn)
+            successors[name] = same_isn_tail_successors(per_batch_max, kept(per_isn))
         else:
             successors[name] = tail_successors(per_batch_max)
     occupancy = [round(x, 4) for x in occupancy]
-    tails["isn_occupancy"] = sorted(occupancy, reverse=True)[:TAIL_SAMPLES]
     isn_open = [round(x, 4) for x in isn_open]
-    tails["isn_open"] = sorted(isn_open, reverse=True)[:TAIL_SAMPLES]
-    tails["merge_delay"] = sorted(merge_delay, reverse=True)[:TAIL_SAMPLES]
     cut_to_sent = [round(span(b["cut"], b["sent"], MAIN), 4) for b in batches]
     # At a fixed rate, query i arrives at i / rate: a batch is due when its oldest query has
     # waited max_wait or it is full, once a place in the pipeline is free and the previous batch
@@ -348,16 +441,25 @@ def _summarize(metrics, batches, frozen, intervals=None):
                 ready = max(ready, batches[k - 1]["sent"])
             cut_stall.append(round(max(0.0, span(ready, b["cut"], MAIN)), 4))
             queued += int(b["queries"])
-        tails["cut_stall"] = sorted(cut_stall, reverse=True)[:TAIL_SAMPLES]
-    tails["cut_to_sent"] = sorted(cut_to_sent, reverse=True)[:TAIL_SAMPLES]
+    if records is not None:
+        records.extend(batch_records(batches, per_isn_of, occupancy_per_isn, isn_open_per_isn, cut_to_sent,
+                                     merge_delay, merge, cut_stall, admitted))
+    first_batch["isn_occupancy_ms"] = occupancy[0]
+    first_batch["isn_open_ms"] = isn_open[0]
+    all_occupancy_per_isn = occupancy_per_isn
+    occupancy, isn_open, merge_delay, cut_to_sent, merge, sizes, occupancy_per_isn = (
+        kept(x) for x in (occupancy, isn_open, merge_delay, cut_to_sent, merge, sizes, all_occupancy_per_isn))
+    cut_stall = kept(cut_stall) if cut_stall is not None else None
+    for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open), ("merge_delay", merge_delay),
+                         ("cut_stall", cut_stall), ("cut_to_sent", cut_to_sent)):
+        if values is not None:
+            tails[name] = sorted(values, reverse=True)[:TAIL_SAMPLES]
     for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open), ("merge_delay", merge_delay),
                          ("cut_to_sent", cut_to_sent), ("cut_stall", cut_stall or [])):
         serial[name] = serial_correlation(values)
         successors[name] = tail_successors(values)
     successors["isn_occupancy"] = same_isn_tail_successors(
         occupancy, [{r: round(v, 4) for r, v in row.items()} for row in occupancy_per_isn])
-    first_batch["isn_occupancy_ms"] = occupancy[0]
-    first_batch["isn_open_ms"] = isn_open[0]
     for name, values in (("isn_occupancy", occupancy), ("isn_open", isn_open)):
         first_batch["was_max"][name] = bool(values[0] >= max(values))
     return {
@@ -369,13 +471,14 @@ def _summarize(metrics, batches, frozen, intervals=None):
         "cut_to_sent_ms": _mean(cut_to_sent),
         "cut_to_sent_per_query_ms": sum(cut_to_sent) / sum(sizes),
         "per_query_merge_ms": sum(merge) / sum(sizes),
-        "merge_wait_ms": _mean(b["merge_start"] - b["complete"] for b in batches),
+        "merge_wait_ms": _mean(kept(b["merge_start"] - b["complete"] for b in batches)),
         "mean_batch_size": _mean(sizes),
-        "isn_compute_mean_ms": _mean(mean_compute),
+        "isn_compute_mean_ms": _mean(kept(mean_compute)),
         "isn_encode_mean_ms": _mean(isn_encode),
         "isn_compute_vs_batch_size": fit,
         "first_batch": first_batch,
         "isn_occupancy": summary(occupancy),
+        "merge": summary(merge),
         "isn_overlap_fraction": overlapped / pairs if pairs else 0.0,
         "isn_open": summary(isn_open),
         "merge_delay": summary(merge_delay),

@@ -6,10 +6,13 @@
 #                                             points; the simulator validates and predicts,
 #                                             the same from a study-strip copy
 #   study_test.sh BUILD_DIR simulator_gpu_host the simulator within its tolerances on every
-#                                             point of the two committed GPU-host studies
+#                                             point of the three committed GPU-host studies
 #                                             (tests/benchmarks/study-gpu-host and
-#                                             study-gpu-host-2026-11-24), and not without its
-#                                             pipelining and tail elements
+#                                             study-gpu-host-2026-11-24 and its -s25 re-run), and not without its
+#                                             pipelining, tail and slow-stretch elements
+#   study_test.sh BUILD_DIR simulator_slow_stretch  a synthetic run's joint slow stretch found in
+#                                             its timeline and replayed by the simulator (the
+#                                             independent per-stage draws miss its p99)
 #   study_test.sh BUILD_DIR bad_spec          bad specs fail before running, naming the bad input
 #   study_test.sh BUILD_DIR multi_node_netns  the cluster across three "hosts" (network
 #                                             namespaces joined by a bridge, Open MPI's launch
@@ -153,7 +156,7 @@ PY
     # The simulator's validation on the GPU host's committed studies (measured points, their
     # timelines summarized): every point within 15% of the measured throughput and 25% of the
     # measured p99, and --check fails when the tolerances are tighter than the model's errors.
-    for study in study-gpu-host study-gpu-host-2026-11-24; do
+    for study in study-gpu-host study-gpu-host-2026-11-24 study-gpu-host-2026-11-24-s25; do
       cp -r "$root/tests/benchmarks/$study" "$tmp/$study"
       "$root/launch/study-simulate" "$tmp/$study" --isns 1,10 --check > "$tmp/sim.log" 2>&1 ||
         { cat "$tmp/sim.log"; fail "a point of $study is outside the simulator's tolerances"; }
@@ -170,15 +173,75 @@ PY
     # scheduler's 1-ISN saturation point (batches overlapped at its ISN) is out; without the
     # exact tails, fixed-rate p99s (a slowest batch 13x the mean) are out.
     gh=$tmp/study-gpu-host-2026-11-24
-    for element_point in pipelining:isns1-docs625000-gpu-sched-queues-b512-closed tails:isns1-docs2500000-gpu-b512-qps2000; do
+    # And the s25 re-run's: without the slow stretches, its GPU 1-ISN saturation point is out.
+    for element_point in pipelining:isns1-docs625000-gpu-sched-queues-b512-closed tails:isns1-docs2500000-gpu-b512-qps2000 \
+                         s25:stretches:isns1-docs625000-gpu-b512-closed; do
+      study=$gh
+      case $element_point in s25:*) study=$tmp/study-gpu-host-2026-11-24-s25 element_point=${element_point#s25:} ;; esac
       element=${element_point%%:*} point=${element_point#*:} rc=0
-      "$root/launch/study-simulate" "$gh" --isns 1 --repeats 2 --check --without $element > "$tmp/without.log" 2>&1 || rc=$?
+      "$root/launch/study-simulate" "$study" --isns 1 --repeats 2 --check --without $element > "$tmp/without.log" 2>&1 || rc=$?
       [ "$rc" = 1 ] || { cat "$tmp/without.log"; fail "--without $element: exit $rc, expected 1 (a point outside)"; }
-      metric "$gh/simulation.json" '[r["point"] for r in m["validation"] if not r["within"]]' | grep -q "$point" ||
+      metric "$study/simulation.json" '[r["point"] for r in m["validation"] if not r["within"]]' | grep -q "$point" ||
         { cat "$tmp/without.log"; fail "--without $element: $point is not among the points outside"; }
       echo "ok: without $element, $point is outside: $(tail -1 "$tmp/without.log")"
     done
     echo "PASS: the simulator meets its tolerances on every GPU-host point; --check can fail"
+    ;;
+
+  simulator_slow_stretch)
+    # A synthetic closed-loop run whose tail is a host-wide slow stretch (6 consecutive batches
+    # slow 5x in every stage at once): the timeline summary finds exactly that stretch and takes
+    # it out of the stage summaries, the simulator replaying it reaches the stretch's latency, and
+    # without it (independent per-stage draws, each stage's 3% slow tail drawn alone) the p99 is
+    # well below: the case the GPU host's 1-ISN saturation points were (p99 -35%, -43%).
+    /usr/bin/python3 - "$root/launch" <<'PY' || fail "the slow stretch is not found or not replayed"
+import random, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import study_timeline
+from study_inputs import WITHOUT, point_inputs
+from study_sim import simulate
+# A closed-loop 1-ISN run of 200 batches of 64 queries, one in flight: every stage about its
+# normal time (10% jitter), and batches 100-105 slow in every stage at once (5x).
+rng = random.Random(1)
+normal = {"admit": 0.1, "c2s": 0.1, "to": 0.2, "open": 0.1, "comp": 2.0, "enc": 0.2, "from": 0.3, "md": 0.05, "merge": 0.5}
+batches, t = [], 0.0
+for k in range(200):
+    x = {s: v * (5.0 if 100 <= k < 106 else 1.0) * rng.uniform(0.9, 1.1) for s, v in normal.items()}
+    cut = t + x["admit"]; sent = cut + x["c2s"]; rec = sent + x["to"]; start = rec + x["open"]
+    end = start + x["comp"]; enc = end + x["enc"]; arr = enc + x["from"]; ms = arr + x["md"]; merged = ms + x["merge"]
+    batches.append({"cut": cut, "sent": sent, "queries": 64, "complete": arr, "merge_start": ms, "merged": merged,
+                    "isn": [{"rank": 1, "received": rec, "start": start, "end": end, "encoded": enc, "arrived": arr}]})
+    t = merged
+pol = {"batch_size": 64, "max_in_flight": 1, "window": 64, "max_wait_us": 2000, "qps": 0}
+m = {"isns": 1, "k": 10, "batch_policy": pol, "timeline": {"batches": batches}, "seconds": t / 1e3,
+     "queries": {"run": 12800, "no_known_terms": 0}, "batches": {"size": {"mean": 64.0}},
+     "isn": [{"compute_seconds": sum(b["isn"][0]["end"] - b["isn"][0]["start"] for b in batches) / 1e3,
+              "idle_seconds": 0.0, "batches_answered": 200}]}
+tl = study_timeline.summarize(m)
+ss = tl["slow_stretches"]
+assert [(s["first_batch"], len(s["batches"])) for s in ss["stretches"]] == [(100, 6)], ss["stretches"]
+assert tl["slow_stretches"]["rest"]["stages"]["isn_compute"]["max"] < 2.3, "the rest still holds the stretch"
+st = {"isn_compute_max": tl["stages"]["isn_compute"], "to_isn": tl["stages"]["to_isn"],
+      "from_isn": tl["stages"]["from_isn"], "isn_encode": tl["stages"]["isn_encode"], "merge": tl["merge"],
+      "round_trip": {"mean": 3.0}}
+m["stages_ms"] = st
+p = {"point": "synthetic", "config": {"isns": 1, "qps": 0}, "metrics": m, "derived": {"timeline": tl}}
+# Measured p99 (nearest rank of 12,800: the 128th slowest query, within the stretch's 384): a
+# stretch query's latency is at least its batch's cut to merge start.
+floor = min(b["merge_start"] - b["cut"] for b in batches[100:106])
+def p99(without):
+    WITHOUT.clear(); WITHOUT.update(without)
+    inp = point_inputs(p, {"synthetic": p}, (0.0, tl["isn_compute_mean_ms"] / 64), 0.1 / 64)
+    net = {"latency_ms": 0.0, "bandwidth_bytes_per_ms": float("inf"), "per_send_ms": 0.0, "query_bytes": 80,
+           "result_bytes_per_query": 400}
+    return float(np.mean([simulate(inp, 1, net, seed=s)["p99_ms"] for s in range(5)]))
+joint, independent = p99(set()), p99({"stretches"})
+print(f"stretch floor {floor:.2f} ms; simulated p99 with the stretches {joint:.2f}, without {independent:.2f}")
+assert joint >= floor, "the replayed stretch does not reach the measured tail"
+assert independent < 0.75 * floor, "the independent draws make the joint tail: the test proves nothing"
+PY
+    echo "PASS: a joint slow stretch is found in the timeline and replayed; independent draws miss its tail"
     ;;
 
   bad_spec)
