@@ -130,9 +130,8 @@ __global__ void block_max_wand_kernel(ShardView shard, BatchPointers batch) {
   const std::uint32_t row = blockIdx.x;
   const SegmentDesc seg = batch.or_segments[row];
   const QueryDesc q = batch.queries[seg.query];
-  if (!(q.flags & kRunOr) || !(q.flags & kOrByThreads)) return;
   QueryOut& out = batch.out[q.slot];
-  if ((q.flags & kOrOnlyIfAndShort) && out.and_matches >= batch.k) return;
+  if (!(q.flags & kOrByThreads) || !or_phase_runs(q, out, batch.k)) return;
   const unsigned P = blockDim.x, tid = threadIdx.x, T = q.num_terms, k = batch.k;
   const BmwLayout L = bmw_layout(k, P);
   auto& st = *carve<TopKState>(smem, L.state);

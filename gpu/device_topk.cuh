@@ -39,6 +39,26 @@ __device__ __forceinline__ bool topk_admits(const TopKState& st, double s, std::
   return !st.full || ranks_before(s, d, st.threshold_score, st.threshold_doc);
 }
 
+// One compare-exchange stage of a bitonic sort of [0, size), best first: pairs first, first +
+// step, ... < size / 2 (a block's threads or a warp's lanes). The caller synchronises between
+// stages.
+__device__ __forceinline__ void bitonic_stage(double* score, std::uint32_t* doc, unsigned size,
+                                              unsigned span, unsigned stride, unsigned first,
+                                              unsigned step) {
+  for (unsigned i = first; i < size / 2; i += step) {
+    const unsigned lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+    const bool best_first = (lo & span) == 0;
+    if (ranks_before(score[hi], doc[hi], score[lo], doc[lo]) == best_first) {
+      const double s = score[lo];
+      score[lo] = score[hi];
+      score[hi] = s;
+      const std::uint32_t d = doc[lo];
+      doc[lo] = doc[hi];
+      doc[hi] = d;
+    }
+  }
+}
+
 // One thread offers one document. The caller guarantees buffer room (see topk_maybe_flush).
 __device__ __forceinline__ void topk_offer(TopKState& st, double* score, std::uint32_t* doc,
                                            double s, std::uint32_t d) {
@@ -63,19 +83,7 @@ __device__ inline void topk_flush(TopKState& st, double* score, std::uint32_t* d
   // Bitonic sort, best first.
   for (unsigned span = 2; span <= size; span <<= 1) {
     for (unsigned stride = span >> 1; stride > 0; stride >>= 1) {
-      for (unsigned i = threadIdx.x; i < size / 2; i += blockDim.x) {
-        const unsigned lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-        const bool best_first = (lo & span) == 0;
-        const bool hi_better = ranks_before(score[hi], doc[hi], score[lo], doc[lo]);
-        if (hi_better == best_first) {
-          const double s = score[lo];
-          score[lo] = score[hi];
-          score[hi] = s;
-          const std::uint32_t d = doc[lo];
-          doc[lo] = doc[hi];
-          doc[hi] = d;
-        }
-      }
+      bitonic_stage(score, doc, size, span, stride, threadIdx.x, blockDim.x);
       __syncthreads();
     }
   }

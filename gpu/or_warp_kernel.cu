@@ -86,10 +86,9 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
   const std::uint32_t row = blockIdx.x;
   const SegmentDesc seg = batch.or_segments[row];
   const QueryDesc q = batch.queries[seg.query];
-  // The same early returns as the block-window kernel's (the merge kernel applies these tests).
-  if (!(q.flags & kRunOr) || (q.flags & kOrByThreads)) return;
+  // Block-max WAND's queries belong to its kernel.
   QueryOut& out = batch.out[q.slot];
-  if ((q.flags & kOrOnlyIfAndShort) && out.and_matches >= batch.k) return;
+  if ((q.flags & kOrByThreads) || !or_phase_runs(q, out, batch.k)) return;
   const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
   const unsigned T = q.num_terms;  // <= kOrWarpMaxTerms (the engine checks)
   if (T == 0) {

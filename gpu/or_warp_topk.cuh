@@ -98,18 +98,7 @@ struct BlockTopK {
     __syncwarp();
     for (unsigned span = 2; span <= size; span <<= 1) {
       for (unsigned stride = span >> 1; stride > 0; stride >>= 1) {
-        for (unsigned i = lane; i < size / 2; i += 32) {
-          const unsigned a = 2 * i - (i & (stride - 1)), b = a + stride;
-          const bool best_first = (a & span) == 0;
-          if (ranks_before(score[b], doc[b], score[a], doc[a]) == best_first) {
-            const double ts = score[a];
-            score[a] = score[b];
-            score[b] = ts;
-            const std::uint32_t td = doc[a];
-            doc[a] = doc[b];
-            doc[b] = td;
-          }
-        }
+        bitonic_stage(score, doc, size, span, stride, lane, 32);
         __syncwarp();
       }
     }

@@ -94,9 +94,8 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
   // Segments of block-max WAND queries belong to the BMW kernel; and-or runs OR only where the
   // AND answer came up short. The merge kernel applies the same tests, so it never reads the
   // rows these early returns leave unwritten.
-  if (!(q.flags & kRunOr) || (q.flags & kOrByThreads)) return;
   QueryOut& out = batch.out[q.slot];
-  if ((q.flags & kOrOnlyIfAndShort) && out.and_matches >= batch.k) return;
+  if ((q.flags & kOrByThreads) || !or_phase_runs(q, out, batch.k)) return;
   const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
   const unsigned T = q.num_terms;
   if (T == 0) {

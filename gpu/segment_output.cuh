@@ -32,6 +32,13 @@ enum Counter : unsigned {
   kRoundsSaved, kScratch, kNumCounters
 };
 
+// Whether a query's OR phase runs: it is asked for, and in and-or only where the AND answer came
+// up short. The OR segment kernels and the merge kernel decide by this one test, so the merge
+// never reads a row the segment kernels left unwritten.
+__device__ __forceinline__ bool or_phase_runs(const QueryDesc& q, const QueryOut& out, unsigned k) {
+  return (q.flags & kRunOr) && !((q.flags & kOrOnlyIfAndShort) && out.and_matches >= k);
+}
+
 // The segment's local top-k (entries [0, n_top) of score/doc, best first) into its row.
 __device__ __forceinline__ void write_partial(const TopKState& st, const double* score,
                                               const std::uint32_t* doc, const BatchPointers& batch,

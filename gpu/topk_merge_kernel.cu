@@ -35,10 +35,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   const bool or_phase = phase == MergePhase::kOr;
   // The same tests as the segment kernels: rows they did not write are never read.
   if (!or_phase && !(q.flags & kRunAnd)) return;
-  if (or_phase) {
-    if (!(q.flags & kRunOr)) return;
-    if ((q.flags & kOrOnlyIfAndShort) && out.and_matches >= batch.k) return;
-  }
+  if (or_phase && !or_phase_runs(q, out, batch.k)) return;
   const std::uint32_t first = or_phase ? q.or_segment_begin : q.and_segment_begin;
   const std::uint32_t rows = or_phase ? q.or_segment_count : q.and_segment_count;
   const MergeLayout L = merge_layout(batch.k);
