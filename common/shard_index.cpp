@@ -9,6 +9,14 @@ namespace gpusearch {
 
 namespace sf = shard_files;
 
+std::optional<GlobalRank> contiguous_run_base(std::span<const GlobalRank> ranks) {
+  if (ranks.empty()) return std::nullopt;
+  const std::uint64_t base = ranks[0];
+  for (std::size_t d = 1; d < ranks.size(); ++d)
+    if (ranks[d] != base + d) return std::nullopt;
+  return static_cast<GlobalRank>(base);
+}
+
 std::unique_ptr<ShardIndex> ShardIndex::open(const std::filesystem::path& dir,
                                              const OpenOptions& options) {
   std::unique_ptr<ShardIndex> s(new ShardIndex());
@@ -50,6 +58,7 @@ std::unique_ptr<ShardIndex> ShardIndex::open(const std::filesystem::path& dir,
   s->input_positions_ = map(sf::kDocInputPosition, 4 * n).as_span<std::uint32_t>();
   s->docid_offsets_ = map(sf::kDocIdOffsets, 8 * (n + 1)).as_span<std::uint64_t>();
   s->docid_strings_ = map(sf::kDocIdStrings, UINT64_MAX).as_span<char>();
+  s->contiguous_rank_base_ = contiguous_run_base(s->global_ranks_);
 
   // Structure: offsets monotone and in range, so that no reader can be led out of a mapping.
   auto bad = [&](const char* name, const std::string& what) {

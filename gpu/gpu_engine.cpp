@@ -186,6 +186,21 @@ void GpuEngine::Impl::answer_on_host(const CallPlan& plan, std::span<ShardResult
     out[plan.host_queries[j]] = std::move(results[j]);
 }
 
+// and-or's cost: its AND phase, plus its OR phase where that is expected to run (fewer than k
+// AND matches in the shard, estimated as if the terms were independent: N * prod(df_t / N)).
+// By the AND cost alone the cheapest launch held the queries whose OR phase runs over long
+// lists, and ended last (H100, k = 1000: the launch of the 1,808 cheapest queries ran 38 ms).
+std::vector<std::uint64_t> GpuEngine::Impl::and_or_costs(const CallPlan& plan) const {
+  std::vector<std::uint64_t> cost(plan.queries.size(), 0);
+  const double n = std::max<double>(1, shard.num_docs());
+  for (std::size_t i : plan.gpu_queries) {
+    double matches = n;
+    for (TermId t : plan.queries[i].terms) matches *= double(shard.term(t).df_shard) / n;
+    cost[i] = plan.and_cost[i] + (matches < double(plan.k) ? plan.or_cost[i] : 0);
+  }
+  return cost;
+}
+
 // The GPU queries' costs and order, the launches they are cut into, the OR kernel's shape and
 // the lanes the call uses.
 void GpuEngine::Impl::plan_launches(CallPlan& plan) const {
@@ -216,7 +231,12 @@ void GpuEngine::Impl::plan_launches(CallPlan& plan) const {
   // was measured and dropped: H100, AND k = 1000, launches of 4,096, the device's busy time
   // rose from 13.4 to 19.3 ms; NOTES-gpu-engine.md, seventh session.)
   if (options.cost_order && !rows_on_device) {  // device rows: in the caller's order
-    const auto& c = params.mode == Mode::kOr ? plan.or_cost : plan.and_cost;
+    std::vector<std::uint64_t> and_or_cost;
+    if (params.mode == Mode::kAndOr && options.and_or_cost_estimate)
+      and_or_cost = and_or_costs(plan);
+    const auto& c = params.mode == Mode::kOr      ? plan.or_cost
+                    : and_or_cost.empty() ? plan.and_cost
+                                          : and_or_cost;
     std::stable_sort(gpu_queries.begin(), gpu_queries.end(),
                      [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
   }
@@ -228,8 +248,17 @@ void GpuEngine::Impl::plan_launches(CallPlan& plan) const {
                           {batch_size, plan.cache->ship_capacity_bytes(), options.ship_tails});
     for (const ListBatch& b : plan.list_batches) plan.bounds.push_back(b.begin);
   } else {
-    for (std::size_t begin = 0; begin < gpu_queries.size(); begin += batch_size)
-      plan.bounds.push_back(begin);
+    // In cost order the first launch holds the costliest queries and its kernels end last, so
+    // its result copy and unpacking (k = 1000: 16 KB and 1,000 hits a query) are the call's
+    // tail: the remainder launch goes first, the tail is the smallest launch's.
+    const std::size_t n = gpu_queries.size();
+    const bool sorted = options.cost_order && !rows_on_device;
+    std::size_t begin = 0;
+    if (sorted && options.remainder_first && n > batch_size && n % batch_size != 0) {
+      plan.bounds.push_back(0);
+      begin = n % batch_size;
+    }
+    for (; begin < n; begin += batch_size) plan.bounds.push_back(begin);
   }
   plan.bounds.push_back(gpu_queries.size());
   plan.shard_end = shard.num_docs();

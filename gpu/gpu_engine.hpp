@@ -55,6 +55,13 @@ struct GpuEngineOptions {
   std::string posting_layout = "auto";
   unsigned bmw_threads = 128;     // bmw: P, threads that split a query's docID space
   bool cost_order = true;         // sort queries by shortest-list length before batching
+  // A call of more than batch_size queries: its first launch (in cost order the costliest
+  // queries, the last to finish) takes the remainder n % batch_size, so that the copy and the
+  // unpacking after the last kernel are the smallest launch's (gpu_engine.cpp, plan_launches).
+  bool remainder_first = true;
+  // and-or's cost order counts the OR phase of the queries expected to run it (gpu_engine.cpp,
+  // and_or_costs); false: by the AND phase's cost alone.
+  bool and_or_cost_estimate = true;
   // Work decomposition: a batch aims at blocks_per_sm thread blocks per multiprocessor; a query
   // gets one segment per min_segment_postings of its cost at least, and at most
   // max_segments_per_query (1: one block per query). 0: by batch size (finer for small

@@ -155,6 +155,7 @@ struct GpuEngine::Impl {
   CallPlan plan_call(std::span<const Query> queries, const SearchParams& params) const;
   void answer_on_host(const CallPlan& plan, std::span<ShardResult> out);
   void plan_launches(CallPlan& plan) const;
+  std::vector<std::uint64_t> and_or_costs(const CallPlan& plan) const;
   void plan_segments(const CallPlan& plan, std::size_t begin, std::size_t end,
                      std::vector<SegmentPlan>& and_plan, std::vector<SegmentPlan>& or_plan) const;
   // gpu_engine_launch.cpp: the lanes' buffers, and each launch's steps.

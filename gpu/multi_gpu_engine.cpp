@@ -110,6 +110,7 @@ void MultiGpuEngine::search(std::span<const Query> queries, const SearchParams& 
   const unsigned g = ranges();
   const std::vector<std::uint32_t> no_offsets(g, 0);  // the engines' rows hold shard docIDs
   const auto ranks = shard.global_ranks();
+  const std::optional<GlobalRank> rank_base = shard.contiguous_rank_base();  // see ShardIndex
   std::vector<Query> batch;
   std::vector<const void*> rows(g);
   std::vector<std::exception_ptr> errors(g);
@@ -155,7 +156,8 @@ void MultiGpuEngine::search(std::span<const Query> queries, const SearchParams& 
               "multi-GPU engine: corrupt merged row {} of {}: hit {} has docID {} in a shard of {} "
               "documents",
               row, 2 * nq, i, h.doc, shard.num_docs()));
-        into[i] = RankedDoc{h.score, ranks[h.doc], m.shard_id, h.doc};
+        into[i] = RankedDoc{h.score, rank_base ? *rank_base + h.doc : ranks[h.doc], m.shard_id,
+                            h.doc};
       }
     };
     for (unsigned slot = 0; slot < nq; ++slot) {

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   std::string posting_layout = "auto";
   unsigned rounds = 1;
   bool threshold_seed = true;
+  bool remainder_first = true, and_or_cost_estimate = true;
   unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 0, max_segments = 64,
            min_segment_postings = gpu::GpuEngineOptions{}.min_segment_postings;
   app.add_option("--index", index_dir, "index directory")->required();
@@ -127,6 +128,12 @@ int main(int argc, char** argv) {
                  "OR posting layout: auto, compressed or decoded (docID + impact per posting)")
       ->capture_default_str();
   app.add_option("--bmw-threads", bmw_threads)->capture_default_str();
+  app.add_option("--and-or-cost-estimate", and_or_cost_estimate,
+                 "and-or's cost order counts the expected OR phase (0: the AND phase alone)")
+      ->capture_default_str();
+  app.add_option("--remainder-first", remainder_first,
+                 "a call's first (costliest) launch takes the remainder of its batches (0: the last)")
+      ->capture_default_str();
   app.add_option("--blocks-per-sm", blocks_per_sm, "GPU work decomposition target (0: by batch size)")
       ->capture_default_str();
   app.add_option("--min-segment-postings", min_segment_postings,
@@ -330,6 +337,8 @@ int main(int argc, char** argv) {
           go.posting_layout = layout;
           go.bmw_threads = bmw_threads;
           go.blocks_per_sm = blocks_per_sm;
+          go.remainder_first = remainder_first;
+          go.and_or_cost_estimate = and_or_cost_estimate;
           go.max_segments_per_query = max_segments;
           go.min_segment_postings = min_segment_postings;
           std::vector<std::unique_ptr<QueryEngine>> engines;
@@ -453,7 +462,7 @@ int main(int argc, char** argv) {
           }
           nlohmann::json row = {
               {"mode", mode_name}, {"algorithm", algo}, {"or_window", window}, {"or_threads", threads}, {"or_stage_blocks", stage}, {"topk_memory", topk_memory}, {"threshold_seed", seeded}, {"posting_layout", layout}, {"posting_layout_used", raw.empty() ? nlohmann::json() : raw[0]->stats()["shard_image"]["posting_layout"]},
-              {"batch_size", go.batch_size},
+              {"batch_size", go.batch_size}, {"remainder_first", go.remainder_first}, {"and_or_cost_estimate", go.and_or_cost_estimate},
               {"queries", queries.size()}, {"seconds", r.seconds}, {"round_seconds", round_seconds}, {"queries_per_s", qps},
               {"latency_ms_p50", percentile(batch_ms, 50)},
               {"latency_ms_p99", percentile(batch_ms, 99)},

@@ -77,6 +77,32 @@ TEST_F(ShardingTest, GsTiersHoldContiguousRangesOfTheGlobalOrder) {
     for (GlobalRank r : index.shard(s).global_ranks()) EXPECT_EQ(r, expected++);
 }
 
+// The readers' shortcut (ShardIndex::contiguous_rank_base: a rank computed, not looked up) is
+// offered exactly where a shard's ranks run contiguously: one shard and GS tiers, not input
+// ranges (whose shards interleave in the global order).
+TEST_F(ShardingTest, ContiguousRankBaseOnlyWhereTheRanksRunContiguously) {
+  const Index one = Index::open(*dir_ / "one");
+  ASSERT_TRUE(one.shard(0).contiguous_rank_base().has_value());
+  EXPECT_EQ(*one.shard(0).contiguous_rank_base(), 0u);
+  const Index tiers = Index::open(*dir_ / "5-gs-tiers");
+  for (std::size_t s = 0; s < tiers.num_open_shards(); ++s) {
+    const auto ranks = tiers.shard(s).global_ranks();
+    ASSERT_TRUE(tiers.shard(s).contiguous_rank_base().has_value()) << s;
+    EXPECT_EQ(*tiers.shard(s).contiguous_rank_base(), ranks[0]) << s;
+  }
+  const Index input = Index::open(*dir_ / "5-input-ranges");
+  for (std::size_t s = 0; s < input.num_open_shards(); ++s)
+    EXPECT_FALSE(input.shard(s).contiguous_rank_base().has_value()) << s;
+
+  const std::vector<GlobalRank> run = {7, 8, 9, 10}, gap = {7, 8, 10, 11}, down = {3, 2},
+                                top = {0xFFFFFFFEu, 0xFFFFFFFFu};
+  EXPECT_EQ(contiguous_run_base(run), std::optional<GlobalRank>(7));
+  EXPECT_EQ(contiguous_run_base(top), std::optional<GlobalRank>(0xFFFFFFFEu));
+  EXPECT_FALSE(contiguous_run_base(gap).has_value());
+  EXPECT_FALSE(contiguous_run_base(down).has_value());
+  EXPECT_FALSE(contiguous_run_base({}).has_value());
+}
+
 TEST_F(ShardingTest, SameRunFileForEveryPartitioning) {
   for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
     for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
