@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(kThreads, (1024 / kThreads > 0 ? 1024 / kThrea
     __syncthreads();
   }
   for (unsigned i = lane; i < window / 4; i += 32) acc4[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  __syncwarp();  // the zeros in place before any lane of the warp adds (racecheck)
 
   // This warp's share of the segment: contiguous, so each list is searched once.
   const std::uint32_t seg_len = seg.doc_hi - seg.doc_lo;

@@ -10,7 +10,8 @@
 #   launch/gpu-host.sh STEP...      # on the GPU host, steps in order:
 #     tests      GPU tests (gpu_tests)
 #     sanitize   a small subset of the GPU tests under compute-sanitizer (SANITIZE_TOOLS: memcheck
-#                racecheck; SANITIZE_FILTER: every kernel on a small index and the decoder)
+#                racecheck; SANITIZE_FILTER: each algorithm on a small index, e.g.
+#                'EveryAlgorithm/GpuKernelUnderSanitizer.*/warp', and the decoder)
 #     bench      2.5M-document synthetic index (built once per host), bench_gpu_engine
 #     real       Debian descriptions + MS MARCO queries: cluster.sh with one ISN, cpu vs gpu
 #     ncu        Nsight Compute sections of the OR and AND kernels on the synthetic index
@@ -234,7 +235,7 @@ for step in "${expanded[@]}"; do
     sanitize)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         compute-sanitizer --tool $tool --error-exitcode 9 "$bin/gpu_tests" \
-          --gtest_filter="${SANITIZE_FILTER:-GpuTest.EveryKernelOnASmallIndexForTheSanitizer:GpuTest.DecoderMatchesCpuDecoderOnEveryBlock}" \
+          --gtest_filter="${SANITIZE_FILTER:-EveryAlgorithm/GpuKernelUnderSanitizer.*:GpuTest.DecoderMatchesCpuDecoderOnEveryBlock}" \
           > "$OUT/sanitize_$tool.log" 2>&1 || status=1
         echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitize_$tool.log" | tail -3 | tr '\n' ' ')"
       done

@@ -610,24 +610,30 @@ TEST_F(GpuTest, CallLaunchesTakeTheRemainderFirst) {
   }
 }
 
-// Every algorithm on both posting layouts, k small and large, on an index small enough to run
-// under compute-sanitizer (`launch/gpu-host.sh sanitize` runs this test with memcheck and
-// racecheck): every kernel the engine has, each answer exact.
-TEST_F(GpuTest, EveryKernelOnASmallIndexForTheSanitizer) {
+// Each algorithm on both posting layouts, k small and large, on an index small enough to run
+// under compute-sanitizer (`launch/gpu-host.sh sanitize` runs these with memcheck and racecheck;
+// one algorithm each, so that a slow tool can be pointed at one kernel): each answer exact.
+class GpuKernelUnderSanitizer : public GpuTest,
+                                public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(GpuKernelUnderSanitizer, SmallIndexBothLayoutsExact) {
   TempDir tmp;
   const Index index = build_synthetic(tmp, "docs=3000,seed=9,test_queries=40,mean_length=150", 1);
   const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 40);
   ASSERT_GE(queries.size(), 30u);
-  for (const std::string& algorithm : gpu::gpu_algorithms())
-    for (const char* layout : {"compressed", "decoded"}) {
-      SCOPED_TRACE(algorithm + " " + layout);
-      gpu::GpuEngineOptions o;
-      o.algorithm = algorithm;
-      o.posting_layout = layout;
-      o.batch_size = 16;
-      EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 300u);
-    }
+  for (const char* layout : {"compressed", "decoded"}) {
+    SCOPED_TRACE(GetParam() + " " + layout);
+    gpu::GpuEngineOptions o;
+    o.algorithm = GetParam();
+    o.posting_layout = layout;
+    o.batch_size = 16;
+    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 300u);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, GpuKernelUnderSanitizer,
+                         ::testing::ValuesIn(gpu::gpu_algorithms()),
+                         [](const auto& info) { return info.param; });
 
 // Without a device the engine refuses clearly (runs only where no device exists).
 TEST(GpuEngineWithoutDevice, RefusesWithAClearError) {
