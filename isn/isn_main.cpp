@@ -9,7 +9,6 @@
 #include <tbb/global_control.h>
 #include <CLI/CLI.hpp>
 
-#include "common/heap_retention.hpp"
 #include "common/error.hpp"
 #include "common/types.hpp"
 #include "common/wire/progress_flags.hpp"
@@ -19,7 +18,6 @@
 using namespace gpusearch;
 
 int main(int argc, char** argv) {
-  retain_freed_heap_memory();  // common/heap_retention.hpp: no page faults per batch
   CLI::App app{"gpusearch-isn: an index-serving node (rank >= 1 of the cluster's mpirun)"};
   IsnOptions o;
   o.engine.engine = kDefaultIsnEngine;

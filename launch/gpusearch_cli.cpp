@@ -10,7 +10,6 @@
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
-#include "common/heap_retention.hpp"
 #include "common/error.hpp"
 #include "launch/frontend_client.hpp"
 #include "common/eval.hpp"
@@ -67,7 +66,6 @@ void write_json(const fs::path& path, const nlohmann::json& j) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  retain_freed_heap_memory();  // common/heap_retention.hpp: no page faults per batch
   CLI::App app{"gpusearch: GPU-accelerated distributed query processing (index, search, serve)"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--threads, -q) may follow the subcommand

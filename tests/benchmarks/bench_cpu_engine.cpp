@@ -24,7 +24,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common/heap_retention.hpp"
 #include "common/block_codec.hpp"
 #include "common/metrics.hpp"
 #include "common/result_compare.hpp"
@@ -99,7 +98,6 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  retain_freed_heap_memory();  // common/heap_retention.hpp: no page faults per batch
   CLI::App app{"bench_cpu_engine: CPU query algorithms, latency, throughput and work"};
   std::string index_dir, queries_path, out_path,
       ks_arg = "10,100,1000", algorithms_arg = "exhaustive,wand,bmw,maxscore,maxscore-daat",

@@ -46,7 +46,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common/heap_retention.hpp"
 #include "common/metrics.hpp"
 #include "common/shard_index.hpp"
 #include "isn/coprocessor_scheduler.hpp"
@@ -222,7 +221,6 @@ std::string host_name() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  retain_freed_heap_memory();  // common/heap_retention.hpp: no page faults per batch
   CLI::App app{"bench_scheduler: open-loop CPU+GPU scheduler benchmark (paper 001, Figure 7)"};
   Settings s;
   app.add_option("--index", s.index_dir, "index directory (shard 0 is served)")->required();

@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/heap_retention.hpp"
 #include "common/metrics.hpp"
 #include "common/reference_engine.hpp"
 #include "common/result_compare.hpp"
@@ -103,7 +102,7 @@ int main(int argc, char** argv) {
   std::string posting_layout = "auto";
   unsigned rounds = 1;
   bool threshold_seed = true;
-  bool remainder_first = true, and_or_cost_estimate = true, retain_freed = true;
+  bool remainder_first = true, and_or_cost_estimate = true;
   unsigned or_window = 8192, or_threads = 256, bmw_threads = 128, blocks_per_sm = 0, max_segments = 64,
            min_segment_postings = gpu::GpuEngineOptions{}.min_segment_postings;
   app.add_option("--index", index_dir, "index directory")->required();
@@ -132,10 +131,6 @@ int main(int argc, char** argv) {
   app.add_option("--and-or-cost-estimate", and_or_cost_estimate,
                  "and-or's cost order counts the expected OR phase (0: the AND phase alone)")
       ->capture_default_str();
-  app.add_option("--retain-freed-memory", retain_freed,
-                 "keep freed heap memory in the process (common/heap_retention.hpp; 0: glibc's "
-                 "defaults)")
-      ->capture_default_str();
   app.add_option("--remainder-first", remainder_first,
                  "a call's first (costliest) launch takes the remainder of its batches (0: the last)")
       ->capture_default_str();
@@ -161,7 +156,6 @@ int main(int argc, char** argv) {
   app.add_option("--verify", verify, "queries checked against the reference per mode")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (retain_freed) retain_freed_heap_memory();
 
   try {
     if (!gpu::gpu_available()) {

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "common/error.hpp"
-#include "common/heap_retention.hpp"
 #include "common/thread_placement.hpp"
 
 using namespace gpusearch;
@@ -92,14 +91,4 @@ TEST(ThreadPlacement, RealTimeIsGrantedOrRefusedWithTheReason) {
       EXPECT_EQ(policy, SCHED_OTHER);
     }
   });
-}
-
-// Process set-up beside thread placement: glibc accepts the heap-retention settings (the
-// servers and benchmarks call it once at start-up).
-TEST(HeapRetention, GlibcAcceptsTheSettings) {
-#if defined(__GLIBC__)
-  EXPECT_TRUE(gpusearch::retain_freed_heap_memory());
-#else
-  EXPECT_FALSE(gpusearch::retain_freed_heap_memory());
-#endif
 }
