@@ -24,6 +24,10 @@ MODEL_ELEMENTS = {
     "serial": "the stages' serial dependence (every batch's draws independent)",
     "freezes": "the host-wide freezes (every stage drawn as measured, the frozen time in it, per batch)",
     "stretches": "the host-wide slow stretches (their batches' stages drawn independently with the others')",
+    "receipt": "the answers' receipt by the main thread after its admission and cuts (the merge "
+               "starts when the last answer is in, whatever the main thread is doing)",
+    "warmup": "the warm-up's slow stretch (one that began at the run's second batch) replayed after the "
+              "first batch, where it was measured (at a random place like the others)",
 }
 WITHOUT = set()
 
@@ -236,6 +240,10 @@ def point_inputs(p, points, cost, alpha_default):
         "fanout_ratio": fanout_ratio(m, st, model_timeline(p) if uses_freezes(p) or uses_stretches(p) else None),
         "freezes": freeze_input(p),
         "slow_stretches": stretch_input(p),
+        # A slow stretch that began at the second batch (the warm-up going on) replayed there.
+        "warmup_in_place": "warmup" not in WITHOUT,
+        # The merge of a batch whose answers came during an admission after the main thread's receipt.
+        "receipt_at_main": "receipt" not in WITHOUT,
     }
     # The other ISNs' compute against the slowest's, so that the mean is the measured one.
     inp["others_ratio"] = (float(np.clip((n / inp["fanout_ratio"] - 1) / (n - 1), 0.0, 1.0))

@@ -12,9 +12,13 @@ What it models (README, "Scaling studies: the simulator"), following aggregator/
   served), is computed (the service model below), encoded, and crosses back (the from-ISN delay,
   which includes the aggregator's polling). Between hosts the network's latency and the
   aggregator link's bandwidth come on top, the N copies serialized on the link both ways.
-- A batch whose answers are all in goes to the merge thread, a second server: its queries'
-  latencies are taken when their merge starts (after decoding, as aggregator/batch_merger.cpp
-  does), and their window places are freed when it ends.
+- A batch whose answers are all in goes to the merge thread, a second server, once the main
+  thread has received them: its loop receives after admitting and cutting, so an answer that
+  came during an admission waits for its end (on a slowed host an admission takes 18 ms: the
+  merge that would free the window's room then comes after it, and the next batch is cut
+  before more queries are admitted, as measured). Its queries' latencies are taken when their
+  merge starts (after decoding, as aggregator/batch_merger.cpp does), and their window places
+  are freed when it ends.
 - Service: the batch's cost is `fixed + per_query x size` (ms; fitted over the points of the same
   configuration at different batch sizes, e.g. saturation and a fixed rate, so small open-loop
   batches are not priced per query at the saturation rate), times a draw from the measured shape
@@ -209,15 +213,20 @@ class SlowStretches:
     per-stage draws do not make): each measured stretch replayed as measured, every stage of
     every batch in it and the admission before its cuts, from a uniformly random batch of the
     measured run's (never the first: the warm-up is simulated from its own times; a later
-    stretch that would overlap an earlier one follows it). A shorter simulated run (a prediction
-    of fewer queries) meets the stretches that fall within its batches. at(k): batch k's
-    measured record, or None."""
+    stretch that would overlap an earlier one follows it). A stretch that began at the measured
+    run's second batch is the warm-up going on (the first batch is never in one; cold caches,
+    first messages): it is replayed there, after the first batch, where it was measured; at a
+    random place as well as in the warm-up's queueing it counted twice (cpu-small run1's 4-ISN
+    saturation point: p99 +25%). A shorter simulated run (a prediction of fewer queries) meets
+    the stretches that fall within its batches. at(k): batch k's measured record, or None."""
 
-    def __init__(self, inp, rng):
+    def __init__(self, inp, rng, warmup_in_place=True):
         self.records = {}
         n = inp["batches"]
         stretches = inp["stretches"]
         starts = [1 + int(rng.integers(0, max(1, n - len(s["batches"])))) for s in stretches]
+        if warmup_in_place:
+            starts = [1 if s.get("first_batch") == 1 else x for x, s in zip(starts, stretches)]
         free = 1
         for start, s in sorted(zip(starts, stretches), key=lambda x: x[0]):
             start = max(start, free)
@@ -306,7 +315,9 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         warp, warp_merge, warp_isn = fz.warp("0"), fz.warp("-1"), fz.warp_isns(n)
     else:
         warp = warp_merge = warp_isn = _run
-    stretches = SlowStretches(inp["slow_stretches"], rng) if inp.get("slow_stretches") else None
+    receipt_at_main = inp.get("receipt_at_main", True)
+    stretches = (SlowStretches(inp["slow_stretches"], rng, inp.get("warmup_in_place", True))
+                 if inp.get("slow_stretches") else None)
 
     def replayed(k):
         """Batch k's measured stage values where a slow stretch is replayed there, else None."""
@@ -342,7 +353,8 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         warm = first and first_batch
         received = warp_isn(sent + lat, per_isn(first_batch["to_isn_ms"]) if warm else per_isn(rec["to_isn"]) if rec
                             else draw(to_isn, n, of_max))
-        opened = (per_isn([first_batch.get("isn_open_ms", 0.0)]) if warm else per_isn(rec["isn_open"]) if rec
+        # The first batch's opening per ISN where the summary has it (else its maximum on every ISN).
+        opened = (per_isn(first_batch.get("isn_open_per_isn_ms") or [first_batch.get("isn_open_ms", 0.0)]) if warm else per_isn(rec["isn_open"]) if rec
                   else draw(isn_open, n, of_max) if isn_open else 0.0)
         start = warp_isn(np.maximum(received, isn_free), opened)
         # A pipelining ISN's service follows its previous batch's (occupancy: the part not
@@ -416,7 +428,11 @@ def simulate(inp, n, net, queries=None, qps=None, seed=7, sigma=None):
         while in_flight and in_flight[0][0] <= t:
             done, arrivals, rec = in_flight.pop(0)
             delay = rec["merge_delay"] if rec else float(draw(merge_delay)[0]) if merge_delay else 0.0
-            start = warp_merge(max(done, merge_free), delay)
+            # The main thread receives answers after its admission and cuts (its loop's order):
+            # an answer that came during them goes to the merge thread at their end, and the
+            # window's room its merge frees comes after that, not during the admission.
+            received = t if receipt_at_main else done
+            start = warp_merge(max(done, received, merge_free), delay)
             recorded = warp_merge(start, decode_per_q * len(arrivals))
             latencies.extend(recorded - a for a in arrivals)
             merge_free = warp_merge(start, (rec["merge"] / rec["queries"] if rec else merge_per_q) * len(arrivals))

@@ -9,9 +9,13 @@ point's `derived.timeline` by the driver, so it survives the stripping:
   admits a whole window (batch x (in-flight + 1) queries) before it cuts, so this over the window
   is its admission cost per query (resolving the terms in its vocabulary), on the main thread,
   cold (page faults in the vocabulary; on a busy host, waiting for a core).
-- admission_ms_per_query, admission_samples: the same cost in the run's steady state: from the
-  merge end that gave the window room to the next cut, per query of that batch, over the batches
-  whose cut waited for that room last (not for a place in the pipeline); the median.
+- admission_ms_per_query, admission_samples: the same cost in the run's steady state, per query
+  of a batch, over the batches whose cut waited for the window's room (a merge end was the last
+  event before it, not a receipt that freed a place in the pipeline); the median. From the
+  latest of the window's room for the batch's queries (window_room), the main thread's send of
+  the previous batch and its last receipt of answers, to the cut: when the main thread began
+  admitting them (until session 28 from the last merge end, which on a slowed host gave room to
+  the next batch's queries while these were still being admitted).
 - cut_to_sent_ms: mean time from a cut to the encoded batch handed to MPI (main thread);
   cut_to_sent: its per-batch distribution (a main thread that stalls there, 10 ms now and then on
   the GPU host, holds every query behind it).
@@ -319,6 +323,39 @@ def summarize(metrics):
     return out
 
 
+def window_room(metrics, batches):
+    """room(k): in a closed loop, when the admission window had room for batch k's last query:
+    the merge end that brought the queries merged to the batch's last query's place less the
+    window (queries are admitted in order and leave the window when their batch's merge ends;
+    the window is the run's, else batch size x (pipeline depth + 1), as the aggregator sets it).
+    None before the first window filled. Queries answered at admission (no known terms) are in
+    no batch and leave the window at once: not counted."""
+    pol = metrics.get("batch_policy", {})
+    depth = pol.get("max_in_flight") or round((metrics.get("pipeline_depth") or {}).get("p50") or 2)
+    window = pol.get("window") or pol.get("batch_size", 1) * (depth + 1)
+    ends = sorted((b["merged"], int(b["queries"])) for b in batches)
+    times, done = [], []
+    total = 0
+    for t, q in ends:
+        total += q
+        times.append(t)
+        done.append(total)
+    through = []
+    total = 0
+    for b in batches:
+        total += int(b["queries"])
+        through.append(total)
+
+    def room(k):
+        need = through[k] - window
+        if need <= 0:
+            return None
+        i = bisect.bisect_left(done, need)
+        return times[i] if i < len(times) else None
+
+    return room
+
+
 def _summarize(metrics, batches, frozen, intervals=None, records=None, exclude=frozenset()):
     """summarize's body: every stage value is an interval's length less frozen(start, end); the
     intervals are appended to `intervals` where given, and every batch's own stage values to
@@ -353,11 +390,21 @@ def _summarize(metrics, batches, frozen, intervals=None, records=None, exclude=f
     merge = [span(b["merge_start"], b["merged"], MERGE) for b in batches]
     admission, admitted = [], {}
     if not pol.get("qps"):
+        room_for = window_room(metrics, batches)
         for k, b in enumerate(batches[3:], 3):
             merged = [x["merged"] for x in batches[:k] if x["merged"] <= b["cut"]]
             completed = [x["complete"] for x in batches[:k] if x["complete"] <= b["cut"]]
             if merged and completed and max(merged) > max(completed):
-                cost = span(max(merged), b["cut"], MAIN) / b["queries"]
+                # The main thread admitted this batch's queries from the latest of: the window's
+                # room for them, its send of the previous batch, its last receipt of answers.
+                # Not from the last merge before the cut: on a slowed host that merge gave room
+                # to the next batch's queries while these were still being admitted (the GPU
+                # host's 1-ISN saturation stretch: 9-12 ms counted of 17-19).
+                room = room_for(k)
+                if room is None or room > b["cut"]:
+                    room = max(merged)
+                start = max(room, batches[k - 1]["sent"], max(completed))
+                cost = span(start, b["cut"], MAIN) / b["queries"]
                 if records is not None:
                     admitted[k] = cost
                 if k not in exclude:
@@ -446,6 +493,9 @@ def _summarize(metrics, batches, frozen, intervals=None, records=None, exclude=f
                                      merge_delay, merge, cut_stall, admitted))
     first_batch["isn_occupancy_ms"] = occupancy[0]
     first_batch["isn_open_ms"] = isn_open[0]
+    # Per ISN too: the maximum on every ISN joined one ISN's opening to another's encoding (the
+    # 4-ISN run1 point: 11.7 ms of ISN 1 on ISN 2's 19.4 ms encoding; its first batch 11 ms late).
+    first_batch["isn_open_per_isn_ms"] = [round(isn_open_per_isn[0].get(i["rank"], 0.0), 4) for i in present[0]]
     all_occupancy_per_isn = occupancy_per_isn
     occupancy, isn_open, merge_delay, cut_to_sent, merge, sizes, occupancy_per_isn = (
         kept(x) for x in (occupancy, isn_open, merge_delay, cut_to_sent, merge, sizes, all_occupancy_per_isn))
