@@ -139,7 +139,9 @@ void BatchMerger::merge(InFlightBatch& b) {
   MergeStats& s = stats_;
   const auto t_merge = Clock::now();
   bool missed = false;
-  std::vector<ResultBatch> results(num_isns);
+  // Each answering ISN's message decoded in place: the ids stay views into b.messages, which
+  // outlive this function; the merge copies out only the ids it keeps.
+  decoded_.resize(num_isns);
   std::vector<std::size_t> present;
   for (std::size_t i = 0; i < num_isns; ++i) {
     if (!b.messages[i] || !b.headers[i].error.empty()) {
@@ -148,14 +150,14 @@ void BatchMerger::merge(InFlightBatch& b) {
       continue;
     }
     try {
-      results[i] = decode_result_batch(b.messages[i]->data());
+      decoded_[i].decode(b.messages[i]->data());
     } catch (const WireError& e) {
       ++isns_[i].errors;
       missed = true;
       std::cerr << setup_.me << ": from ISN rank " << i + 1 << ": " << e.what() << '\n';
       continue;
     }
-    if (results[i].answers.size() != b.queries.size()) {
+    if (decoded_[i].size() != b.queries.size()) {
       ++isns_[i].errors;
       missed = true;
       continue;
@@ -164,11 +166,11 @@ void BatchMerger::merge(InFlightBatch& b) {
   }
   const auto t_decoded = Clock::now();
   if (missed) ++s.batches_with_misses;
-  std::vector<ShardAnswer*> shards(present.size());
+  std::vector<ShardAnswerView> shards(present.size());
   const auto now = Clock::now();
   for (std::size_t q = 0; q < b.queries.size(); ++q) {
-    for (std::size_t j = 0; j < present.size(); ++j) shards[j] = &results[present[j]].answers[q];
-    MergedAnswer m = merge_answers_moving_ids(b.params, shards);  // each answer merged once
+    for (std::size_t j = 0; j < present.size(); ++j) shards[j] = decoded_[present[j]].answer(q);
+    MergedAnswer m = merge_answers(b.params, shards);
     const bool partial = m.partial || missed;
     s.counters.add(m.counters);
     if (m.answer.answered_by_or) ++s.answered_by_or;
@@ -179,6 +181,8 @@ void BatchMerger::merge(InFlightBatch& b) {
     if (!partial && !m.ranker_fallback && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
     record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
   }
+  // No view into this batch's messages outlives the merge.
+  for (auto& d : decoded_) d.clear();
   const auto t_done = Clock::now();
 
   // Stages and the timeline.

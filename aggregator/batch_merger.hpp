@@ -32,6 +32,7 @@
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
 #include "common/thread_placement.hpp"
+#include "common/wire/result_view.hpp"
 
 namespace gpusearch {
 
@@ -123,6 +124,8 @@ class BatchMerger {
   std::function<void()> on_done_;
   RunWriterThread writer_;
   std::vector<RunWriterThread::Answer> to_write_;  // the current job's answers (merge thread)
+  // Each ISN's answer to the batch being merged, as views into its message (capacity reused).
+  std::vector<wire::ResultBatchView> decoded_;
   MergeStats stats_;
   mutable std::mutex model_mutex_;
   LatencyModel model_;

@@ -10,6 +10,7 @@
 
 #include "aggregator/result_cache.hpp"
 #include "common/search_result.hpp"
+#include "common/wire/result_view.hpp"
 #include "common/wire/wire.hpp"
 
 namespace gpusearch {
@@ -22,12 +23,14 @@ struct MergedAnswer {
 };
 
 // For and-or, OR answers when the ISNs together found fewer than k AND matches (each ISN's
-// count is exact below k), as merge_shard_results decides.
+// count is exact below k), as merge_shard_results decides. The merge thread's form: the answers
+// are views into the received messages (wire::ResultBatchView), and an id string is made only
+// for each hit the answer keeps.
+MergedAnswer merge_answers(const SearchParams& params,
+                           std::span<const wire::ShardAnswerView> answers);
+// The same merge over decoded answers that own their ids (a hit past its answer's id list gets
+// the id "").
 MergedAnswer merge_answers(const SearchParams& params,
                            std::span<const wire::ShardAnswer* const> answers);
-// The same answer, but each chosen hit's external id is moved out of its ShardAnswer (left
-// empty) rather than copied: for a caller that merges each decoded answer once (BatchMerger).
-MergedAnswer merge_answers_moving_ids(const SearchParams& params,
-                                      std::span<wire::ShardAnswer* const> answers);
 
 }  // namespace gpusearch

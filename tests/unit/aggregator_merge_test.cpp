@@ -68,17 +68,29 @@ TEST(AggregatorMerge, KWayEqualsPartialSort) {
       EXPECT_EQ(m.answer.hits[i].docid, "r" + std::to_string(ref.hits[i].rank));
     }
     EXPECT_EQ(m.counters.postings_decoded, ref.counters.postings_decoded);
-    // The merge thread's variant moves the chosen ids out of its answers: the same answer.
-    auto moved_from = answers;
-    std::vector<ShardAnswer*> mutable_answers;
-    for (auto& x : moved_from) mutable_answers.push_back(&x);
-    const MergedAnswer moved = merge_answers_moving_ids(params, mutable_answers);
-    ASSERT_EQ(moved.answer.answered_by_or, m.answer.answered_by_or);
-    ASSERT_EQ(moved.answer.hits.size(), m.answer.hits.size());
-    for (std::size_t i = 0; i < m.answer.hits.size(); ++i) {
-      EXPECT_EQ(moved.answer.hits[i].docid, m.answer.hits[i].docid);
-      EXPECT_EQ(moved.answer.hits[i].score, m.answer.hits[i].score);
+    // The merge thread's path: each shard's answer through the wire, decoded as views into
+    // the message (ids copied only for the kept hits): the same answer.
+    std::vector<WireBytes> messages;
+    for (std::size_t j = 0; j < answers.size(); ++j) {
+      ResultBatch rb;
+      rb.shard_id = std::uint32_t(j);
+      rb.answers.push_back(answers[j]);
+      messages.push_back(encode(rb));
     }
+    std::vector<ResultBatchView> decoded(messages.size());
+    std::vector<ShardAnswerView> views;
+    for (std::size_t j = 0; j < messages.size(); ++j) {
+      decoded[j].decode(as_bytes(messages[j]));
+      views.push_back(decoded[j].answer(0));
+    }
+    const MergedAnswer viewed = merge_answers(params, views);
+    ASSERT_EQ(viewed.answer.answered_by_or, m.answer.answered_by_or);
+    ASSERT_EQ(viewed.answer.hits.size(), m.answer.hits.size());
+    for (std::size_t i = 0; i < m.answer.hits.size(); ++i) {
+      EXPECT_EQ(viewed.answer.hits[i].docid, m.answer.hits[i].docid);
+      EXPECT_EQ(viewed.answer.hits[i].score, m.answer.hits[i].score);
+    }
+    EXPECT_EQ(viewed.counters.postings_decoded, m.counters.postings_decoded);
   }
 }
 
