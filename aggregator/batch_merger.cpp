@@ -12,7 +12,6 @@ namespace gpusearch {
 using Clock = AggregatorClock;
 using namespace wire;
 
-
 BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
                          std::function<void()> on_done)
     : setup_(std::move(setup)),
@@ -105,7 +104,9 @@ void BatchMerger::loop() {
         merging_queries_ -= n;
       } else {
         if (job.answer.answered_by_or) ++stats_.answered_by_or;
-        record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
+        admitted_hits_.clear();
+        for (const CachedHit& h : job.answer.hits) admitted_hits_.push_back({h.docid, h.score});
+        record_answer(job.sequence, job.ticket, job.qid, admitted_hits_, &job.answer, false,
                       job.arrival, job.answered);
       }
       // The job's answers to the run writer in one hand-over.
@@ -124,14 +125,14 @@ double BatchMerger::rel_ms(Clock::time_point t) const {
 }
 
 void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
-                                CachedAnswer&& a, bool partial, Clock::time_point arrival,
-                                Clock::time_point at) {
-  if (ticket != 0 && setup_.source) setup_.source->answered(ticket, a, partial, arrival);
-  stats_.hits_written += a.hits.size();
-  if (a.hits.empty()) ++stats_.empty_results;
+                                std::span<const HitView> hits, const CachedAnswer* owned,
+                                bool partial, Clock::time_point arrival, Clock::time_point at) {
+  if (ticket != 0 && setup_.source) setup_.source->answered(ticket, *owned, partial, arrival);
+  stats_.hits_written += hits.size();
+  if (hits.empty()) ++stats_.empty_results;
   ++stats_.answered;
   stats_.latency_ms.add(ms_between(arrival, at));
-  to_write_.push_back({seq, qid, std::move(a.hits)});
+  to_write_.add(seq, qid, hits);  // the ids copied once, into the job's buffer
 }
 
 void BatchMerger::merge(InFlightBatch& b) {
@@ -170,16 +171,22 @@ void BatchMerger::merge(InFlightBatch& b) {
   const auto now = Clock::now();
   for (std::size_t q = 0; q < b.queries.size(); ++q) {
     for (std::size_t j = 0; j < present.size(); ++j) shards[j] = decoded_[present[j]].answer(q);
-    MergedAnswer m = merge_answers(b.params, shards);
-    const bool partial = m.partial || missed;
-    s.counters.add(m.counters);
-    if (m.answer.answered_by_or) ++s.answered_by_or;
+    merge_answer_views(b.params, shards, merged_);  // its ids: views into b.messages
+    const bool partial = merged_.partial || missed;
+    s.counters.add(merged_.counters);
+    if (merged_.answered_by_or) ++s.answered_by_or;
     if (partial) ++s.partial_answers;
-    if (m.ranker_fallback) ++s.ranker_fallbacks;
+    if (merged_.ranker_fallback) ++s.ranker_fallbacks;
     const PendingQuery& pq = b.queries[q];
     // A fallback answer is not the ranked one: not cached, so a fixed store serves it later.
-    if (!partial && !m.ranker_fallback && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
-    record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
+    const bool cache_it = !partial && !merged_.ranker_fallback && cache_.enabled();
+    // Strings only where the answer outlives the batch's messages: the cache, a live client.
+    std::optional<CachedAnswer> owned;
+    if (cache_it || (pq.ticket != 0 && setup_.source))
+      owned = owned_answer(merged_.hits, merged_.answered_by_or);
+    if (cache_it) cache_.insert(pq.cache_key, *owned);
+    record_answer(pq.sequence, pq.ticket, pq.id, merged_.hits, owned ? &*owned : nullptr, partial,
+                  pq.arrival, now);
   }
   // No view into this batch's messages outlives the merge.
   for (auto& d : decoded_) d.clear();
@@ -210,8 +217,7 @@ void BatchMerger::merge(InFlightBatch& b) {
   s.broadcast_ms.add(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
   s.round_trip_ms.add(ms_between(b.sent, last_result));
   s.compute_ms.add(double(max_compute_us) / 1000.0);
-  s.gather_ms.add(
-      std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
+  s.gather_ms.add(std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
   s.merge_ms.add(ms_between(t_merge, t_done));
   s.decode_ms.add(ms_between(t_merge, t_decoded));
   s.merge_wait_ms.add(ms_between(b.complete, t_merge));

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "aggregator/arrival_order_writer.hpp"
 #include "aggregator/in_flight_batches.hpp"
 #include "aggregator/isn_roster.hpp"
+#include "aggregator/kway_merge.hpp"
+#include "aggregator/packed_answers.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
@@ -112,9 +115,11 @@ class BatchMerger {
   void push(MergeJob job);
   void loop();
   void merge(InFlightBatch& b);
+  // `hits` go to the run writer (copied); `owned` (the same answer with owned ids) is needed
+  // only when the query has a ticket, for the source's answered().
   void record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
-                     CachedAnswer&& a, bool partial, AggregatorClock::time_point arrival,
-                     AggregatorClock::time_point at);
+                     std::span<const HitView> hits, const CachedAnswer* owned, bool partial,
+                     AggregatorClock::time_point arrival, AggregatorClock::time_point at);
   double rel_ms(AggregatorClock::time_point t) const;
 
   Setup setup_;
@@ -123,7 +128,9 @@ class BatchMerger {
   Progress& bar_;
   std::function<void()> on_done_;
   RunWriterThread writer_;
-  std::vector<RunWriterThread::Answer> to_write_;  // the current job's answers (merge thread)
+  PackedAnswers to_write_;              // the current job's answers (merge thread)
+  MergedHits merged_;                   // the query being merged (capacity reused)
+  std::vector<HitView> admitted_hits_;  // an answer known at admission, as views
   // Each ISN's answer to the batch being merged, as views into its message (capacity reused).
   std::vector<wire::ResultBatchView> decoded_;
   MergeStats stats_;

@@ -6,21 +6,23 @@
 
 namespace gpusearch {
 
-MergedAnswer merge_answers(const SearchParams& params,
-                           std::span<const wire::ShardAnswerView> answers) {
-  MergedAnswer m;
+void merge_answer_views(const SearchParams& params, std::span<const wire::ShardAnswerView> answers,
+                        MergedHits& out) {
   bool use_or = false;
   if (params.mode == Mode::kAndOr) {
     std::uint64_t and_matches = 0;
     for (const auto& a : answers) and_matches += a.and_matches;
     use_or = and_matches < params.k;
   }
-  m.answer.answered_by_or = use_or;
+  out.answered_by_or = use_or;
+  out.counters = {};
+  out.partial = out.ranker_fallback = false;
+  out.hits.clear();
   std::size_t available = 0;
   for (const auto& a : answers) {
-    m.counters.add(a.counters);
-    m.partial = m.partial || a.partial;
-    m.ranker_fallback = m.ranker_fallback || a.ranker_fallback;
+    out.counters.add(a.counters);
+    out.partial = out.partial || a.partial;
+    out.ranker_fallback = out.ranker_fallback || a.ranker_fallback;
     available += (use_or ? a.or_hits : a.hits).size();
   }
   // One cursor per ISN (on the stack for the usual few); small ISN counts make a linear scan of
@@ -34,8 +36,7 @@ MergedAnswer merge_answers(const SearchParams& params,
   }
   auto list = [&](std::size_t j) { return use_or ? answers[j].or_hits : answers[j].hits; };
   const std::size_t keep = std::min<std::size_t>(params.k, available);
-  m.answer.hits.reserve(keep);
-  while (m.answer.hits.size() < keep) {
+  while (out.hits.size() < keep) {
     std::size_t best = answers.size();
     for (std::size_t j = 0; j < answers.size(); ++j) {
       if (cursor[j] >= list(j).size()) continue;
@@ -43,10 +44,20 @@ MergedAnswer merge_answers(const SearchParams& params,
         best = j;
     }
     const std::size_t i = cursor[best]++;
-    // The only id copy: a kept hit's, out of the received message.
-    const std::string_view id = (use_or ? answers[best].or_hit_ids : answers[best].hit_ids)[i];
-    m.answer.hits.push_back({std::string(id), list(best)[i].score});
+    const auto& ids = use_or ? answers[best].or_hit_ids : answers[best].hit_ids;
+    out.hits.push_back({ids[i], list(best)[i].score});
   }
+}
+
+MergedAnswer merge_answers(const SearchParams& params,
+                           std::span<const wire::ShardAnswerView> answers) {
+  MergedHits kept;
+  merge_answer_views(params, answers, kept);
+  MergedAnswer m;
+  m.answer = owned_answer(kept.hits, kept.answered_by_or);
+  m.counters = kept.counters;
+  m.partial = kept.partial;
+  m.ranker_fallback = kept.ranker_fallback;
   return m;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "aggregator/result_cache.hpp"
 #include "common/search_result.hpp"
@@ -22,10 +23,22 @@ struct MergedAnswer {
   bool ranker_fallback = false;  // some ISN answered with its first stage (the ranker failed)
 };
 
+// A merged answer whose hits are views into the answers merged (valid while they are).
+struct MergedHits {
+  std::vector<HitView> hits;  // best first
+  bool answered_by_or = false;
+  QueryCounters counters;
+  bool partial = false;
+  bool ranker_fallback = false;
+};
+
 // For and-or, OR answers when the ISNs together found fewer than k AND matches (each ISN's
 // count is exact below k), as merge_shard_results decides. The merge thread's form: the answers
-// are views into the received messages (wire::ResultBatchView), and an id string is made only
-// for each hit the answer keeps.
+// are views into the received messages (wire::ResultBatchView) and so are the kept hits' ids;
+// `out` is overwritten (its capacity reused), nothing is allocated per hit.
+void merge_answer_views(const SearchParams& params, std::span<const wire::ShardAnswerView> answers,
+                        MergedHits& out);
+// The same merge with owned ids (for callers that keep the answer past the answers' life).
 MergedAnswer merge_answers(const SearchParams& params,
                            std::span<const wire::ShardAnswerView> answers);
 // The same merge over decoded answers that own their ids (a hit past its answer's id list gets
