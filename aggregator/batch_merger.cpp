@@ -246,33 +246,59 @@ void BatchMerger::merge(InFlightBatch& b) {
                1000.0 * std::max(0.0, service_ms));
   }
   if (s.timeline.size() < setup_.timeline_batches) {
-    nlohmann::json per_isn = nlohmann::json::array();
+    // Plain numbers here; the JSON is built once, when the metrics are written.
+    TimelineBatch& e = s.timeline.emplace_back();
+    e.batch = b.id;
+    e.queries = b.queries.size();
+    e.bytes_sent = b.bytes;
+    e.cut = rel_ms(b.cut);
+    e.encoded = rel_ms(b.encoded);
+    e.sent = rel_ms(b.sent);
+    if (b.all_sent) e.sends_done = rel_ms(b.sends_done);
+    e.complete = rel_ms(b.complete);
+    e.merge_start = rel_ms(t_merge);
+    e.merged = rel_ms(t_done);
+    e.isn.resize(num_isns);
     for (std::size_t i = 0; i < num_isns; ++i) {
-      if (!b.messages[i]) {
+      if (!b.messages[i]) continue;  // missing
+      const IsnTimes& t = b.times[i];
+      e.isn[i] = {rel_ms(t.received), rel_ms(t.start), rel_ms(t.end), rel_ms(t.encoded),
+                  rel_ms(t.arrived)};
+    }
+  }
+}
+
+nlohmann::json timeline_json(const std::vector<TimelineBatch>& timeline) {
+  nlohmann::json batches = nlohmann::json::array();
+  for (const TimelineBatch& e : timeline) {
+    nlohmann::json per_isn = nlohmann::json::array();
+    for (std::size_t i = 0; i < e.isn.size(); ++i) {
+      const auto& t = e.isn[i];
+      if (!t) {
         per_isn.push_back({{"rank", i + 1}, {"missing", true}});
         continue;
       }
-      const IsnTimes& t = b.times[i];
       per_isn.push_back({{"rank", i + 1},
-                         {"received", rel_ms(t.received)},
-                         {"start", rel_ms(t.start)},
-                         {"end", rel_ms(t.end)},
-                         {"encoded", rel_ms(t.encoded)},
-                         {"arrived", rel_ms(t.arrived)}});
+                         {"received", t->received},
+                         {"start", t->start},
+                         {"end", t->end},
+                         {"encoded", t->encoded},
+                         {"arrived", t->arrived}});
     }
-    s.timeline.push_back(
-        {{"batch", b.id},
-         {"queries", b.queries.size()},
-         {"bytes_sent", b.bytes},
-         {"cut", rel_ms(b.cut)},
-         {"encoded", rel_ms(b.encoded)},
-         {"sent", rel_ms(b.sent)},
-         {"sends_done", b.all_sent ? nlohmann::json(rel_ms(b.sends_done)) : nlohmann::json()},
-         {"complete", rel_ms(b.complete)},
-         {"merge_start", rel_ms(t_merge)},
-         {"merged", rel_ms(t_done)},
+    batches.push_back(
+        {{"batch", e.batch},
+         {"queries", e.queries},
+         {"bytes_sent", e.bytes_sent},
+         {"cut", e.cut},
+         {"encoded", e.encoded},
+         {"sent", e.sent},
+         {"sends_done", e.sends_done ? nlohmann::json(*e.sends_done) : nlohmann::json()},
+         {"complete", e.complete},
+         {"merge_start", e.merge_start},
+         {"merged", e.merged},
          {"isn", per_isn}});
   }
+  return batches;
 }
 
 }  // namespace gpusearch

@@ -66,6 +66,20 @@ struct MergeJob {
   AggregatorClock::time_point arrival, answered;
 };
 
+// One batch of the metrics' timeline (ms since the run started, on the aggregator's clock),
+// kept as numbers on the merge thread's path and made JSON at the end (timeline_json).
+struct TimelineBatch {
+  struct Isn {
+    double received, start, end, encoded, arrived;
+  };
+  std::uint64_t batch = 0;
+  std::size_t queries = 0, bytes_sent = 0;
+  double cut = 0, encoded = 0, sent = 0, complete = 0, merge_start = 0, merged = 0;
+  std::optional<double> sends_done;     // unset: the sends had not all completed
+  std::vector<std::optional<Isn>> isn;  // by ISN (rank - 1); unset: its answer never came
+};
+nlohmann::json timeline_json(const std::vector<TimelineBatch>& timeline);
+
 // Everything the merge thread measured; read after stop().
 struct MergeStats {
   std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
@@ -76,7 +90,7 @@ struct MergeStats {
   metrics::SampleSet latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
       isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms, merge_wait_ms,
       decode_ms, overhead_ms;
-  nlohmann::json timeline = nlohmann::json::array();
+  std::vector<TimelineBatch> timeline;
 };
 
 class BatchMerger {
