@@ -26,12 +26,22 @@ namespace {
 // Later segments (a message that outgrew its estimate) are separate pieces.
 class PrefixedMessageBuilder final : public capnp::MessageBuilder {
  public:
-  explicit PrefixedMessageBuilder(std::size_t first_segment_words)
-      : first_words_(first_segment_words) {}
+  PrefixedMessageBuilder(std::size_t first_segment_words, std::shared_ptr<SegmentPool> pool)
+      : first_words_(first_segment_words), pool_(std::move(pool)) {}
+  // A pooled first segment goes back once the message is sealed and gone; the words written
+  // (the table word and the segment's used words) are zeroed by the pool.
+  ~PrefixedMessageBuilder() override {
+    if (pool_ && written_words_ > 0) pool_->release(std::move(first_), written_words_);
+  }
   kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override {
-    // Value-initialized vectors are zeroed, which Cap'n Proto requires of a new segment.
+    // Value-initialized vectors are zeroed, which Cap'n Proto requires of a new segment; so are
+    // the pool's buffers.
     if (first_.empty()) {
-      first_.assign(1 + std::max<std::size_t>(minimum_words, first_words_), 0);
+      const std::size_t words = 1 + std::max<std::size_t>(minimum_words, first_words_);
+      if (pool_)
+        first_ = pool_->acquire(words);
+      else
+        first_.assign(words, 0);
       return {reinterpret_cast<capnp::word*>(first_.data() + 1), first_.size() - 1};
     }
     const std::size_t n = std::max<std::size_t>(minimum_words, first_.size());
@@ -39,9 +49,14 @@ class PrefixedMessageBuilder final : public capnp::MessageBuilder {
     return {reinterpret_cast<capnp::word*>(more_.back().data()), n};
   }
   std::uint64_t* prefix() { return first_.data(); }
+  // The message is complete: its first segment used `words` words of the buffer (with the
+  // table word). Unsealed buffers (a failed encode) are not pooled: what they hold is unknown.
+  void sealed(std::size_t words) { written_words_ = words; }
 
  private:
   std::size_t first_words_;
+  std::shared_ptr<SegmentPool> pool_;
+  std::size_t written_words_ = 0;
   std::vector<std::uint64_t> first_;
   std::deque<std::vector<std::uint64_t>> more_;
 };
@@ -49,8 +64,9 @@ class PrefixedMessageBuilder final : public capnp::MessageBuilder {
 }  // namespace
 
 struct EncodedMessage::Impl {
-  explicit Impl(std::size_t first_segment_words)
-      : builder(std::min<std::size_t>(first_segment_words, std::size_t(1) << 28)) {}
+  explicit Impl(std::size_t first_segment_words, std::shared_ptr<SegmentPool> pool = nullptr)
+      : builder(std::min<std::size_t>(first_segment_words, std::size_t(1) << 28),
+                std::move(pool)) {}
   PrefixedMessageBuilder builder;
   std::vector<std::uint32_t> table;  // the segment table, when there is more than one segment
   std::vector<std::span<const std::byte>> pieces;
@@ -59,6 +75,7 @@ struct EncodedMessage::Impl {
   // Writes the segment table once the message is complete; the builder must not change after.
   void seal() {
     const auto segments = builder.getSegmentsForOutput();
+    builder.sealed(1 + segments[0].size());
     pieces.clear();
     if (segments.size() == 1) {
       auto* header = reinterpret_cast<std::uint32_t*>(builder.prefix());
@@ -112,8 +129,10 @@ using detail::with_reader;
 
 // The first segment is sized for the message at hand (estimate_words), so that a message is
 // almost always one segment; more segments are fine too (they travel as more pieces).
-std::unique_ptr<EncodedMessage::Impl> new_message(std::size_t estimate_words) {
-  return std::make_unique<EncodedMessage::Impl>(std::max<std::size_t>(estimate_words, 64));
+std::unique_ptr<EncodedMessage::Impl> new_message(std::size_t estimate_words,
+                                                  std::shared_ptr<SegmentPool> pool = nullptr) {
+  return std::make_unique<EncodedMessage::Impl>(std::max<std::size_t>(estimate_words, 64),
+                                                std::move(pool));
 }
 
 std::uint64_t steady_us() {
@@ -363,7 +382,8 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
 }
 
 EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
-                              const std::function<std::string_view(DocId)>& external_id) {
+                              const std::function<std::string_view(DocId)>& external_id,
+                              std::shared_ptr<SegmentPool> pool) {
   // One look-up per hit, in packing order: the ids' exact size sizes the first segment (which
   // is zeroed, so an over-estimate costs), and packing reads the views in the same order.
   thread_local std::vector<std::string_view> ids;
@@ -372,7 +392,8 @@ EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardR
   for (const ShardResult& r : results)
     for (const auto* list : {&r.hits, &r.or_hits})
       for (const RankedDoc& d : *list) id_bytes += ids.emplace_back(external_id(d.doc)).size();
-  auto m = new_message(result_words(results.size(), ids.size(), id_bytes + header.error.size()));
+  auto m = new_message(result_words(results.size(), ids.size(), id_bytes + header.error.size()),
+                       std::move(pool));
   auto root = m->builder.initRoot<s::ResultBatch>();
   set_header(root, header);
   std::size_t next = 0;
