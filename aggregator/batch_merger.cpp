@@ -190,6 +190,7 @@ void BatchMerger::merge(InFlightBatch& b) {
   }
   // No view into this batch's messages outlives the merge.
   for (auto& d : decoded_) d.clear();
+  merged_.hits.clear();
   const auto t_done = Clock::now();
 
   // Stages and the timeline.
