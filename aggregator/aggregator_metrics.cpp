@@ -97,7 +97,7 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
       {"timeline",
        {{"clock", "aggregator steady clock, ms since the run started"},
         {"isn_clocks", p.isns.clocks_json()},
-        {"batches", s.timeline}}},
+        {"batches", timeline_json(s.timeline)}}},
       {"counters", to_json(s.counters)},
       {"front_end", p.front_end},
       {"peak_rss_bytes", peak_rss_bytes()}};

@@ -12,7 +12,6 @@ namespace gpusearch {
 using Clock = AggregatorClock;
 using namespace wire;
 
-
 BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
                          std::function<void()> on_done)
     : setup_(std::move(setup)),
@@ -105,7 +104,9 @@ void BatchMerger::loop() {
         merging_queries_ -= n;
       } else {
         if (job.answer.answered_by_or) ++stats_.answered_by_or;
-        record_answer(job.sequence, job.ticket, job.qid, std::move(job.answer), false,
+        admitted_hits_.clear();
+        for (const CachedHit& h : job.answer.hits) admitted_hits_.push_back({h.docid, h.score});
+        record_answer(job.sequence, job.ticket, job.qid, admitted_hits_, &job.answer, false,
                       job.arrival, job.answered);
       }
       // The job's answers to the run writer in one hand-over.
@@ -124,14 +125,14 @@ double BatchMerger::rel_ms(Clock::time_point t) const {
 }
 
 void BatchMerger::record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
-                                CachedAnswer&& a, bool partial, Clock::time_point arrival,
-                                Clock::time_point at) {
-  if (ticket != 0 && setup_.source) setup_.source->answered(ticket, a, partial, arrival);
-  stats_.hits_written += a.hits.size();
-  if (a.hits.empty()) ++stats_.empty_results;
+                                std::span<const HitView> hits, const CachedAnswer* owned,
+                                bool partial, Clock::time_point arrival, Clock::time_point at) {
+  if (ticket != 0 && setup_.source) setup_.source->answered(ticket, *owned, partial, arrival);
+  stats_.hits_written += hits.size();
+  if (hits.empty()) ++stats_.empty_results;
   ++stats_.answered;
   stats_.latency_ms.add(ms_between(arrival, at));
-  to_write_.push_back({seq, qid, std::move(a.hits)});
+  to_write_.add(seq, qid, hits);  // the ids copied once, into the job's buffer
 }
 
 void BatchMerger::merge(InFlightBatch& b) {
@@ -139,7 +140,9 @@ void BatchMerger::merge(InFlightBatch& b) {
   MergeStats& s = stats_;
   const auto t_merge = Clock::now();
   bool missed = false;
-  std::vector<ResultBatch> results(num_isns);
+  // Each answering ISN's message decoded in place: the ids stay views into b.messages, which
+  // outlive this function; the merge copies out only the ids it keeps.
+  decoded_.resize(num_isns);
   std::vector<std::size_t> present;
   for (std::size_t i = 0; i < num_isns; ++i) {
     if (!b.messages[i] || !b.headers[i].error.empty()) {
@@ -148,14 +151,14 @@ void BatchMerger::merge(InFlightBatch& b) {
       continue;
     }
     try {
-      results[i] = decode_result_batch(b.messages[i]->data());
+      decoded_[i].decode(b.messages[i]->data());
     } catch (const WireError& e) {
       ++isns_[i].errors;
       missed = true;
       std::cerr << setup_.me << ": from ISN rank " << i + 1 << ": " << e.what() << '\n';
       continue;
     }
-    if (results[i].answers.size() != b.queries.size()) {
+    if (decoded_[i].size() != b.queries.size()) {
       ++isns_[i].errors;
       missed = true;
       continue;
@@ -164,21 +167,30 @@ void BatchMerger::merge(InFlightBatch& b) {
   }
   const auto t_decoded = Clock::now();
   if (missed) ++s.batches_with_misses;
-  std::vector<ShardAnswer*> shards(present.size());
+  std::vector<ShardAnswerView> shards(present.size());
   const auto now = Clock::now();
   for (std::size_t q = 0; q < b.queries.size(); ++q) {
-    for (std::size_t j = 0; j < present.size(); ++j) shards[j] = &results[present[j]].answers[q];
-    MergedAnswer m = merge_answers_moving_ids(b.params, shards);  // each answer merged once
-    const bool partial = m.partial || missed;
-    s.counters.add(m.counters);
-    if (m.answer.answered_by_or) ++s.answered_by_or;
+    for (std::size_t j = 0; j < present.size(); ++j) shards[j] = decoded_[present[j]].answer(q);
+    merge_answer_views(b.params, shards, merged_);  // its ids: views into b.messages
+    const bool partial = merged_.partial || missed;
+    s.counters.add(merged_.counters);
+    if (merged_.answered_by_or) ++s.answered_by_or;
     if (partial) ++s.partial_answers;
-    if (m.ranker_fallback) ++s.ranker_fallbacks;
+    if (merged_.ranker_fallback) ++s.ranker_fallbacks;
     const PendingQuery& pq = b.queries[q];
     // A fallback answer is not the ranked one: not cached, so a fixed store serves it later.
-    if (!partial && !m.ranker_fallback && cache_.enabled()) cache_.insert(pq.cache_key, m.answer);
-    record_answer(pq.sequence, pq.ticket, pq.id, std::move(m.answer), partial, pq.arrival, now);
+    const bool cache_it = !partial && !merged_.ranker_fallback && cache_.enabled();
+    // Strings only where the answer outlives the batch's messages: the cache, a live client.
+    std::optional<CachedAnswer> owned;
+    if (cache_it || (pq.ticket != 0 && setup_.source))
+      owned = owned_answer(merged_.hits, merged_.answered_by_or);
+    if (cache_it) cache_.insert(pq.cache_key, *owned);
+    record_answer(pq.sequence, pq.ticket, pq.id, merged_.hits, owned ? &*owned : nullptr, partial,
+                  pq.arrival, now);
   }
+  // No view into this batch's messages outlives the merge.
+  for (auto& d : decoded_) d.clear();
+  merged_.hits.clear();
   const auto t_done = Clock::now();
 
   // Stages and the timeline.
@@ -206,8 +218,7 @@ void BatchMerger::merge(InFlightBatch& b) {
   s.broadcast_ms.add(ms_between(b.cut, b.all_sent ? b.sends_done : b.complete));
   s.round_trip_ms.add(ms_between(b.sent, last_result));
   s.compute_ms.add(double(max_compute_us) / 1000.0);
-  s.gather_ms.add(
-      std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
+  s.gather_ms.add(std::max(0.0, ms_between(b.sent, last_result) - double(max_compute_us) / 1000.0));
   s.merge_ms.add(ms_between(t_merge, t_done));
   s.decode_ms.add(ms_between(t_merge, t_decoded));
   s.merge_wait_ms.add(ms_between(b.complete, t_merge));
@@ -236,33 +247,59 @@ void BatchMerger::merge(InFlightBatch& b) {
                1000.0 * std::max(0.0, service_ms));
   }
   if (s.timeline.size() < setup_.timeline_batches) {
-    nlohmann::json per_isn = nlohmann::json::array();
+    // Plain numbers here; the JSON is built once, when the metrics are written.
+    TimelineBatch& e = s.timeline.emplace_back();
+    e.batch = b.id;
+    e.queries = b.queries.size();
+    e.bytes_sent = b.bytes;
+    e.cut = rel_ms(b.cut);
+    e.encoded = rel_ms(b.encoded);
+    e.sent = rel_ms(b.sent);
+    if (b.all_sent) e.sends_done = rel_ms(b.sends_done);
+    e.complete = rel_ms(b.complete);
+    e.merge_start = rel_ms(t_merge);
+    e.merged = rel_ms(t_done);
+    e.isn.resize(num_isns);
     for (std::size_t i = 0; i < num_isns; ++i) {
-      if (!b.messages[i]) {
+      if (!b.messages[i]) continue;  // missing
+      const IsnTimes& t = b.times[i];
+      e.isn[i] = {rel_ms(t.received), rel_ms(t.start), rel_ms(t.end), rel_ms(t.encoded),
+                  rel_ms(t.arrived)};
+    }
+  }
+}
+
+nlohmann::json timeline_json(const std::vector<TimelineBatch>& timeline) {
+  nlohmann::json batches = nlohmann::json::array();
+  for (const TimelineBatch& e : timeline) {
+    nlohmann::json per_isn = nlohmann::json::array();
+    for (std::size_t i = 0; i < e.isn.size(); ++i) {
+      const auto& t = e.isn[i];
+      if (!t) {
         per_isn.push_back({{"rank", i + 1}, {"missing", true}});
         continue;
       }
-      const IsnTimes& t = b.times[i];
       per_isn.push_back({{"rank", i + 1},
-                         {"received", rel_ms(t.received)},
-                         {"start", rel_ms(t.start)},
-                         {"end", rel_ms(t.end)},
-                         {"encoded", rel_ms(t.encoded)},
-                         {"arrived", rel_ms(t.arrived)}});
+                         {"received", t->received},
+                         {"start", t->start},
+                         {"end", t->end},
+                         {"encoded", t->encoded},
+                         {"arrived", t->arrived}});
     }
-    s.timeline.push_back(
-        {{"batch", b.id},
-         {"queries", b.queries.size()},
-         {"bytes_sent", b.bytes},
-         {"cut", rel_ms(b.cut)},
-         {"encoded", rel_ms(b.encoded)},
-         {"sent", rel_ms(b.sent)},
-         {"sends_done", b.all_sent ? nlohmann::json(rel_ms(b.sends_done)) : nlohmann::json()},
-         {"complete", rel_ms(b.complete)},
-         {"merge_start", rel_ms(t_merge)},
-         {"merged", rel_ms(t_done)},
+    batches.push_back(
+        {{"batch", e.batch},
+         {"queries", e.queries},
+         {"bytes_sent", e.bytes_sent},
+         {"cut", e.cut},
+         {"encoded", e.encoded},
+         {"sent", e.sent},
+         {"sends_done", e.sends_done ? nlohmann::json(*e.sends_done) : nlohmann::json()},
+         {"complete", e.complete},
+         {"merge_start", e.merge_start},
+         {"merged", e.merged},
          {"isn", per_isn}});
   }
+  return batches;
 }
 
 }  // namespace gpusearch

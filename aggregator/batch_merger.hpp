@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "aggregator/arrival_order_writer.hpp"
 #include "aggregator/in_flight_batches.hpp"
 #include "aggregator/isn_roster.hpp"
+#include "aggregator/kway_merge.hpp"
+#include "aggregator/packed_answers.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "aggregator/result_cache.hpp"
@@ -32,6 +35,7 @@
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
 #include "common/thread_placement.hpp"
+#include "common/wire/result_view.hpp"
 
 namespace gpusearch {
 
@@ -62,6 +66,20 @@ struct MergeJob {
   AggregatorClock::time_point arrival, answered;
 };
 
+// One batch of the metrics' timeline (ms since the run started, on the aggregator's clock),
+// kept as numbers on the merge thread's path and made JSON at the end (timeline_json).
+struct TimelineBatch {
+  struct Isn {
+    double received, start, end, encoded, arrived;
+  };
+  std::uint64_t batch = 0;
+  std::size_t queries = 0, bytes_sent = 0;
+  double cut = 0, encoded = 0, sent = 0, complete = 0, merge_start = 0, merged = 0;
+  std::optional<double> sends_done;     // unset: the sends had not all completed
+  std::vector<std::optional<Isn>> isn;  // by ISN (rank - 1); unset: its answer never came
+};
+nlohmann::json timeline_json(const std::vector<TimelineBatch>& timeline);
+
 // Everything the merge thread measured; read after stop().
 struct MergeStats {
   std::uint64_t answered = 0, empty_results = 0, answered_by_or = 0, partial_answers = 0,
@@ -72,7 +90,7 @@ struct MergeStats {
   metrics::SampleSet latency_ms, broadcast_ms, round_trip_ms, compute_ms, gather_ms, merge_ms,
       isn_idle_ms, batch_sizes, to_isn_ms, isn_queue_ms, isn_encode_ms, from_isn_ms, merge_wait_ms,
       decode_ms, overhead_ms;
-  nlohmann::json timeline = nlohmann::json::array();
+  std::vector<TimelineBatch> timeline;
 };
 
 class BatchMerger {
@@ -111,9 +129,11 @@ class BatchMerger {
   void push(MergeJob job);
   void loop();
   void merge(InFlightBatch& b);
+  // `hits` go to the run writer (copied); `owned` (the same answer with owned ids) is needed
+  // only when the query has a ticket, for the source's answered().
   void record_answer(std::uint64_t seq, std::uint64_t ticket, const std::string& qid,
-                     CachedAnswer&& a, bool partial, AggregatorClock::time_point arrival,
-                     AggregatorClock::time_point at);
+                     std::span<const HitView> hits, const CachedAnswer* owned, bool partial,
+                     AggregatorClock::time_point arrival, AggregatorClock::time_point at);
   double rel_ms(AggregatorClock::time_point t) const;
 
   Setup setup_;
@@ -122,7 +142,11 @@ class BatchMerger {
   Progress& bar_;
   std::function<void()> on_done_;
   RunWriterThread writer_;
-  std::vector<RunWriterThread::Answer> to_write_;  // the current job's answers (merge thread)
+  PackedAnswers to_write_;              // the current job's answers (merge thread)
+  MergedHits merged_;                   // the query being merged (capacity reused)
+  std::vector<HitView> admitted_hits_;  // an answer known at admission, as views
+  // Each ISN's answer to the batch being merged, as views into its message (capacity reused).
+  std::vector<wire::ResultBatchView> decoded_;
   MergeStats stats_;
   mutable std::mutex model_mutex_;
   LatencyModel model_;

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "aggregator/result_cache.hpp"
 #include "common/search_result.hpp"
+#include "common/wire/result_view.hpp"
 #include "common/wire/wire.hpp"
 
 namespace gpusearch {
@@ -21,13 +23,27 @@ struct MergedAnswer {
   bool ranker_fallback = false;  // some ISN answered with its first stage (the ranker failed)
 };
 
+// A merged answer whose hits are views into the answers merged (valid while they are).
+struct MergedHits {
+  std::vector<HitView> hits;  // best first
+  bool answered_by_or = false;
+  QueryCounters counters;
+  bool partial = false;
+  bool ranker_fallback = false;
+};
+
 // For and-or, OR answers when the ISNs together found fewer than k AND matches (each ISN's
-// count is exact below k), as merge_shard_results decides.
+// count is exact below k), as merge_shard_results decides. The merge thread's form: the answers
+// are views into the received messages (wire::ResultBatchView) and so are the kept hits' ids;
+// `out` is overwritten (its capacity reused), nothing is allocated per hit.
+void merge_answer_views(const SearchParams& params, std::span<const wire::ShardAnswerView> answers,
+                        MergedHits& out);
+// The same merge with owned ids (for callers that keep the answer past the answers' life).
+MergedAnswer merge_answers(const SearchParams& params,
+                           std::span<const wire::ShardAnswerView> answers);
+// The same merge over decoded answers that own their ids (a hit past its answer's id list gets
+// the id "").
 MergedAnswer merge_answers(const SearchParams& params,
                            std::span<const wire::ShardAnswer* const> answers);
-// The same answer, but each chosen hit's external id is moved out of its ShardAnswer (left
-// empty) rather than copied: for a caller that merges each decoded answer once (BatchMerger).
-MergedAnswer merge_answers_moving_ids(const SearchParams& params,
-                                      std::span<wire::ShardAnswer* const> answers);
 
 }  // namespace gpusearch

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <list>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +24,19 @@ struct CachedAnswer {
   std::vector<CachedHit> hits;
   bool answered_by_or = false;
 };
+// A hit whose external id is a view (into a received message, or a PackedAnswers buffer).
+struct HitView {
+  std::string_view docid;
+  double score = 0;
+};
+// The owned form of an answer given as views (for the cache, or a live client).
+inline CachedAnswer owned_answer(std::span<const HitView> hits, bool answered_by_or) {
+  CachedAnswer a;
+  a.answered_by_or = answered_by_or;
+  a.hits.reserve(hits.size());
+  for (const HitView& h : hits) a.hits.push_back({std::string(h.docid), h.score});
+  return a;
+}
 
 // The answer depends on the params (candidates too), the terms in order and the query's ranker.
 std::string result_cache_key(const SearchParams& params, const std::vector<std::string>& terms,

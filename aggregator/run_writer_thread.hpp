@@ -8,24 +8,20 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <iterator>
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "aggregator/arrival_order_writer.hpp"
+#include "aggregator/packed_answers.hpp"
 
 namespace gpusearch {
 
 class RunWriterThread {
  public:
-  struct Answer {
-    std::uint64_t sequence;
-    std::string qid;
-    std::vector<CachedHit> hits;
-  };
   RunWriterThread(std::ostream& out, std::string tag)
       : out_(out), order_(out, std::move(tag)), thread_([this] { loop(); }) {}
   ~RunWriterThread() { finish(); }
@@ -33,24 +29,22 @@ class RunWriterThread {
   RunWriterThread& operator=(const RunWriterThread&) = delete;
 
   // The answer of the query that arrived as number `sequence` (ArrivalOrderWriter::add).
-  void add(std::uint64_t sequence, std::string qid, std::vector<CachedHit> hits) {
-    {
-      std::lock_guard lock(mutex_);
-      queue_.push_back(Answer{sequence, std::move(qid), std::move(hits)});
-    }
-    ready_.notify_one();
+  void add(std::uint64_t sequence, std::string_view qid, const std::vector<CachedHit>& hits) {
+    PackedAnswers one;
+    one.add(sequence, qid, hits);
+    add_all(one);
   }
-  // A batch's answers at once: one lock and one wake-up instead of one per answer. Leaves
-  // `answers` empty.
-  void add_all(std::vector<Answer>& answers) {
+  // A job's answers at once: one lock and one wake-up instead of one per answer. Leaves
+  // `answers` empty, holding a buffer the writer is done with when it has one (so that a
+  // steady stream of jobs reuses the same few buffers).
+  void add_all(PackedAnswers& answers) {
     if (answers.empty()) return;
     {
       std::lock_guard lock(mutex_);
-      if (queue_.empty()) {
-        queue_.swap(answers);
-      } else {
-        queue_.insert(queue_.end(), std::make_move_iterator(answers.begin()),
-                      std::make_move_iterator(answers.end()));
+      queue_.push_back(std::move(answers));
+      if (!spare_.empty()) {
+        answers = std::move(spare_.back());
+        spare_.pop_back();
       }
     }
     answers.clear();
@@ -70,7 +64,7 @@ class RunWriterThread {
 
  private:
   void loop() {
-    std::vector<Answer> items;
+    std::vector<PackedAnswers> items;
     for (;;) {
       bool dry;
       {
@@ -79,22 +73,27 @@ class RunWriterThread {
         if (queue_.empty()) break;  // stop_ and nothing left
         items.swap(queue_);
       }
-      for (Answer& it : items) order_.add(it.sequence, std::move(it.qid), std::move(it.hits));
-      items.clear();
+      for (PackedAnswers& job : items) order_.add(job);
       {
         std::lock_guard lock(mutex_);
+        // Written buffers go back to the merge thread (a few: enough for a steady stream).
+        for (PackedAnswers& job : items)
+          if (spare_.size() < kSpareBuffers) spare_.push_back(std::move(job));
         dry = queue_.empty();
       }
+      items.clear();
       if (dry) out_.flush();
     }
     out_.flush();
   }
 
+  static constexpr std::size_t kSpareBuffers = 4;
   std::ostream& out_;
   ArrivalOrderWriter order_;
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::vector<Answer> queue_;
+  std::vector<PackedAnswers> queue_;
+  std::vector<PackedAnswers> spare_;  // written, cleared by add_all before reuse
   bool stop_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };

@@ -138,6 +138,9 @@ class BatchLoop {
   // the aggregator's order), applied by the engine thread just before it ranks it.
   std::deque<RankerCacheCommand> ranker_commands_;
   std::deque<std::shared_ptr<const OutgoingMessage>> outbox_;
+  // The answers' first segments: back when their send completes (MPI thread), zeroed there,
+  // taken again by the next encode (engine thread) without an allocation or page faults.
+  std::shared_ptr<wire::SegmentPool> answer_segments_ = std::make_shared<wire::SegmentPool>();
   bool stop_ = false, engine_busy_ = false;
   Clock::time_point busy_since_{};
   double compute_ewma_us_ = 0;  // the engine's time per batch, to predict when it needs the next

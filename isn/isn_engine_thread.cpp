@@ -190,7 +190,8 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
   header.fallback_active = engine_.fallback_active();
   header.compute_us = std::uint64_t(double(micros(t1 - b.started)) * b.compute_share);
   auto message = std::make_shared<const OutgoingMessage>(
-      encode_results(header, b.results, [&](DocId d) { return shard_.external_id(d); }));
+      encode_results(
+          header, b.results, [&](DocId d) { return shard_.external_id(d); }, answer_segments_));
   // Pipelined batches overlap: their busy time is the pipeline's (stats), not this sum.
   if (!pipeline_) counters_.compute_us += header.compute_us;
   counters_.idle_us += header.idle_us;

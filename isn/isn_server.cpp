@@ -160,6 +160,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"idle_seconds", c.idle_us / 1e6},
                    {"encode_seconds", c.encode_us / 1e6},
                    {"answer_bytes", c.answer_bytes},
+                   {"answer_segments_reused", answer_segments_->reused()},
                    {"unknown_terms", c.unknown_terms},
                    {"rejected_messages", c.rejected},
                    {"failed_batches", c.failed_batches},

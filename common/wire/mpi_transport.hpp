@@ -7,8 +7,11 @@
 #include <mpi.h>
 
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/wire/wire.hpp"
 
@@ -22,13 +25,37 @@ void mpi_check(int rc, const char* call, const char* file, int line);
 
 // A received message. `rejected` is non-empty when it was too large to accept: it has been
 // received into a small buffer and dropped.
+// Allocates without value-initializing: a receive buffer is written over whole by MPI, so
+// zeroing it first was a wasted pass over every message (the aggregator's MPI thread wrote
+// each ISN's answer twice: NOTES-cluster.md, issue-16-s28).
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct Received {
   int source = -1;
   int tag = -1;
-  WireBytes words;
+  std::vector<std::uint64_t, UninitializedAllocator<std::uint64_t>> words;  // 8-byte aligned
   std::size_t bytes = 0;
   std::string rejected;
-  std::span<const std::byte> data() const { return as_bytes(words).first(bytes); }
+  std::span<const std::byte> data() const {
+    return std::as_bytes(std::span<const std::uint64_t>(words.data(), words.size())).first(bytes);
+  }
 };
 
 // Returns the next message matching (source, tag) if one has arrived, else nullopt.

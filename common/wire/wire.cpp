@@ -14,6 +14,7 @@
 
 #include "common/ranker/store_index.hpp"
 #include "common/wire/messages.capnp.h"
+#include "common/wire/wire_reader.hpp"
 
 namespace gpusearch::wire {
 
@@ -25,12 +26,22 @@ namespace {
 // Later segments (a message that outgrew its estimate) are separate pieces.
 class PrefixedMessageBuilder final : public capnp::MessageBuilder {
  public:
-  explicit PrefixedMessageBuilder(std::size_t first_segment_words)
-      : first_words_(first_segment_words) {}
+  PrefixedMessageBuilder(std::size_t first_segment_words, std::shared_ptr<SegmentPool> pool)
+      : first_words_(first_segment_words), pool_(std::move(pool)) {}
+  // A pooled first segment goes back once the message is sealed and gone; the words written
+  // (the table word and the segment's used words) are zeroed by the pool.
+  ~PrefixedMessageBuilder() override {
+    if (pool_ && written_words_ > 0) pool_->release(std::move(first_), written_words_);
+  }
   kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override {
-    // Value-initialized vectors are zeroed, which Cap'n Proto requires of a new segment.
+    // Value-initialized vectors are zeroed, which Cap'n Proto requires of a new segment; so are
+    // the pool's buffers.
     if (first_.empty()) {
-      first_.assign(1 + std::max<std::size_t>(minimum_words, first_words_), 0);
+      const std::size_t words = 1 + std::max<std::size_t>(minimum_words, first_words_);
+      if (pool_)
+        first_ = pool_->acquire(words);
+      else
+        first_.assign(words, 0);
       return {reinterpret_cast<capnp::word*>(first_.data() + 1), first_.size() - 1};
     }
     const std::size_t n = std::max<std::size_t>(minimum_words, first_.size());
@@ -38,9 +49,14 @@ class PrefixedMessageBuilder final : public capnp::MessageBuilder {
     return {reinterpret_cast<capnp::word*>(more_.back().data()), n};
   }
   std::uint64_t* prefix() { return first_.data(); }
+  // The message is complete: its first segment used `words` words of the buffer (with the
+  // table word). Unsealed buffers (a failed encode) are not pooled: what they hold is unknown.
+  void sealed(std::size_t words) { written_words_ = words; }
 
  private:
   std::size_t first_words_;
+  std::shared_ptr<SegmentPool> pool_;
+  std::size_t written_words_ = 0;
   std::vector<std::uint64_t> first_;
   std::deque<std::vector<std::uint64_t>> more_;
 };
@@ -48,8 +64,9 @@ class PrefixedMessageBuilder final : public capnp::MessageBuilder {
 }  // namespace
 
 struct EncodedMessage::Impl {
-  explicit Impl(std::size_t first_segment_words)
-      : builder(std::min<std::size_t>(first_segment_words, std::size_t(1) << 28)) {}
+  explicit Impl(std::size_t first_segment_words, std::shared_ptr<SegmentPool> pool = nullptr)
+      : builder(std::min<std::size_t>(first_segment_words, std::size_t(1) << 28),
+                std::move(pool)) {}
   PrefixedMessageBuilder builder;
   std::vector<std::uint32_t> table;  // the segment table, when there is more than one segment
   std::vector<std::span<const std::byte>> pieces;
@@ -58,6 +75,7 @@ struct EncodedMessage::Impl {
   // Writes the segment table once the message is complete; the builder must not change after.
   void seal() {
     const auto segments = builder.getSegmentsForOutput();
+    builder.sealed(1 + segments[0].size());
     pieces.clear();
     if (segments.size() == 1) {
       auto* header = reinterpret_cast<std::uint32_t*>(builder.prefix());
@@ -106,49 +124,21 @@ WireBytes EncodedMessage::flat() const {
 namespace {
 
 namespace s = schema;
+using detail::get_header;
+using detail::with_reader;
 
 // The first segment is sized for the message at hand (estimate_words), so that a message is
 // almost always one segment; more segments are fine too (they travel as more pieces).
-std::unique_ptr<EncodedMessage::Impl> new_message(std::size_t estimate_words) {
-  return std::make_unique<EncodedMessage::Impl>(std::max<std::size_t>(estimate_words, 64));
+std::unique_ptr<EncodedMessage::Impl> new_message(std::size_t estimate_words,
+                                                  std::shared_ptr<SegmentPool> pool = nullptr) {
+  return std::make_unique<EncodedMessage::Impl>(std::max<std::size_t>(estimate_words, 64),
+                                                std::move(pool));
 }
 
 std::uint64_t steady_us() {
   return std::uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::steady_clock::now().time_since_epoch())
                            .count());
-}
-
-// Runs `read` on a reader over `bytes` with the wire's limits; every Cap'n Proto failure (short
-// or garbage segments, pointers out of bounds, traversal or nesting limit) becomes WireError.
-template <typename Fn>
-auto with_reader(std::span<const std::byte> bytes, const char* what, Fn&& read) {
-  if (bytes.size() > kMaxWireBytes)
-    throw WireError(fmt::format("{}: message of {} bytes exceeds the limit of {}", what,
-                                bytes.size(), kMaxWireBytes));
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
-    throw WireError(
-        fmt::format("{}: message of {} bytes is not a whole number of words", what, bytes.size()));
-  // MPI buffers are ours and aligned; a caller's span may not be: copy then.
-  // (Words as uint64_t: capnp::word is not copyable, which libc++-strict vector code rejects.)
-  std::vector<std::uint64_t> aligned;
-  const capnp::word* data = reinterpret_cast<const capnp::word*>(bytes.data());
-  if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
-    aligned.resize(bytes.size() / sizeof(capnp::word));
-    std::memcpy(aligned.data(), bytes.data(), bytes.size());
-    data = reinterpret_cast<const capnp::word*>(aligned.data());
-  }
-  capnp::ReaderOptions options;
-  // Each word may be visited at most twice: defeats amplification through shared pointers.
-  options.traversalLimitInWords = 2 * bytes.size() / sizeof(capnp::word) + 64;
-  options.nestingLimit = kMaxNestingDepth;
-  try {
-    capnp::FlatArrayMessageReader reader(
-        kj::ArrayPtr<const capnp::word>(data, bytes.size() / sizeof(capnp::word)), options);
-    return read(reader);
-  } catch (const kj::Exception& e) {
-    throw WireError(fmt::format("{}: malformed message: {}", what, e.getDescription().cStr()));
-  }
 }
 
 s::Mode to_wire(Mode m) {
@@ -247,22 +237,6 @@ void set_header(s::ResultBatch::Builder root, const ResultHeader& b) {
   root.setEncodedUs(b.encoded_us);
 }
 
-ResultHeader get_header(s::ResultBatch::Reader root) {
-  ResultHeader b;
-  b.batch_id = root.getBatchId();
-  b.isn_rank = root.getIsnRank();
-  b.shard_id = root.getShardId();
-  b.compute_us = root.getComputeUs();
-  b.idle_us = root.getIdleUs();
-  b.fallback_active = root.getFallbackActive();
-  b.error.assign(root.getError().cStr(), root.getError().size());
-  b.received_us = root.getReceivedUs();
-  b.start_us = root.getStartUs();
-  b.end_us = root.getEndUs();
-  b.encoded_us = root.getEncodedUs();
-  return b;
-}
-
 // Words a result batch of this many hits and id bytes needs, so that it fits one segment.
 // Per hit 2.5 words of columns (a Float64 score, three UInt32s), per query 7 (two counts, a
 // UInt64 match count, five UInt64 counters, two bits), 64 for the header and list pointers.
@@ -300,6 +274,26 @@ RankerCacheCommand read_ranker_cache_command(s::RankerCacheCommand::Reader rc) {
 }
 
 }  // namespace
+
+namespace detail {
+
+ResultHeader get_header(schema::ResultBatch::Reader root) {
+  ResultHeader b;
+  b.batch_id = root.getBatchId();
+  b.isn_rank = root.getIsnRank();
+  b.shard_id = root.getShardId();
+  b.compute_us = root.getComputeUs();
+  b.idle_us = root.getIdleUs();
+  b.fallback_active = root.getFallbackActive();
+  b.error.assign(root.getError().cStr(), root.getError().size());
+  b.received_us = root.getReceivedUs();
+  b.start_us = root.getStartUs();
+  b.end_us = root.getEndUs();
+  b.encoded_us = root.getEncodedUs();
+  return b;
+}
+
+}  // namespace detail
 
 std::string vocabulary_fingerprint(const ShardManifest& manifest, std::uint32_t num_terms) {
   auto sum = [&](const char* name) {
@@ -388,7 +382,8 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
 }
 
 EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
-                              const std::function<std::string_view(DocId)>& external_id) {
+                              const std::function<std::string_view(DocId)>& external_id,
+                              std::shared_ptr<SegmentPool> pool) {
   // One look-up per hit, in packing order: the ids' exact size sizes the first segment (which
   // is zeroed, so an over-estimate costs), and packing reads the views in the same order.
   thread_local std::vector<std::string_view> ids;
@@ -397,7 +392,8 @@ EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardR
   for (const ShardResult& r : results)
     for (const auto* list : {&r.hits, &r.or_hits})
       for (const RankedDoc& d : *list) id_bytes += ids.emplace_back(external_id(d.doc)).size();
-  auto m = new_message(result_words(results.size(), ids.size(), id_bytes + header.error.size()));
+  auto m = new_message(result_words(results.size(), ids.size(), id_bytes + header.error.size()),
+                       std::move(pool));
   auto root = m->builder.initRoot<s::ResultBatch>();
   set_header(root, header);
   std::size_t next = 0;
@@ -435,68 +431,6 @@ EncodedMessage encode_message(const ResultBatch& b) {
 ResultHeader decode_result_header(std::span<const std::byte> bytes) {
   return with_reader(bytes, "result batch", [](capnp::MessageReader& reader) {
     return get_header(reader.getRoot<s::ResultBatch>());
-  });
-}
-
-ResultBatch decode_result_batch(std::span<const std::byte> bytes) {
-  return with_reader(bytes, "result batch", [](capnp::MessageReader& reader) {
-    const auto root = reader.getRoot<s::ResultBatch>();
-    ResultBatch b;
-    static_cast<ResultHeader&>(b) = get_header(root);
-    const auto counts = root.getHitCounts();
-    const auto scores = root.getScores();
-    const auto ranks = root.getRanks();
-    const auto docs = root.getDocs();
-    const auto ends = root.getExtIdEnds();
-    const auto ids = root.getExtIds();
-    const auto and_matches = root.getAndMatches();
-    const auto partial = root.getPartial();
-    const auto ranker_fallback = root.getRankerFallback();
-    const auto counters = root.getCounters();
-    // Every column must agree with the counts before anything is read through them.
-    const std::size_t nq = counts.size() / 2;
-    if (counts.size() % 2 != 0 || nq > kMaxBatchQueries)
-      throw WireError(fmt::format("result batch: {} hit counts", counts.size()));
-    std::size_t total = 0;
-    for (auto c : counts) {
-      if (c > kMaxK) throw WireError(fmt::format("result batch: {} hits, over k", c));
-      total += c;
-    }
-    if (scores.size() != total || ranks.size() != total || docs.size() != total ||
-        ends.size() != total)
-      throw WireError(fmt::format("result batch: columns of {}/{}/{}/{} hits for {} counted",
-                                  scores.size(), ranks.size(), docs.size(), ends.size(), total));
-    if (and_matches.size() != nq || partial.size() != nq || ranker_fallback.size() != nq ||
-        counters.size() != 5 * nq)
-      throw WireError("result batch: per-query columns do not match the query count");
-    b.answers.resize(nq);
-    unsigned h = 0;
-    std::uint32_t at = 0;
-    for (std::size_t q = 0; q < nq; ++q) {
-      ShardAnswer& a = b.answers[q];
-      for (int o = 0; o < 2; ++o) {
-        auto& list = o ? a.result.or_hits : a.result.hits;
-        auto& list_ids = o ? a.or_hit_ids : a.hit_ids;
-        const unsigned n = counts[unsigned(2 * q + o)];
-        list.reserve(n);
-        list_ids.reserve(n);
-        for (unsigned i = 0; i < n; ++i, ++h) {
-          list.push_back({scores[h], ranks[h], b.shard_id, docs[h]});
-          const std::uint32_t end = ends[h];
-          if (end < at || end > ids.size())
-            throw WireError(fmt::format("result batch: external id {} out of range", h));
-          list_ids.emplace_back(reinterpret_cast<const char*>(ids.begin()) + at, end - at);
-          at = end;
-        }
-      }
-      a.result.and_matches = and_matches[unsigned(q)];
-      a.result.partial = partial[unsigned(q)];
-      a.result.ranker_fallback = ranker_fallback[unsigned(q)];
-      const unsigned c = unsigned(5 * q);
-      a.result.counters = {counters[c], counters[c + 1], counters[c + 2], counters[c + 3],
-                           counters[c + 4]};
-    }
-    return b;
   });
 }
 

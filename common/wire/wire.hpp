@@ -16,6 +16,7 @@
 #include "common/error.hpp"
 #include "common/index_format.hpp"
 #include "common/search_result.hpp"
+#include "common/wire/segment_pool.hpp"
 
 namespace gpusearch::wire {
 
@@ -129,8 +130,10 @@ EncodedMessage encode_message(const ResultBatch& b);
 EncodedMessage encode_message(const Control& c);
 // The ISN's path: packs the engine's results straight from its ShardResults, looking up each
 // hit's external id; no intermediate ResultBatch. Sets the encoded_us timestamp at the end.
+// With a pool, the first segment comes from it and goes back when the message is destroyed.
 EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
-                              const std::function<std::string_view(DocId)>& external_id);
+                              const std::function<std::string_view(DocId)>& external_id,
+                              std::shared_ptr<SegmentPool> pool = nullptr);
 
 inline WireBytes encode(const QueryBatch& b) { return encode_message(b).flat(); }
 inline WireBytes encode(const ResultBatch& b) { return encode_message(b).flat(); }

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "aggregator/arrival_order_writer.hpp"
-#include "aggregator/run_writer_thread.hpp"
 #include "aggregator/kway_merge.hpp"
+#include "aggregator/run_writer_thread.hpp"
 
 using namespace gpusearch;
 using namespace gpusearch::wire;
@@ -32,9 +32,10 @@ std::vector<ShardAnswer> random_answers(std::mt19937& rng, std::size_t shards, u
         list.push_back({double(rng() % 5), ranks[next++ % ranks.size()], std::uint32_t(s),
                         DocId(rng() % 1000)});
       std::sort(list.begin(), list.end(), ranks_before);
-      list.erase(std::unique(list.begin(), list.end(),
-                             [](const RankedDoc& a, const RankedDoc& b) { return a.rank == b.rank; }),
-                 list.end());
+      list.erase(
+          std::unique(list.begin(), list.end(),
+                      [](const RankedDoc& a, const RankedDoc& b) { return a.rank == b.rank; }),
+          list.end());
       if (list.size() > k) list.resize(k);
       auto& ids = o ? out[s].or_hit_ids : out[s].hit_ids;
       for (const RankedDoc& d : list) ids.push_back("r" + std::to_string(d.rank));
@@ -68,17 +69,29 @@ TEST(AggregatorMerge, KWayEqualsPartialSort) {
       EXPECT_EQ(m.answer.hits[i].docid, "r" + std::to_string(ref.hits[i].rank));
     }
     EXPECT_EQ(m.counters.postings_decoded, ref.counters.postings_decoded);
-    // The merge thread's variant moves the chosen ids out of its answers: the same answer.
-    auto moved_from = answers;
-    std::vector<ShardAnswer*> mutable_answers;
-    for (auto& x : moved_from) mutable_answers.push_back(&x);
-    const MergedAnswer moved = merge_answers_moving_ids(params, mutable_answers);
-    ASSERT_EQ(moved.answer.answered_by_or, m.answer.answered_by_or);
-    ASSERT_EQ(moved.answer.hits.size(), m.answer.hits.size());
-    for (std::size_t i = 0; i < m.answer.hits.size(); ++i) {
-      EXPECT_EQ(moved.answer.hits[i].docid, m.answer.hits[i].docid);
-      EXPECT_EQ(moved.answer.hits[i].score, m.answer.hits[i].score);
+    // The merge thread's path: each shard's answer through the wire, decoded as views into
+    // the message (ids copied only for the kept hits): the same answer.
+    std::vector<WireBytes> messages;
+    for (std::size_t j = 0; j < answers.size(); ++j) {
+      ResultBatch rb;
+      rb.shard_id = std::uint32_t(j);
+      rb.answers.push_back(answers[j]);
+      messages.push_back(encode(rb));
     }
+    std::vector<ResultBatchView> decoded(messages.size());
+    std::vector<ShardAnswerView> views;
+    for (std::size_t j = 0; j < messages.size(); ++j) {
+      decoded[j].decode(as_bytes(messages[j]));
+      views.push_back(decoded[j].answer(0));
+    }
+    const MergedAnswer viewed = merge_answers(params, views);
+    ASSERT_EQ(viewed.answer.answered_by_or, m.answer.answered_by_or);
+    ASSERT_EQ(viewed.answer.hits.size(), m.answer.hits.size());
+    for (std::size_t i = 0; i < m.answer.hits.size(); ++i) {
+      EXPECT_EQ(viewed.answer.hits[i].docid, m.answer.hits[i].docid);
+      EXPECT_EQ(viewed.answer.hits[i].score, m.answer.hits[i].score);
+    }
+    EXPECT_EQ(viewed.counters.postings_decoded, m.counters.postings_decoded);
   }
 }
 
@@ -90,7 +103,8 @@ TEST(RunWriterThread, WritesTheSameBytesAsTheOrderingWriterOnItsOwnThread) {
     for (std::uint64_t i = 0; i < 500; ++i) {
       const std::uint64_t seq = i ^ 1;  // pairs answered out of order
       std::vector<CachedHit> hits;
-      for (std::uint64_t h = 0; h < seq % 4; ++h) hits.push_back({"d" + std::to_string(h), 1.0 + h});
+      for (std::uint64_t h = 0; h < seq % 4; ++h)
+        hits.push_back({"d" + std::to_string(h), 1.0 + h});
       w.add(seq, "q" + std::to_string(seq), hits);
       t.add(seq, "q" + std::to_string(seq), hits);
     }
@@ -114,4 +128,46 @@ TEST(ArrivalOrderWriter, WritesInArrivalOrderWhateverTheAnswerOrder) {
   EXPECT_EQ(w.written(), 3u);
   EXPECT_EQ(w.waiting(), 0u);
   EXPECT_EQ(w.max_waiting(), 3u);
+}
+
+TEST(ArrivalOrderWriter, PackedJobsWriteTheSameBytesAsOneAnswerAtATime) {
+  // Jobs of packed answers (the merge thread's hand-over), with answers out of order within and
+  // across jobs, and ids of every length around the small-string buffer: the same bytes, the
+  // same counts, as adding each answer on its own.
+  std::mt19937 rng(21);
+  std::vector<std::uint64_t> order(400);
+  std::iota(order.begin(), order.end(), 0);
+  for (std::size_t i = 0; i + 3 < order.size(); i += 1 + rng() % 4)
+    std::swap(order[i], order[i + 1 + rng() % 3]);
+  std::ostringstream single, packed, threaded;
+  ArrivalOrderWriter one(single, "tag"), jobs(packed, "tag");
+  {
+    RunWriterThread thread(threaded, "tag");
+    PackedAnswers job, thread_job;
+    for (std::size_t n = 0; n < order.size(); ++n) {
+      const std::uint64_t seq = order[n];
+      std::vector<CachedHit> hits;
+      std::vector<HitView> views;
+      for (std::size_t h = 0; h < seq % 12; ++h)
+        hits.push_back({std::string(1 + (seq * 7 + h) % 40, char('a' + h)), 20.0 / (h + 1)});
+      for (const CachedHit& h : hits) views.push_back({h.docid, h.score});
+      one.add(seq, "q" + std::to_string(seq), hits);
+      job.add(seq, "q" + std::to_string(seq), views);
+      thread_job.add(seq, "q" + std::to_string(seq), views);
+      if (rng() % 5 == 0 || n + 1 == order.size()) {
+        jobs.add(job);
+        job.clear();
+        thread.add_all(thread_job);  // hands a spare buffer back, cleared
+        EXPECT_TRUE(thread_job.empty());
+      }
+    }
+    thread.finish();
+    EXPECT_EQ(thread.order().written(), order.size());
+  }
+  EXPECT_EQ(packed.str(), single.str());
+  EXPECT_EQ(threaded.str(), single.str());
+  EXPECT_EQ(jobs.written(), order.size());
+  EXPECT_EQ(jobs.waiting(), 0u);
+  EXPECT_EQ(jobs.max_waiting(), one.max_waiting());
+  EXPECT_GT(one.max_waiting(), 1u);
 }
