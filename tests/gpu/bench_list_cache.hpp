@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -90,11 +91,16 @@ std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double ca
 // The drift comparison's settings (bench_list_cache's --drift-* flags).
 struct DriftOptions {
   std::string spec;  // the synthetic collection whose drifting log is served
+  std::string log;   // the drifting log's settings, added to spec (query_drift=1 before them)
   std::size_t limit = 10000, call_size = 1000, replan = 500, max_pending = 1000;
   double ratio = 10, half_life = 4000, arrivals = 4000, swap_fraction = 1.0 / 16;
   unsigned rounds = 3, sample = 4, planner_threads = 4;
-  std::string online = "idle:1:0.02";  // the online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN,...
+  // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always],...
+  std::string online = "idle:1:0.02";
 };
+
+// Registers the --drift-* flags (defaults: DriftOptions').
+void add_drift_options(CLI::App& app, DriftOptions& o);
 
 // Runs the drift comparison on `b` (shard of `postings` bytes): prints a line per run and the
 // medians, returns the report's "online" object.

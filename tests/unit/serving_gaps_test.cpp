@@ -14,9 +14,13 @@
 #include <thread>
 
 #include "common/cache_admission.hpp"
+#include "common/list_cache.hpp"
 #include "common/online_cache_policy.hpp"
+#include "common/reference_engine.hpp"
+#include "common/result_compare.hpp"
 #include "common/serving_gaps.hpp"
 #include "common/shard_index.hpp"
+#include "isn/cached_cpu_engine.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
 #include "test_support.hpp"
@@ -214,6 +218,88 @@ TEST_F(OnlineCacheGaps, AnAdmissionPausedForACallAdmitsTheSamePlan) {
     EXPECT_EQ(paused[i].term, plain[i].term);
     EXPECT_EQ(paused[i].blocks, plain[i].blocks);
   }
+}
+
+// The generator's log that drifts more (drift_ramp=0.5: the second half is all the other mix;
+// drift_topics=8: which also asks for other topics) served on the CPU twin in calls the policy
+// is told of, as the GPU engine tells it, with the gate as shipped: plans made between the calls
+// pay for their copies, go in, and the drifted half hits more than under the offline plan. Every
+// answer checked is the reference's. Plans are awaited between calls (drain, outside a call), so
+// the counts do not depend on this machine's speed.
+TEST_F(OnlineCacheGaps, ServedInMarkedCallsTheGatedPolicyFollowsALogThatDriftsMore) {
+  const unsigned k = 10;
+  const SearchParams params{Mode::kAnd, Scoring::kBm25, index_->params().gs_alpha, k};
+  const auto offline_plan =
+      plan_shard_cache(shard(), *train_, {CachePolicy::kVfb, 1.0, budget()}, k, Scoring::kBm25);
+  const DeviceBlockNumbering numbering(shard());
+  struct Run {
+    double second = 0;  // byte hit rate of the log's second half
+    std::size_t changes = 0, wrong = 0;
+    nlohmann::json stats;
+  };
+  auto serve = [&](bool online_policy) {
+    Run run;
+    ListCacheDirectory cache(shard(), numbering, budget());
+    cache.apply(offline_plan);
+    CachedCpuEngine twin(shard(), 0, cache, {4096, budget() / 4});
+    std::unique_ptr<OnlineCachePolicy> online;
+    if (online_policy) {
+      OnlinePolicyOptions o = options();
+      o.min_payoff = 1;  // the gate as shipped
+      o.min_gain = 0.02;
+      o.max_pending = 500;
+      online = std::make_unique<OnlineCachePolicy>(shard(), o);
+      online->seed(*train_);
+      online->take_plan();  // the offline plan's equal: the cache holds that
+      online->report_cache(cache.held_lists());
+    }
+    const std::vector<Query>& log = *drifting_;
+    const std::size_t call = 1000, half = log.size() / 2;
+    ListCacheCounters at_half;
+    for (std::size_t b = 0; b < log.size(); b += call) {
+      if (online) {
+        online->drain();
+        if (auto plan = online->take_plan()) {
+          cache.apply(*plan, budget() / 4);
+          online->report_cache(cache.held_lists());
+          ++run.changes;
+        }
+      }
+      const std::size_t n = std::min(call, log.size() - b);
+      const std::span<const Query> qs(log.data() + b, n);
+      std::vector<ShardResult> out(n);
+      {
+        const OnlineCachePolicy::ServingCall serving(online ? online->serving_gaps() : nullptr);
+        twin.search(qs, params, out);
+        if (online) online->observe(qs);  // as the engine does, at the end of its call
+      }
+      for (std::size_t i = 0; i < n; i += 97) {
+        const ReferenceAnswer ref = reference_answer(*index_, qs[i], params, 2 * k + 20);
+        const ShardResult* r = &out[i];
+        const QueryResult m =
+            merge_shard_results(params, std::span<const ShardResult* const>(&r, 1));
+        run.wrong += compare_top_k(ref.hits, ref.total_matches, k, m.hits).has_value();
+      }
+      if (b < half && b + n >= half) at_half = twin.counters();
+    }
+    const ListCacheCounters& all = twin.counters();
+    const double hit = double(all.bytes_hit - at_half.bytes_hit),
+                 shipped = double(all.bytes_shipped - at_half.bytes_shipped);
+    run.second = hit + shipped > 0 ? hit / (hit + shipped) : 0;
+    if (online) run.stats = online->stats();
+    return run;
+  };
+  const Run offline = serve(false), online = serve(true);
+  EXPECT_EQ(offline.wrong, 0u);
+  EXPECT_EQ(online.wrong, 0u);
+  EXPECT_EQ(online.stats["serving_calls"].get<std::uint64_t>(), (drifting_->size() + 999) / 1000);
+  EXPECT_GE(online.changes, 1u) << online.stats.dump();
+  EXPECT_GT(online.second, offline.second + 0.02)
+      << "online " << online.second << ", offline " << offline.second << "; "
+      << online.stats.dump();
+  std::cout << "log that drifts more, second half's byte hit rate: offline " << offline.second
+            << ", online " << online.second << " (" << online.changes << " changes); "
+            << online.stats.dump() << "\n";
 }
 
 }  // namespace
