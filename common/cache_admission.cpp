@@ -8,8 +8,8 @@
 #include <tbb/parallel_for.h>
 
 #include "common/block_codec.hpp"
-#include "common/serving_gaps.hpp"
 #include "common/scoring.hpp"
+#include "common/serving_gaps.hpp"
 #include "common/shard_index.hpp"
 
 namespace gpusearch {
@@ -214,8 +214,10 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
     std::vector<std::pair<double, TermId>> by_frequency;
     for (const auto& [t, v] : visits)
       if (v.query_frequency > 0 && shard.term(t).num_blocks > 0) by_frequency.push_back({v.query_frequency, t});
-    std::stable_sort(by_frequency.begin(), by_frequency.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::stable_sort(by_frequency.begin(), by_frequency.end(), [&](const auto& a, const auto& b) {
+      step();
+      return a.first > b.first;
+    });
     for (const auto& [frequency, t] : by_frequency) {
       step();
       if (closed[t]) continue;

@@ -8,7 +8,9 @@ namespace {
 thread_local double this_thread_paused = 0;
 }  // namespace
 
-double ServingGaps::this_thread_paused_seconds() { return this_thread_paused; }
+double ServingGaps::this_thread_paused_seconds() {
+  return this_thread_paused;
+}
 
 void ServingGaps::call_begins() noexcept {
   // The counter first: background work sees the call at its next pause point without the lock.
@@ -52,7 +54,9 @@ bool ServingGaps::wait_for_gap() {
   return !stopped_.load(std::memory_order_relaxed);
 }
 
-std::uint64_t ServingGaps::calls() const { return calls_.load(std::memory_order_relaxed); }
+std::uint64_t ServingGaps::calls() const {
+  return calls_.load(std::memory_order_relaxed);
+}
 
 std::uint64_t ServingGaps::pauses() const {
   std::lock_guard lock(mutex_);

@@ -25,16 +25,17 @@ class ServingGaps {
   // one is, blocks until none is. Returns false once stop() was called (the caller should cut
   // its work short; it never blocks again).
   bool pause_point() {
-    if (in_flight_.load(std::memory_order_acquire) == 0) return !stopped_.load(std::memory_order_relaxed);
+    if (in_flight_.load(std::memory_order_acquire) == 0)
+      return !stopped_.load(std::memory_order_relaxed);
     return wait_for_gap();
   }
   void stop() noexcept;  // wakes every paused thread; pause_point() no longer blocks
 
   bool in_call() const { return in_flight_.load(std::memory_order_acquire) > 0; }
-  std::uint64_t calls() const;     // calls begun
-  std::uint64_t pauses() const;    // times a pause point found a call in flight and waited
-  double paused_seconds() const;   // summed over the waiting threads
-  unsigned waiting() const;        // threads waiting at a pause point now (tests)
+  std::uint64_t calls() const;    // calls begun
+  std::uint64_t pauses() const;   // times a pause point found a call in flight and waited
+  double paused_seconds() const;  // summed over the waiting threads
+  unsigned waiting() const;       // threads waiting at a pause point now (tests)
   // Seconds the calling thread has waited at pause points (of any ServingGaps): lets a worker
   // time its own work without its pauses.
   static double this_thread_paused_seconds();

@@ -17,10 +17,10 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/cache_admission.hpp"
 #include "common/error.hpp"
@@ -37,8 +37,8 @@ struct Replayed {
   std::vector<std::vector<ListRead>> reads;
 };
 
-Replayed replay(const ShardIndex& shard, const std::vector<std::pair<std::string, std::string>>& log,
-                unsigned k) {
+Replayed replay(const ShardIndex& shard,
+                const std::vector<std::pair<std::string, std::string>>& log, unsigned k) {
   Replayed r;
   for (const auto& [id, text] : log) {
     Query q;
@@ -108,8 +108,9 @@ int main(int argc, char** argv) {
   unsigned k = 10;
   app.add_option("--spec", spec, "synthetic spec with the drift settings (query_drift, ...)")
       ->required();
-  app.add_option("--index", index_dir,
-                 "the spec's index (built here when it lacks a manifest; default: a temporary one)");
+  app.add_option(
+      "--index", index_dir,
+      "the spec's index (built here when it lacks a manifest; default: a temporary one)");
   app.add_option("--ratio", ratio, "postings / M (the cache is share x M)")->capture_default_str();
   app.add_option("--share", share, "S_c / M")->capture_default_str();
   app.add_option("--k", k, "of the simulated AND")->capture_default_str();
@@ -121,8 +122,8 @@ int main(int argc, char** argv) {
       throw InputError("--spec", 0, "no drift: add query_drift=F (0 < F <= 1)");
     const bool temporary = index_dir.empty();
     if (temporary)
-      index_dir = std::filesystem::temp_directory_path() /
-                  fmt::format("gpusearch-headroom-{}", ::getpid());
+      index_dir =
+          std::filesystem::temp_directory_path() / fmt::format("gpusearch-headroom-{}", ::getpid());
     if (!std::filesystem::exists(index_dir / "manifest.json")) {
       BuildOptions bo;
       bo.out_dir = index_dir;
@@ -172,8 +173,9 @@ int main(int argc, char** argv) {
           "{:.3f} on the same queries): saves {:.0f} B/query = {:.1f}% of the {:.0f} the held "
           "cache serves; copies {:.1f} MB, repaid after {:.0f} queries\n",
           spec, off_first.rate(), off_second.rate(), off_first.read, off_second.read,
-          fit_odd.rate(), off_odd.rate(), saving, off_odd.hit > 0 ? 100 * saving / off_odd.hit : 0.0,
-          off_odd.hit, copy / 1e6, saving > 0 ? copy / saving : -1.0);
+          fit_odd.rate(), off_odd.rate(), saving,
+          off_odd.hit > 0 ? 100 * saving / off_odd.hit : 0.0, off_odd.hit, copy / 1e6,
+          saving > 0 ? copy / saving : -1.0);
     }
     if (temporary) std::filesystem::remove_all(index_dir);
     if (!out_file.empty()) std::ofstream(out_file) << report.dump(2) << "\n";

@@ -150,8 +150,8 @@ TEST_F(OnlineCacheGaps, PlannerReplaysNothingWhileACallIsServedAndCatchesUpAfter
     {
       const OnlineCachePolicy::ServingCall call(online.serving_gaps());
       online.observe(served);  // as the engine does, at the end of its call
-      ASSERT_TRUE(eventually(
-          [&] { return online.stats()["planner_pauses"].get<std::uint64_t>() >= 1; }));
+      ASSERT_TRUE(
+          eventually([&] { return online.stats()["planner_pauses"].get<std::uint64_t>() >= 1; }));
       const nlohmann::json during = online.stats();
       EXPECT_EQ(during["replayed"].get<std::uint64_t>(), 0u) << during.dump();
       EXPECT_EQ(during["plans"].get<std::uint64_t>(), 1u) << "the seeded plan only";
@@ -181,8 +181,8 @@ TEST_F(OnlineCacheGaps, APolicyDestroyedWhilePausedForACallStops) {
   auto online = std::make_unique<OnlineCachePolicy>(shard(), options());
   online->call_begins();  // never ended
   online->observe(std::span<const Query>(drifting_->data(), 300));
-  ASSERT_TRUE(eventually(
-      [&] { return online->stats()["planner_pauses"].get<std::uint64_t>() >= 1; }));
+  ASSERT_TRUE(
+      eventually([&] { return online->stats()["planner_pauses"].get<std::uint64_t>() >= 1; }));
   online.reset();  // joins the planner: a hang here fails the test by ctest's timeout
   SUCCEED();
 }
@@ -294,9 +294,8 @@ TEST_F(OnlineCacheGaps, ServedInMarkedCallsTheGatedPolicyFollowsALogThatDriftsMo
   EXPECT_EQ(online.wrong, 0u);
   EXPECT_EQ(online.stats["serving_calls"].get<std::uint64_t>(), (drifting_->size() + 999) / 1000);
   EXPECT_GE(online.changes, 1u) << online.stats.dump();
-  EXPECT_GT(online.second, offline.second + 0.02)
-      << "online " << online.second << ", offline " << offline.second << "; "
-      << online.stats.dump();
+  EXPECT_GT(online.second, offline.second + 0.02) << "online " << online.second << ", offline "
+                                                  << offline.second << "; " << online.stats.dump();
   std::cout << "log that drifts more, second half's byte hit rate: offline " << offline.second
             << ", online " << online.second << " (" << online.changes << " changes); "
             << online.stats.dump() << "\n";
