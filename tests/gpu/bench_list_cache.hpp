@@ -44,6 +44,7 @@ struct Bench {
   SearchParams params;
   std::vector<Query> train{}, test{};
   std::size_t check = 200, call_size = 4096;
+  std::size_t ref_stride = 1;  // refs[j] answers query j x ref_stride of the log checked
   unsigned batch_size = 4096, postprocess_threads = 0;
   std::vector<ReferenceAnswer> refs{};  // of the test log's first `check` queries
   std::shared_ptr<const cpu::CpuEngine> cpu{};
@@ -52,10 +53,11 @@ struct Bench {
   std::size_t wrong(const std::vector<ShardResult>& out, const std::vector<ReferenceAnswer>& r,
                     const std::vector<Query>& qs) const {
     std::size_t bad = 0;
-    for (std::size_t i = 0; i < r.size() && i < qs.size(); ++i) {
+    for (std::size_t j = 0; j < r.size() && j * ref_stride < qs.size(); ++j) {
+      const std::size_t i = j * ref_stride;
       const ShardResult* s = &out[i];
       const QueryResult m = merge_shard_results(params, std::span<const ShardResult* const>(&s, 1));
-      bad += compare_top_k(r[i].hits, r[i].total_matches, params.k, m.hits).has_value();
+      bad += compare_top_k(r[j].hits, r[j].total_matches, params.k, m.hits).has_value();
     }
     return bad;
   }
