@@ -67,7 +67,8 @@
 #                for the earlier runs' log), DRIFT_ONLINE variants (idle:1:0.02:gaps, the policy
 #                as shipped, planning only between calls; idle:1:0.02:always, planning during
 #                calls too, as before; idle:0:0:gaps, every plan), DRIFT_ROUNDS (3) alternating
-#                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s; CACHE_ARGS added
+#                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, every query replayed
+#                (sample 1, half-life 8000, re-plan every 1000, 4 replay threads); CACHE_ARGS added
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
 #                mean length 900 about twice that, past one call's 10 minutes) in /tmp
@@ -606,7 +607,8 @@ EOF
       drift_limit=${DRIFT_LIMIT:-24000}
       if [[ -x $bin/bench_drift_headroom ]]; then
         "$bin/bench_drift_headroom" --index $idx --out "$OUT/cache_drift_headroom.json" \
-          --spec "docs=$docs,seed=7,test_queries=$drift_limit,query_drift=1,$drift_log" 2>&1 \
+          --spec "docs=$docs,seed=7,test_queries=$drift_limit,query_drift=1,$drift_log" \
+          --online --sample 1 --half-life 8000 --replan 1000 --max-pending 4000 2>&1 \
           | sed 's/^/headroom: /' || status=1
       else
         echo "headroom: no bench_drift_headroom in $bin (skipped)"
@@ -614,8 +616,9 @@ EOF
       # shellcheck disable=SC2086
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_drift.json" \
         --drift-spec "docs=$docs,seed=7" --drift-log "$drift_log" --ratios 10 --skip-sweep \
-        --skip-model --drift-limit "$drift_limit" --drift-half-life 8000 --drift-max-pending 4000 \
-        --drift-planner-threads 2 --drift-rounds "${DRIFT_ROUNDS:-3}" \
+        --skip-model --drift-limit "$drift_limit" --drift-sample 1 --drift-half-life 8000 \
+        --drift-replan 1000 --drift-max-pending 4000 --drift-planner-threads 4 \
+        --drift-rounds "${DRIFT_ROUNDS:-3}" \
         --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps,idle:1:0.02:always,idle:0:0:gaps}" \
         ${CACHE_ARGS:-} > "$OUT/cache_drift.log" 2>&1 || status=1
       grep -E "^(baselines|drifting|  online policy|  offline plan|wrong|bench_list_cache)" "$OUT/cache_drift.log"

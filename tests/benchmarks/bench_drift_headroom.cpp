@@ -8,9 +8,15 @@
 // generator's drift settings (query_drift, drift_ramp, drift_topics) before a GPU run: the H100
 // runs' log (query_drift=1 alone) moved under 2% of the bytes a query reads, below the gate's
 // margin, so the online policy could at best tie the offline plan there.
+// With --online, the online policy itself follows the log in calls (plans awaited after each
+// call, as the CPU twin's tests do: no serving, no timing), with the bench's settings, and the
+// drifted half's hit rate under the cache it keeps (a directory the plans are applied to, each
+// change copying at most --swap-fraction of the cache) is printed beside the offline plan's.
 //
 //   bench_drift_headroom --spec "docs=200000,seed=7,query_drift=1,drift_topics=8"
 //       [--index DIR] [--ratio 10] [--share 0.8] [--k 10] [--out headroom.json]
+//       [--online [--sample 4] [--half-life 8000] [--replan 500] [--max-pending 4000]
+//        [--min-payoff 1] [--min-gain 0.02] [--call-size 1000] [--swap-fraction 0.0625]]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,6 +30,8 @@
 
 #include "common/cache_admission.hpp"
 #include "common/error.hpp"
+#include "common/list_cache.hpp"
+#include "common/online_cache_policy.hpp"
 #include "common/shard_index.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
@@ -86,6 +94,49 @@ Scored score(const ShardIndex& shard, const std::vector<CachedList>& plan, const
   return s;
 }
 
+// The online policy over the log in calls of `call`: after each call it is drained and its plan,
+// if any, applied to `cache` (as the engine does between calls). Returns the hit of the log's
+// second half under the cache held when each query was served, and the policy's stats.
+struct OnlineRun {
+  Scored second;
+  std::size_t changes = 0;
+  nlohmann::json stats;
+};
+OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed& test,
+                 const OnlinePolicyOptions& oo, const std::vector<CachedList>& offline,
+                 std::size_t call, double swap_fraction) {
+  const DeviceBlockNumbering numbering(shard);
+  ListCacheDirectory cache(shard, numbering, oo.budget_bytes);
+  cache.apply(offline);
+  OnlineCachePolicy online(shard, oo);
+  online.seed(train.queries);
+  online.take_plan();  // the offline plan's equal: the cache holds it
+  online.report_cache(cache.held_lists());
+  OnlineRun run;
+  const std::size_t n = test.queries.size(), half = n / 2;
+  double read = 0, hit = 0;
+  for (std::size_t b = 0; b < n; b += call) {
+    online.drain();
+    if (auto plan = online.take_plan()) {
+      cache.apply(*plan, std::uint64_t(swap_fraction * double(oo.budget_bytes)));
+      online.report_cache(cache.held_lists());
+      ++run.changes;
+    }
+    const std::size_t e = std::min(n, b + call);
+    if (e > half) {
+      const Scored s = score(shard, cache.held_lists(), test, std::max(b, half), e, 1);
+      const double q = double(e - std::max(b, half));
+      read += s.read * q;
+      hit += s.hit * q;
+    }
+    online.observe(std::span<const Query>(test.queries.data() + b, e - b));
+  }
+  run.second.read = read / double(n - half);
+  run.second.hit = hit / double(n - half);
+  run.stats = online.stats();
+  return run;
+}
+
 double copy_bytes(const std::vector<CachedList>& from, const std::vector<CachedList>& to) {
   std::unordered_map<TermId, std::uint64_t> held;
   for (const CachedList& l : from) held[l.term] = l.bytes;
@@ -115,6 +166,32 @@ int main(int argc, char** argv) {
   app.add_option("--share", share, "S_c / M")->capture_default_str();
   app.add_option("--k", k, "of the simulated AND")->capture_default_str();
   app.add_option("--out", out_file, "JSON report");
+  bool online = false;
+  OnlinePolicyOptions oo;
+  oo.sample_every = 4;  // bench_list_cache's drift comparison on the GPU host (cache-drift)
+  oo.half_life_queries = 8000;
+  oo.replan_queries = 500;
+  oo.max_pending = 4000;
+  oo.planner_priority = PlannerPriority::kNormal;
+  oo.planner_threads = 4;
+  std::size_t call = 1000;
+  double swap_fraction = 1.0 / 16;
+  app.add_flag("--online", online, "also follow the log with the online policy");
+  app.add_option("--sample", oo.sample_every, "online: replay one query in this many")
+      ->capture_default_str();
+  app.add_option("--half-life", oo.half_life_queries, "online: --cache-half-life")
+      ->capture_default_str();
+  app.add_option("--replan", oo.replan_queries, "online: --cache-replan")->capture_default_str();
+  app.add_option("--max-pending", oo.max_pending, "online: queries queued for replay")
+      ->capture_default_str();
+  app.add_option("--min-payoff", oo.min_payoff, "online: the gate (0: every plan)")
+      ->capture_default_str();
+  app.add_option("--min-gain", oo.min_gain, "online: the gate's margin")->capture_default_str();
+  app.add_option("--call-size", call, "online: queries per call")->capture_default_str();
+  app.add_option("--planner-threads", oo.planner_threads, "online: replay threads (same plans)")
+      ->capture_default_str();
+  app.add_option("--swap-fraction", swap_fraction, "online: bytes a change copies, of S_c")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const SyntheticParams params = SyntheticParams::parse(spec);
@@ -176,6 +253,24 @@ int main(int argc, char** argv) {
           fit_odd.rate(), off_odd.rate(), saving,
           off_odd.hit > 0 ? 100 * saving / off_odd.hit : 0.0, off_odd.hit, copy / 1e6,
           saving > 0 ? copy / saving : -1.0);
+      if (online) {
+        oo.budget_bytes = budget;
+        oo.k = k;
+        const OnlineRun run = follow(shard, train, test, oo, offline, call, swap_fraction);
+        const auto& st = run.stats;
+        report["online"] = {
+            {"hit_second_half", run.second.rate()}, {"changes", run.changes}, {"stats", st}};
+        fmt::print(
+            "  online policy (sample 1/{}, half-life {}, re-plan every {}, gate {}:{}, calls of "
+            "{}): second half hit {:.3f} against the offline plan's {:.3f}; {} changes, {} "
+            "plans withheld (last gate: saves {:.0f} B/query of {:.0f}, copies {:.1f} MB)\n",
+            oo.sample_every, oo.half_life_queries, oo.replan_queries, oo.min_payoff, oo.min_gain,
+            call, run.second.rate(), off_second.rate(), run.changes,
+            st["plans_withheld"].get<std::uint64_t>(),
+            st["last_gate"]["saving_per_query"].get<double>(),
+            st["last_gate"]["held_bytes_per_query"].get<double>(),
+            st["last_gate"]["copy_bytes"].get<double>() / 1e6);
+      }
     }
     if (temporary) std::filesystem::remove_all(index_dir);
     if (!out_file.empty()) std::ofstream(out_file) << report.dump(2) << "\n";
