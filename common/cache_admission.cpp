@@ -9,6 +9,7 @@
 
 #include "common/block_codec.hpp"
 #include "common/scoring.hpp"
+#include "common/serving_gaps.hpp"
 #include "common/shard_index.hpp"
 
 namespace gpusearch {
@@ -141,7 +142,13 @@ std::vector<ListRead> simulate_and_reads(const ShardIndex& shard, const Query& q
 }
 
 std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
-                                    const AdmissionOptions& o) {
+                                    const AdmissionOptions& o, ServingGaps* gaps) {
+  // Pause points every few thousand steps (the online policy plans only between serving calls;
+  // at 2.5M documents one admission sorts about a million candidate blocks).
+  std::uint32_t steps = 0;
+  auto step = [&] {
+    if (gaps && (++steps & 4095u) == 0) gaps->pause_point();
+  };
   const auto offsets = shard.block_offsets();
   auto block_bytes = [&](std::uint64_t b) {
     return cached_block_bytes(offsets[b + 1] - offsets[b]);
@@ -161,6 +168,7 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
     for (auto& [t, v] : visits) {
       auto& lens = v.prefixes;
       if (lens.empty()) continue;
+      step();
       std::sort(lens.begin(), lens.end(),
                 [](const auto& a, const auto& b) { return a.first > b.first; });
       std::vector<double> cumulative(lens.size() + 1, 0.0);
@@ -177,7 +185,8 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
         candidates.push_back({cumulative[covering], v.query_frequency, t, j});
       }
     }
-    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+      step();
       if (a.vf != b.vf) return a.vf > b.vf;
       if (a.qf != b.qf) return a.qf > b.qf;
       if (a.term != b.term) return a.term < b.term;
@@ -185,6 +194,7 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
     });
     std::map<TermId, bool> closed;  // a block that did not fit ends its list's prefix
     for (const Candidate& c : candidates) {
+      step();
       if (closed[c.term]) continue;
       std::uint32_t& have = cached[c.term];
       if (have != c.block) continue;  // keeps prefixes (vf never rises along a list)
@@ -204,9 +214,12 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
     std::vector<std::pair<double, TermId>> by_frequency;
     for (const auto& [t, v] : visits)
       if (v.query_frequency > 0 && shard.term(t).num_blocks > 0) by_frequency.push_back({v.query_frequency, t});
-    std::stable_sort(by_frequency.begin(), by_frequency.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::stable_sort(by_frequency.begin(), by_frequency.end(), [&](const auto& a, const auto& b) {
+      step();
+      return a.first > b.first;
+    });
     for (const auto& [frequency, t] : by_frequency) {
+      step();
       if (closed[t]) continue;
       const TermInfo& ti = shard.term(t);
       const auto& lens = visits.at(t).prefixes;

@@ -17,6 +17,7 @@
 namespace gpusearch {
 
 class ShardIndex;
+class ServingGaps;
 
 // A read of one list: its first `blocks` blocks.
 struct ListRead {
@@ -52,9 +53,10 @@ struct AdmissionOptions {
 //          tie class) of queried lists come last, most queried list first;
 //   qtf    whole lists by query frequency; qtfdf whole lists by query frequency / length.
 // Returns the admitted lists in admission order (most valuable first), each with its bytes.
-// `visits` may be sorted in place (prefixes by length).
+// `visits` may be sorted in place (prefixes by length). With `gaps`, the admission stops at
+// pause points while a serving call is in flight (the online policy); the result is the same.
 std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
-                                    const AdmissionOptions& options);
+                                    const AdmissionOptions& options, ServingGaps* gaps = nullptr);
 
 // A plan for one shard from a training log: each query's simulated reads (weight 1), then
 // admit_lists. Queries are replayed in parallel.

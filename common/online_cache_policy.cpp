@@ -81,6 +81,7 @@ OnlineCachePolicy::~OnlineCachePolicy() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
+  gaps_.stop();  // a planner paused for a call cuts its work short
   wake_.notify_all();
   thread_.join();
 }
@@ -178,8 +179,9 @@ void OnlineCachePolicy::Visits::scale(double s) {
   total_weight *= s;
 }
 
-void OnlineCachePolicy::Visits::compact(double floor) {
+void OnlineCachePolicy::Visits::compact(double floor, ServingGaps* gaps) {
   for (auto it = log.begin(); it != log.end();) {
+    if (gaps) gaps->pause_point();
     auto& v = it->second;
     std::sort(v.prefixes.begin(), v.prefixes.end());
     std::vector<std::pair<std::uint32_t, double>> merged;
@@ -217,14 +219,20 @@ void OnlineCachePolicy::add_reads(const Query& q, double log2_weight,
   if (options_.min_payoff > 0) halves_[served ? added_++ % 2 : 0].add(q, w, reads);
 }
 
-void OnlineCachePolicy::replay(std::span<const Pending> work) {
+bool OnlineCachePolicy::replay(std::span<const Pending> work) {
   // Replays on planner_threads threads of the planner's priority (the expensive part; not on
   // TBB's workers, which serve), visits added in arrival order.
   std::vector<std::vector<ListRead>> reads(work.size());
   std::atomic<std::size_t> next{0};
+  std::atomic<bool> stopped{false};
   auto replay_some = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < work.size();)
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < work.size();) {
+      if (!pause_point()) {  // the policy stops: leave the rest
+        stopped.store(true, std::memory_order_relaxed);
+        return;
+      }
       reads[i] = simulate_and_reads(shard_, work[i].query, options_.k, options_.scoring);
+    }
   };
   std::vector<std::thread> helpers;
   const std::size_t extra =
@@ -236,21 +244,24 @@ void OnlineCachePolicy::replay(std::span<const Pending> work) {
     });
   replay_some();
   for (std::thread& h : helpers) h.join();
+  if (stopped.load(std::memory_order_relaxed)) return false;
   for (std::size_t i = 0; i < work.size(); ++i)
     add_reads(work[i].query,
               (double(work[i].position) - base_position_) / options_.half_life_queries, reads[i],
               /*served=*/true);
+  return true;
 }
 
 std::vector<CachedList> OnlineCachePolicy::make_plan(Visits& v) {
   // Forget what weighs next to nothing now; merge equal prefix lengths.
-  v.compact(std::exp2(newest_log2_weight_) * kForgetShare);
-  return admit_lists(shard_, v.log, {options_.policy, options_.lambda, options_.budget_bytes});
+  v.compact(std::exp2(newest_log2_weight_) * kForgetShare, gaps_if_pausing());
+  return admit_lists(shard_, v.log, {options_.policy, options_.lambda, options_.budget_bytes},
+                     gaps_if_pausing());
 }
 
 PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,
                                      const std::vector<CachedList>& fitted, const Visits& scoring,
-                                     const std::unordered_map<TermId, std::uint32_t>& held) const {
+                                     const std::unordered_map<TermId, std::uint32_t>& held) {
   PlanPayoff p;
   auto bytes_of = [&](TermId t, std::uint32_t blocks) {
     return blocks ? double(blocks_bytes(shard_, shard_.term(t).first_block, blocks)) : 0.0;
@@ -267,6 +278,7 @@ PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,
   // The bytes the handed-over plan copies in.
   double copy = 0;
   for (const CachedList& l : plan) {
+    pause_point();
     const auto it = held.find(l.term);
     const std::uint32_t have = it == held.end() ? 0 : it->second;
     if (l.blocks > have) copy += bytes_of(l.term, l.blocks) - bytes_of(l.term, have);
@@ -277,11 +289,13 @@ PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,
   const auto planned = by_term(fitted);
   double held_read = 0, saving = 0;
   for (const auto& [t, have] : held) {
+    pause_point();
     const double now = read_from(t, have);
     held_read += now;
     if (!planned.contains(t)) saving -= now;  // leaves the cache
   }
   for (const auto& [t, want] : planned) {
+    pause_point();
     const auto it = held.find(t);
     const std::uint32_t have = it == held.end() ? 0 : it->second;
     if (want == have) continue;
@@ -316,9 +330,13 @@ void OnlineCachePolicy::run() {
     // A drain's plan once the queue is empty.
     const bool requested = pending_.empty() && std::exchange(plan_requested_, false);
     lock.unlock();
+    // Timed without this thread's pauses for calls (the work, not the waiting).
+    auto paused = [] { return ServingGaps::this_thread_paused_seconds(); };
     const auto t0 = Clock::now();
-    replay(work);
+    const double p0 = paused();
+    if (!replay(work)) return;  // stopped while paused for a call
     const auto t1 = Clock::now();
+    const double p1 = paused();
     const std::uint64_t since = since_plan_ + n;
     std::optional<std::vector<CachedList>> plan;
     std::optional<PlanPayoff> gate;
@@ -331,21 +349,22 @@ void OnlineCachePolicy::run() {
         const auto held = baseline ? held_ : std::unordered_map<TermId, std::uint32_t>{};
         lock.unlock();
         if (baseline) {
-          halves_[1].compact(std::exp2(newest_log2_weight_) * kForgetShare);
+          halves_[1].compact(std::exp2(newest_log2_weight_) * kForgetShare, gaps_if_pausing());
           gate = payoff(*plan, make_plan(halves_[0]), halves_[1], held);
         }
       }
     }
     const auto t2 = Clock::now();
+    const double p2 = paused();
     lock.lock();
     if (gate) last_payoff_ = *gate;
     const bool withheld = plan && gate && !gate->pays;
     replayed_ += n;
     since_plan_ = since;
-    replay_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    replay_seconds_ += std::chrono::duration<double>(t1 - t0).count() - (p1 - p0);
     if (plan) {
       since_plan_ = 0;
-      plan_seconds_ += std::chrono::duration<double>(t2 - t1).count();
+      plan_seconds_ += std::chrono::duration<double>(t2 - t1).count() - (p2 - p1);
       if (withheld) {
         ++plans_withheld_;  // the held cache serves this mix about as well: no change
       } else {
@@ -379,6 +398,10 @@ nlohmann::json OnlineCachePolicy::stats() const {
           {"plan_seconds", plan_seconds_},
           {"planner_priority", planner_priority_},
           {"planner_threads", options_.planner_threads},
+          {"pause_while_serving", options_.pause_while_serving},
+          {"serving_calls", gaps_.calls()},
+          {"planner_pauses", gaps_.pauses()},
+          {"planner_paused_seconds", gaps_.paused_seconds()},
           {"min_payoff", options_.min_payoff},
           {"payoff_horizon_queries", options_.payoff_horizon_queries},
           {"min_gain", options_.min_gain},

@@ -26,6 +26,13 @@
 // queries, against the held cache (a plan fitted and scored on the same visits always looks
 // better than the held one: on an unchanged mix by the sample's noise, and the CPU twin at 200k
 // documents lost hit rate to such plans); the plan handed over is the one fitted on all.
+//
+// Planning only between calls (pause_while_serving, on by default): SCHED_IDLE was not enough
+// on the H100 (the gated policy, every plan withheld, still cost 3-5% of the busy rate: the
+// planner's threads ran beside the post-processing). The engine marks its calls (ServingCall),
+// and the replay and the planning stop at their next pause point while a call is in flight
+// (common/serving_gaps.hpp): a replayed query, or a few thousand steps of an admission. A call
+// never waits for the planner; under back-to-back calls the planner waits and the cache stays.
 #pragma once
 
 #include <condition_variable>
@@ -44,6 +51,7 @@
 #include "common/cache_admission.hpp"
 #include "common/cache_plan.hpp"
 #include "common/query.hpp"
+#include "common/serving_gaps.hpp"
 
 namespace gpusearch {
 
@@ -79,6 +87,8 @@ struct OnlinePolicyOptions {
   double min_payoff = 1.0;
   double payoff_horizon_queries = 0;
   double min_gain = 0.02;
+  // The replay and planning pause while the engine serves a call (call_begins/call_ends).
+  bool pause_while_serving = true;
 };
 
 // The gate's arithmetic for one candidate plan against the cache the engine holds, in bytes per
@@ -106,6 +116,12 @@ class OnlineCachePolicy {
   void observe(std::span<const Query> queries);
   // The newest plan not yet taken (lists most valuable first), if any.
   std::optional<std::vector<CachedList>> take_plan();
+  // The engine's calls (never block): with pause_while_serving, the planner runs only between
+  // them. ServingCall marks one for its scope.
+  void call_begins() noexcept { gaps_.call_begins(); }
+  void call_ends() noexcept { gaps_.call_ends(); }
+  using ServingCall = ServingGaps::Call;
+  ServingGaps* serving_gaps() { return &gaps_; }
   // What the engine's cache holds now (after a change, or at the start): the gate's baseline.
   // Until it is told, the baseline is the last plan taken (none before the first: every plan
   // goes).
@@ -126,24 +142,30 @@ class OnlineCachePolicy {
   void run();
   void add_reads(const Query& q, double log2_weight, const std::vector<ListRead>& reads,
                  bool served);
-  void replay(std::span<const Pending> work);
+  // false: stopped part-way (nothing added).
+  bool replay(std::span<const Pending> work);
+  // A pause point of the planner's work: blocks while a call is in flight (pause_while_serving);
+  // false once the policy stops.
+  bool pause_point() { return !options_.pause_while_serving || gaps_.pause_point(); }
+  ServingGaps* gaps_if_pausing() { return options_.pause_while_serving ? &gaps_ : nullptr; }
   // Decayed visits and their total weight (in the same scale as the visits).
   struct Visits {
     VisitLog log;
     double total_weight = 0;
     void add(const Query& q, double w, const std::vector<ListRead>& reads);
     void scale(double s);
-    void compact(double floor);  // equal prefix lengths merged, visits under floor forgotten
+    // Equal prefix lengths merged, visits under floor forgotten; a pause point per term.
+    void compact(double floor, ServingGaps* gaps);
   };
   std::vector<CachedList> make_plan(Visits& v);
   std::vector<CachedList> make_plan() { return make_plan(visits_); }
   // The gate's figures for `plan` (copy bytes) whose saving is scored by `fitted` (a plan
   // fitted on the other half) on `scoring`'s visits.
   PlanPayoff payoff(const std::vector<CachedList>& plan, const std::vector<CachedList>& fitted,
-                    const Visits& scoring,
-                    const std::unordered_map<TermId, std::uint32_t>& held) const;
+                    const Visits& scoring, const std::unordered_map<TermId, std::uint32_t>& held);
   const ShardIndex& shard_;
   OnlinePolicyOptions options_;
+  ServingGaps gaps_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<Pending> pending_;

@@ -38,6 +38,9 @@ constexpr std::uint64_t kLongQueryPostings = 128 * 1024;
 
 void GpuEngine::search(std::span<const Query> queries, const SearchParams& params,
                        std::span<ShardResult> out) {
+  // The online policy's planner pauses while this call is served (never the other way round).
+  const OnlineCachePolicy::ServingCall serving(impl_->online ? impl_->online->serving_gaps()
+                                                             : nullptr);
   try {
     search_batches(queries, params, out);
   } catch (...) {

@@ -54,6 +54,11 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
   app.add_option("--cache-planner-threads", o.planner_threads,
                  "gpu list cache online: threads replaying the served queries")
       ->capture_default_str();
+  app.add_option("--cache-planner-pause", o.planner_pause,
+                 "gpu list cache online: gaps (the replay and planning pause while a call is "
+                 "served and run between calls) or always (they run during calls too)")
+      ->check(CLI::IsMember({"gaps", "always"}))
+      ->capture_default_str();
   app.add_option("--cache-min-payoff", o.min_payoff,
                  "gpu list cache online: a new plan goes in when the bytes it saves over a "
                  "half-life of queries are this many times the bytes it copies (0: every plan)")

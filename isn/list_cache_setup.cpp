@@ -240,6 +240,10 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     oo.sample_every = lo.sample_every;
     oo.planner_priority = parse_planner_priority(lo.planner_priority);
     oo.planner_threads = lo.planner_threads;
+    if (lo.planner_pause != "gaps" && lo.planner_pause != "always")
+      throw InputError("--cache-planner-pause", 0,
+                       "must be gaps or always, not '" + lo.planner_pause + "'");
+    oo.pause_while_serving = lo.planner_pause == "gaps";
     oo.min_payoff = lo.min_payoff;
     oo.min_gain = lo.min_gain;
     auto online = std::make_shared<OnlineCachePolicy>(shard, oo);

@@ -61,6 +61,16 @@
 #                against the measured best, online against offline on a drifting log), and one
 #                ISN through cluster.sh with --gpu-mem below the shard's size, against the CPU
 #                engine's run
+#     cache-drift  the list cache's online policy against its offline plan on a drifting log
+#                only (issue 10; about 2 minutes with carried binaries and the index in /tmp,
+#                plus about 1 to build it): the online GPU tests, what the log leaves to gain
+#                (bench_drift_headroom on the 2.5M index), then bench_list_cache's drift
+#                comparison at 10x, DRIFT_LOG (drift_ramp=0.5,drift_topics=8; "query_drift=1"
+#                for the earlier runs' log), DRIFT_ONLINE variants (idle:1:0.02:gaps, the policy
+#                as shipped, planning only between calls; idle:1:0.02:always, planning during
+#                calls too, as before; idle:0:0:gaps, every plan), DRIFT_ROUNDS (3) alternating
+#                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, every query replayed
+#                (sample 1, half-life 8000, re-plan every 1000, 4 replay threads); CACHE_ARGS added
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
 #                mean length 900 about twice that, past one call's 10 minutes) in /tmp
@@ -161,7 +171,7 @@ else
     -DGPUSEARCH_SHARED_DATA_DIR="$PWD/.gpuhost/data" > "$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
   targets=(gpusearch gpusearch-aggregator gpusearch-isn gpu_tests bench_gpu_engine bench_cpu_engine
-           bench_scheduler bench_list_cache bench_ranker bench_rpc_floor)
+           bench_scheduler bench_list_cache bench_ranker bench_rpc_floor bench_drift_headroom)
   cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
     || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
   bin=$root/build-gpu/bin
@@ -587,6 +597,34 @@ EOF
           "/usr/bin/python3 launch/plot-list-cache.py cache_bench.json DIR"
       fi
       echo "cache done: $(elapsed)"
+      ;;
+    cache-drift)
+      "$bin/gpu_tests" --gtest_filter='GpuListCache*Online*' \
+        --gtest_output=xml:"$OUT/cache_drift_tests.xml" > "$OUT/cache_drift_tests.log" 2>&1 || status=1
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is" "$OUT/cache_drift_tests.log" | head -20
+      echo "cache-drift tests done: $(elapsed)"
+      bench_index || { status=1; continue; }
+      docs=${BENCH_DOCS:-2500000}
+      drift_log=${DRIFT_LOG:-drift_ramp=0.5,drift_topics=8}
+      drift_limit=${DRIFT_LIMIT:-24000}
+      if [[ -x $bin/bench_drift_headroom ]]; then
+        "$bin/bench_drift_headroom" --index $idx --out "$OUT/cache_drift_headroom.json" \
+          --spec "docs=$docs,seed=7,test_queries=$drift_limit,query_drift=1,$drift_log" \
+          --online --sample 1 --half-life 8000 --replan 1000 --max-pending 4000 2>&1 \
+          | sed 's/^/headroom: /' || status=1
+      else
+        echo "headroom: no bench_drift_headroom in $bin (skipped)"
+      fi
+      # shellcheck disable=SC2086
+      "$bin/bench_list_cache" --index $idx --out "$OUT/cache_drift.json" \
+        --drift-spec "docs=$docs,seed=7" --drift-log "$drift_log" --ratios 10 --skip-sweep \
+        --skip-model --drift-limit "$drift_limit" --drift-sample 1 --drift-half-life 8000 \
+        --drift-replan 1000 --drift-max-pending 4000 --drift-planner-threads 4 \
+        --drift-rounds "${DRIFT_ROUNDS:-3}" \
+        --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps,idle:1:0.02:always,idle:0:0:gaps}" \
+        ${CACHE_ARGS:-} > "$OUT/cache_drift.log" 2>&1 || status=1
+      grep -E "^(baselines|drifting|  online policy|  offline plan|wrong|bench_list_cache)" "$OUT/cache_drift.log"
+      echo "cache-drift done: $(elapsed)"
       ;;
     cache25m-index)
       cache25m_index || { status=1; continue; }

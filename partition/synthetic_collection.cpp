@@ -91,13 +91,13 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     static const char* kKeys[] = {"docs", "seed", "mean_length", "length_sigma", "zipf",
                                   "heaps_k", "heaps_beta", "topic_share", "burstiness", "topic_vocabulary",
                                   "site_size", "links", "link_locality", "train_queries",
-                                  "test_queries", "query_drift"};
+                                  "test_queries", "query_drift", "drift_ramp", "drift_topics"};
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       throw InputError("--synthetic", 0,
                        "unknown key '" + key +
                            "' (docs, seed, mean_length, length_sigma, zipf, heaps_k, heaps_beta, "
                            "topic_share, burstiness, topic_vocabulary, site_size, links, link_locality, "
-                           "train_queries, test_queries, query_drift)");
+                           "train_queries, test_queries, query_drift, drift_ramp, drift_topics)");
     double v = 0;
     try {
       std::size_t used = 0;
@@ -123,6 +123,11 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
     else if (key == "train_queries") p.train_queries = std::uint64_t(v);
     else if (key == "test_queries") p.test_queries = std::uint64_t(v);
     else if (key == "query_drift") p.query_drift = v;
+    else if (key == "drift_ramp") p.drift_ramp = v;
+    else if (key == "drift_topics") {
+      if (v != std::floor(v)) throw InputError("--synthetic", 0, "drift_topics is a whole number");
+      p.drift_topics = std::uint32_t(v);
+    }
   }
   if (p.num_docs == 0) throw InputError("--synthetic", 0, "docs must be at least 1");
   if (p.num_docs > 0xfffffff0ull) throw InputError("--synthetic", 0, "docs must be below 2^32");
@@ -132,6 +137,8 @@ SyntheticParams SyntheticParams::parse(const std::string& spec) {
                      "topic_share, link_locality (in [0, 1]) and burstiness (in [0, 1)) are fractions");
   if (p.zipf_exponent <= 0) throw InputError("--synthetic", 0, "zipf must be positive");
   if (p.query_drift > 1) throw InputError("--synthetic", 0, "query_drift is a fraction in [0, 1]");
+  if (!(p.drift_ramp > 0 && p.drift_ramp <= 1))
+    throw InputError("--synthetic", 0, "drift_ramp is a fraction of the test log in (0, 1]");
   return p;
 }
 
@@ -144,6 +151,8 @@ nlohmann::json SyntheticParams::to_json() const {
           {"links", mean_out_links},   {"link_locality", link_locality},
           {"train_queries", train_queries}, {"test_queries", test_queries}};
   if (query_drift > 0) j["query_drift"] = query_drift;  // absent by default: old manifests stay
+  if (drift_ramp != 1) j["drift_ramp"] = drift_ramp;
+  if (drift_topics > 0) j["drift_topics"] = drift_topics;
   return j;
 }
 
@@ -256,10 +265,13 @@ std::vector<std::pair<std::string, std::string>> SyntheticCollection::queries(bo
   out.reserve(count);
   Rng log_rng(mix64(p_.seed, train ? 0x7a1a : 0x7e57));
   for (std::uint64_t q = 0; q < count; ++q) {
-    // A drifting test log: query q comes from the other mix with probability drift * q / count
-    // (no draw at all without drift, so that the default logs stay as they were).
-    const bool drifted = !train && p_.query_drift > 0 &&
-                         log_rng.uniform() < p_.query_drift * double(q) / double(count);
+    // A drifting test log: query q comes from the other mix with probability
+    // drift * min(1, q / (ramp * count)) (no draw at all without drift, so that the default logs
+    // stay as they were).
+    const bool drifted =
+        !train && p_.query_drift > 0 &&
+        log_rng.uniform() <
+            p_.query_drift * std::min(1.0, double(q) / (p_.drift_ramp * double(count)));
     // Which distinct query: popular ones repeat, as in real logs.
     const std::uint64_t which = query_popularity(log_rng) - 1;
     Rng rng(mix64(p_.seed ^ (drifted ? 0xd21f7ed5a1e5c0deull : 0x9e3779b97f4a7c15ull), which));
@@ -273,7 +285,10 @@ std::vector<std::pair<std::string, std::string>> SyntheticCollection::queries(bo
     std::uint64_t site = site_popularity(rng) - 1;
     // The other mix: the same popularity over a different half of the sites (other topics).
     if (drifted) site = (site + site_start_.size() / 2) % site_start_.size();
-    const std::uint32_t topic = site_topic_[site];
+    // drift_topics: the other mix also asks for other topics (the sites' topics repeat over the
+    // collection, so moving the sites alone leaves the topic mix much as it was).
+    const std::uint32_t topic =
+        drifted ? (site_topic_[site] + p_.drift_topics) % num_topics_ : site_topic_[site];
     std::vector<std::uint32_t> terms;
     for (unsigned tries = 0; terms.size() < length && tries < 100; ++tries) {
       std::uint32_t t;

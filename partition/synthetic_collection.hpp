@@ -44,6 +44,12 @@ struct SyntheticParams {
   // A drifting test log (the online cache policy's benchmark): query i of the test log comes
   // from another popularity over the sites (other topics) with probability query_drift * i / n.
   double query_drift = 0;
+  // How fast: the chance reaches query_drift at this fraction of the log (1: at its end; 0.5: the
+  // second half is all drifted at query_drift = 1).
+  double drift_ramp = 1;
+  // The other mix also rotates the topics asked for by this many topic ranks (0: the sites
+  // move, the topics stay; the sites' topics repeat, so that mix moves little).
+  std::uint32_t drift_topics = 0;
 
   // "docs=25000000,seed=7,mean_length=600,...": keys as the fields above.
   static SyntheticParams parse(const std::string& spec);

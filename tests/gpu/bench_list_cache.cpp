@@ -291,8 +291,8 @@ int main(int argc, char** argv) {
   CLI::App app{"GPU list-cache benchmark (paper 000): JSON out"};
   std::filesystem::path index_dir, train_file, test_file, out_file, model_out;
   std::string mode = "and", scoring = "bm25-pr", ratios = "2.5,10", shares = "0.5,0.7,0.8,0.9,0.95";
-  std::string policies = "vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf", drift_spec, caps = "4096,1024,256";
-  std::size_t limit = 10000, train_limit = 10000, cpu_limit = 4000, drift_limit = 10000;
+  std::string policies = "vfb:0.75,vfb:1,vfb:1+tails,qtf,qtfdf", caps = "4096,1024,256";
+  std::size_t limit = 10000, train_limit = 10000, cpu_limit = 4000;
   double theta_ms = 0;
   unsigned k = 10;
   bool skip_sweep = false, skip_model = false;
@@ -329,56 +329,8 @@ int main(int argc, char** argv) {
   app.add_option("--theta-ms", theta_ms,
                  "response bound for the model comparison (0: the p50 "
                  "batch time of the sweep's best row)");
-  app.add_option("--drift-spec", drift_spec,
-                 "the index's synthetic spec; with it, the online-vs-offline comparison on its "
-                 "drifting test log (query_drift=1 is added)");
-  app.add_option("--drift-limit", drift_limit, "queries of the drifting log")
-      ->capture_default_str();
-  // A cache smaller than the hot lists (10x), so that which lists it holds matters, and calls
-  // short enough that plans are taken between them.
-  double drift_ratio = 10, drift_half_life = 4000;
-  std::size_t drift_call = 1000, drift_replan = 500, drift_max_pending = 1000;
-  double drift_arrivals = 4000, drift_swap_fraction = 1.0 / 16;
-  unsigned drift_rounds = 3;
-  unsigned drift_sample = 4;
-  // The planner's share of the host (idle priority, its own threads) and its gate.
-  // Online variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN, run in every round after the offline
-  // plan (the first is "online" in the JSON and the summary).
-  std::string drift_online = "idle:1:0.02";
-  unsigned drift_planner_threads = 4;
-  app.add_option("--drift-ratio", drift_ratio, "postings / M of the drift comparison")
-      ->capture_default_str();
-  app.add_option("--drift-call-size", drift_call,
-                 "queries per search() call of the drift comparison (plans go in between)")
-      ->capture_default_str();
-  app.add_option("--drift-arrivals", drift_arrivals,
-                 "queries per second arriving in the drift comparison (0: as fast as served); "
-                 "a GPU serves a 10,000-query log in under 0.1 s, before any background plan can "
-                 "finish, so an arrival rate gives the online policy the time a live stream would")
-      ->capture_default_str();
-  app.add_option("--drift-rounds", drift_rounds, "offline/online rounds, alternating (medians)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--drift-swap-fraction", drift_swap_fraction,
-                 "online policy: bytes one plan change may copy, as a fraction of S_c")
-      ->capture_default_str();
-  app.add_option("--drift-half-life", drift_half_life, "online policy: --cache-half-life")
-      ->capture_default_str();
-  app.add_option("--drift-replan", drift_replan, "online policy: --cache-replan")
-      ->capture_default_str();
-  app.add_option("--drift-sample", drift_sample, "online policy: --cache-sample")
-      ->capture_default_str();
-  app.add_option("--drift-online", drift_online,
-                 "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN (idle|normal: the "
-                 "planning threads' class; --cache-min-payoff, --cache-min-gain; 0:0 every plan), "
-                 "comma-separated, each run in every round after the offline plan")
-      ->capture_default_str();
-  app.add_option("--drift-planner-threads", drift_planner_threads,
-                 "online policy: replay threads (--cache-planner-threads)")
-      ->capture_default_str();
-  app.add_option("--drift-max-pending", drift_max_pending,
-                 "online policy: queries queued for replay (the oldest are dropped)")
-      ->capture_default_str();
+  DriftOptions drift;
+  add_drift_options(app, drift);
   app.add_option("--model-out", model_out, "write the fitted throughput model (--cache-model)");
   app.add_flag("--skip-sweep", skip_sweep, "only the baselines and the online comparison");
   app.add_flag("--skip-model", skip_model, "no model runs");
@@ -559,23 +511,7 @@ int main(int argc, char** argv) {
       const nlohmann::json cmp = model_comparisons(model, rows, memory, cap_list.front(), theta);
       report["model"] = {{"fit", model.to_json()}, {"rows", rows}, {"comparison", cmp}};
     }
-    if (!drift_spec.empty()) {
-      DriftOptions o;
-      o.spec = drift_spec;
-      o.limit = drift_limit;
-      o.ratio = drift_ratio;
-      o.call_size = drift_call;
-      o.online = drift_online;
-      o.rounds = drift_rounds;
-      o.half_life = drift_half_life;
-      o.replan = drift_replan;
-      o.sample = drift_sample;
-      o.max_pending = drift_max_pending;
-      o.planner_threads = drift_planner_threads;
-      o.swap_fraction = drift_swap_fraction;
-      o.arrivals = drift_arrivals;
-      report["online"] = run_drift_comparison(b, o, postings);
-    }
+    if (!drift.spec.empty()) report["online"] = run_drift_comparison(b, drift, postings);
     std::ofstream out(out_file);
     out << report.dump(2) << '\n';
     if (!out) throw Error("cannot write " + out_file.string());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,7 @@ struct Bench {
   SearchParams params;
   std::vector<Query> train{}, test{};
   std::size_t check = 200, call_size = 4096;
+  std::size_t ref_stride = 1;  // refs[j] answers query j x ref_stride of the log checked
   unsigned batch_size = 4096, postprocess_threads = 0;
   std::vector<ReferenceAnswer> refs{};  // of the test log's first `check` queries
   std::shared_ptr<const cpu::CpuEngine> cpu{};
@@ -51,10 +53,11 @@ struct Bench {
   std::size_t wrong(const std::vector<ShardResult>& out, const std::vector<ReferenceAnswer>& r,
                     const std::vector<Query>& qs) const {
     std::size_t bad = 0;
-    for (std::size_t i = 0; i < r.size() && i < qs.size(); ++i) {
+    for (std::size_t j = 0; j < r.size() && j * ref_stride < qs.size(); ++j) {
+      const std::size_t i = j * ref_stride;
       const ShardResult* s = &out[i];
       const QueryResult m = merge_shard_results(params, std::span<const ShardResult* const>(&s, 1));
-      bad += compare_top_k(r[i].hits, r[i].total_matches, params.k, m.hits).has_value();
+      bad += compare_top_k(r[j].hits, r[j].total_matches, params.k, m.hits).has_value();
     }
     return bad;
   }
@@ -90,11 +93,16 @@ std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double ca
 // The drift comparison's settings (bench_list_cache's --drift-* flags).
 struct DriftOptions {
   std::string spec;  // the synthetic collection whose drifting log is served
+  std::string log;   // the drifting log's settings, added to spec (query_drift=1 before them)
   std::size_t limit = 10000, call_size = 1000, replan = 500, max_pending = 1000;
   double ratio = 10, half_life = 4000, arrivals = 4000, swap_fraction = 1.0 / 16;
   unsigned rounds = 3, sample = 4, planner_threads = 4;
-  std::string online = "idle:1:0.02";  // the online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN,...
+  // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always],...
+  std::string online = "idle:1:0.02";
 };
+
+// Registers the --drift-* flags (defaults: DriftOptions').
+void add_drift_options(CLI::App& app, DriftOptions& o);
 
 // Runs the drift comparison on `b` (shard of `postings` bytes): prints a line per run and the
 // medians, returns the report's "online" object.

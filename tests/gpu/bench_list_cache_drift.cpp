@@ -18,10 +18,61 @@
 
 namespace gpusearch::bench {
 
+void add_drift_options(CLI::App& app, DriftOptions& o) {
+  app.add_option("--drift-spec", o.spec,
+                 "the index's synthetic spec; with it, the online-vs-offline comparison on its "
+                 "drifting test log (query_drift=1 is added, then --drift-log)");
+  app.add_option("--drift-log", o.log,
+                 "the drifting log's settings, e.g. drift_ramp=0.5,drift_topics=8 (default: "
+                 "query_drift=1 alone, a log that moves under 2% of the bytes a query reads at "
+                 "2.5M documents; bench_drift_headroom tells what a setting moves)");
+  app.add_option("--drift-limit", o.limit, "queries of the drifting log")->capture_default_str();
+  // A cache smaller than the hot lists (10x), so that which lists it holds matters, and calls
+  // short enough that plans are taken between them.
+  app.add_option("--drift-ratio", o.ratio, "postings / M of the drift comparison")
+      ->capture_default_str();
+  app.add_option("--drift-call-size", o.call_size,
+                 "queries per search() call of the drift comparison (plans go in between)")
+      ->capture_default_str();
+  app.add_option("--drift-arrivals", o.arrivals,
+                 "queries per second arriving in the drift comparison (0: as fast as served); "
+                 "a GPU serves a 10,000-query log in under 0.1 s, before any background plan can "
+                 "finish, so an arrival rate gives the online policy the time a live stream would")
+      ->capture_default_str();
+  app.add_option("--drift-rounds", o.rounds, "offline/online rounds, alternating (medians)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--drift-swap-fraction", o.swap_fraction,
+                 "online policy: bytes one plan change may copy, as a fraction of S_c")
+      ->capture_default_str();
+  app.add_option("--drift-half-life", o.half_life, "online policy: --cache-half-life")
+      ->capture_default_str();
+  app.add_option("--drift-replan", o.replan, "online policy: --cache-replan")
+      ->capture_default_str();
+  app.add_option("--drift-sample", o.sample, "online policy: --cache-sample")
+      ->capture_default_str();
+  // The planner's share of the host (idle priority, its own threads, only between calls) and
+  // its gate. Each variant runs in every round after the offline plan (the first is "online" in
+  // the JSON and the summary).
+  app.add_option("--drift-online", o.online,
+                 "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always] "
+                 "(idle|normal: the planning threads' class; --cache-min-payoff, "
+                 "--cache-min-gain, 0:0 every plan; gaps (default): planning only between calls, "
+                 "always: also during them, --cache-planner-pause), comma-separated")
+      ->capture_default_str();
+  app.add_option("--drift-planner-threads", o.planner_threads,
+                 "online policy: replay threads (--cache-planner-threads)")
+      ->capture_default_str();
+  app.add_option("--drift-max-pending", o.max_pending,
+                 "online policy: queries queued for replay (the oldest are dropped)")
+      ->capture_default_str();
+}
+
 nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double postings) {
   // Online against offline on the drifting log, at --drift-ratio, VFB.
-  SyntheticParams sp = SyntheticParams::parse(o.spec);
-  sp.query_drift = 1.0;
+  // Later keys override earlier ones: the spec's documents, then the drift.
+  SyntheticParams sp =
+      SyntheticParams::parse(o.spec + ",query_drift=1" + (o.log.empty() ? "" : "," + o.log));
   sp.test_queries = o.limit;
   std::vector<Query> drifting;
   for (const auto& [id, text] : SyntheticCollection(sp).queries(false)) {
@@ -30,10 +81,13 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     if (resolve_query(b.shard, QueryText{id, text, 0, {}}, {}, q, p, "drift") && !q.terms.empty())
       drifting.push_back(std::move(q));
   }
+  // The answers checked are spread over the log (the online policy's changes come late).
+  const std::size_t stride =
+      std::max<std::size_t>(1, drifting.size() / std::max<std::size_t>(1, b.check));
   std::vector<ReferenceAnswer> drift_refs;
   drift_refs.resize(std::min(b.check, drifting.size()));
-  tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t i) {
-    drift_refs[i] = reference_answer(b.index, drifting[i], b.params, 2 * b.params.k + 20);
+  tbb::parallel_for(std::size_t(0), drift_refs.size(), [&](std::size_t j) {
+    drift_refs[j] = reference_answer(b.index, drifting[j * stride], b.params, 2 * b.params.k + 20);
   });
   const double memory = postings / o.ratio;
   const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
@@ -44,12 +98,14 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
   nlohmann::json online_json = nlohmann::json::object();
   const std::size_t saved_call = b.call_size;
   b.call_size = o.call_size;  // an ISN's batches: the online plans go in between them
+  b.ref_stride = stride;
   // Rounds alternate offline and online (this host's rates move by 20% between runs);
   // the JSON keeps the last round's runs and every round's rates.
   struct Variant {
     std::string spec;
     PlannerPriority priority = PlannerPriority::kIdle;
     double min_payoff = 1, min_gain = 0.02;
+    bool pause_while_serving = true;
     std::vector<double> rates;
     nlohmann::json last;
   };
@@ -61,8 +117,12 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     std::string part;
     std::vector<std::string> parts;
     while (std::getline(ss, part, ':')) parts.push_back(part);
-    const std::string bad = "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN";
-    if (parts.size() != 3) throw InputError("--drift-online", 0, bad);
+    const std::string bad = "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always]";
+    if (parts.size() != 3 && parts.size() != 4) throw InputError("--drift-online", 0, bad);
+    if (parts.size() == 4) {
+      if (parts[3] != "gaps" && parts[3] != "always") throw InputError("--drift-online", 0, bad);
+      v.pause_while_serving = parts[3] == "gaps";
+    }
     v.priority = parse_planner_priority(parts[0]);
     try {
       v.min_payoff = std::stod(parts[1]);
@@ -93,6 +153,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
         oo.planner_threads = o.planner_threads;
         oo.min_payoff = variant.min_payoff;
         oo.min_gain = variant.min_gain;
+        oo.pause_while_serving = variant.pause_while_serving;
         policy = std::make_shared<OnlineCachePolicy>(b.shard, oo);
         policy->seed(b.train);  // what the offline plan saw, as the stream's past
         policy->take_plan();    // the offline plan's equal: the engine holds that already
@@ -125,7 +186,8 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
             "  online policy: {} plans (1 seeded), {} cache changes, {:.1f} MB copied by swaps, "
             "{} replayed of {} observed ({} dropped), {} pending at the end, replay {:.3f} s, "
             "planning {:.3f} s; {} plans withheld by the gate (last: saves {:.0f} B/query of "
-            "{:.0f}, copies {:.1f} MB); planner {} x {}; process CPU {:.2f} s\n",
+            "{:.0f}, copies {:.1f} MB); planner {} x {}, {}; paused {} times for {} calls "
+            "({:.2f} s); process CPU {:.2f} s\n",
             ps["plans"].get<std::uint64_t>(), lc.value("online_cache_changes", 0ull),
             double(lc.value("online_bytes_copied", 0ull)) / 1e6,
             ps["replayed"].get<std::uint64_t>(), ps["observed"].get<std::uint64_t>(),
@@ -136,7 +198,9 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
             ps["last_gate"]["held_bytes_per_query"].get<double>(),
             ps["last_gate"]["copy_bytes"].get<double>() / 1e6,
             ps["planner_threads"].get<unsigned>(), ps["planner_priority"].get<std::string>(),
-            run["process_cpu_seconds"].get<double>());
+            ps["pause_while_serving"].get<bool>() ? "only between calls" : "during calls too",
+            ps["planner_pauses"].get<std::uint64_t>(), ps["serving_calls"].get<std::uint64_t>(),
+            ps["planner_paused_seconds"].get<double>(), run["process_cpu_seconds"].get<double>());
       } else {
         fmt::print("  offline plan: process CPU {:.2f} s\n",
                    run["process_cpu_seconds"].get<double>());
@@ -146,6 +210,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
       variant.last = std::move(run);
     }
   b.call_size = saved_call;
+  b.ref_stride = 1;
   const char* rate = o.arrivals > 0 ? "busy_queries_per_second" : "queries_per_second";
   const double med_off = metrics::percentile(variants[0].rates, 50);
   online_json["offline"] = variants[0].last;
@@ -176,6 +241,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
   online_json["ratio"] = o.ratio;
   online_json["call_size"] = o.call_size;
   online_json["drifting_queries"] = drifting.size();
+  online_json["drift_log"] = sp.to_json();
   online_json["online_variants"] = o.online;
   online_json["planner_threads"] = o.planner_threads;
   return online_json;

@@ -254,6 +254,7 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
   auto online = std::make_shared<OnlineCachePolicy>(shard(), oo);
   e->set_online_policy(online, budget / 4);
   References refs;
+  std::uint64_t calls = 0;
   for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
     e->clear_stats();
     // Calls of 64 queries, as an ISN's batches; the policy's plans go in between them.
@@ -263,6 +264,7 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
       const std::size_t m = std::min<std::size_t>(64, qs.size() - b);
       std::vector<Query> call(qs.begin() + std::ptrdiff_t(b), qs.begin() + std::ptrdiff_t(b + m));
       wrong_answers(*e, *index_, call, {mode, Scoring::kBm25, 0.3, 10}, refs, "online");
+      ++calls;
       refs.by_setting.clear();
       online->drain();  // the next call takes this call's plan
     }
@@ -270,7 +272,12 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
   const nlohmann::json stats = e->stats();
   ASSERT_TRUE(stats.contains("list_cache"));
   EXPECT_GT(stats["list_cache"]["online_changes"].size(), 5u);
-  EXPECT_GT(stats["list_cache"]["online_policy"]["plans"].get<std::uint64_t>(), 5u);
+  const auto& ps = stats["list_cache"]["online_policy"];
+  EXPECT_GT(ps["plans"].get<std::uint64_t>(), 5u);
+  // The engine marks every call: the planner (pausing by default) runs only between them.
+  EXPECT_TRUE(ps["pause_while_serving"].get<bool>());
+  EXPECT_EQ(ps["serving_calls"].get<std::uint64_t>(), calls) << ps.dump();
+  EXPECT_FALSE(online->serving_gaps()->in_call());
 }
 
 // The engine tells the policy what its cache holds (set_online_policy, and after each change),

@@ -2,9 +2,13 @@
 // TREC efficiency logs, and AND queries that have answers.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "common/reference_engine.hpp"
 #include "partition/index_builder.hpp"
@@ -39,7 +43,8 @@ TEST(Synthetic, TermStringsAreUniqueLowercaseTokens) {
     EXPECT_TRUE(seen.insert(s).second) << s;
     for (char ch : s) EXPECT_TRUE(ch >= 'a' && ch <= 'z') << s;
   }
-  for (std::uint32_t r = 0; r < 20000; ++r) EXPECT_TRUE(seen.insert(SyntheticCollection::term_string(r + 5000000)).second);
+  for (std::uint32_t r = 0; r < 20000; ++r)
+    EXPECT_TRUE(seen.insert(SyntheticCollection::term_string(r + 5000000)).second);
 }
 
 TEST(Synthetic, ZipfSamplerFollowsPowerLaw) {
@@ -60,7 +65,8 @@ TEST(Synthetic, QueryLogsLookLikeTrecEfficiencyLogs) {
   BuildOptions o;
   o.out_dir = tmp / "idx";
   o.progress = false;
-  build_index_synthetic(SyntheticParams::parse("docs=20000,seed=7,train_queries=2000,test_queries=2000"), o);
+  build_index_synthetic(
+      SyntheticParams::parse("docs=20000,seed=7,train_queries=2000,test_queries=2000"), o);
   const Index index = Index::open(tmp / "idx");
   const QueryFile f = read_query_file(tmp / "idx" / "queries.test.tsv");
   ASSERT_EQ(f.queries.size(), 2000u);
@@ -78,7 +84,8 @@ TEST(Synthetic, QueryLogsLookLikeTrecEfficiencyLogs) {
     ++repeats[qt.text];
     if (q.terms.size() >= 2 && and_run < 300) {
       ++and_run;
-      and_answered += reference_answer(index, q, {Mode::kAnd, Scoring::kBm25, 0.3, 10}, 10).total_matches > 0;
+      and_answered +=
+          reference_answer(index, q, {Mode::kAnd, Scoring::kBm25, 0.3, 10}, 10).total_matches > 0;
     }
   }
   const double mean = total_terms / 2000;
@@ -87,7 +94,8 @@ TEST(Synthetic, QueryLogsLookLikeTrecEfficiencyLogs) {
   EXPECT_LT(repeats.size(), 2000u);  // popular queries repeat
   EXPECT_GT(double(and_answered) / double(and_run), 0.6) << and_answered << "/" << and_run;
   // Train and test logs differ but share the distribution.
-  EXPECT_NE(gpusearch::testing::read_text(tmp / "idx" / "queries.train.tsv"), gpusearch::testing::read_text(tmp / "idx" / "queries.test.tsv"));
+  EXPECT_NE(gpusearch::testing::read_text(tmp / "idx" / "queries.train.tsv"),
+            gpusearch::testing::read_text(tmp / "idx" / "queries.test.tsv"));
 }
 
 TEST(Synthetic, ParamsParsingRejectsNonsense) {
@@ -96,6 +104,47 @@ TEST(Synthetic, ParamsParsingRejectsNonsense) {
   EXPECT_THROW(SyntheticParams::parse("topic_share=2"), InputError);
   EXPECT_THROW(SyntheticParams::parse("docs"), InputError);
   EXPECT_EQ(SyntheticParams::parse("docs=25000000,seed=7").num_docs, 25000000u);
+}
+
+// The drift settings that make a log drift more (the online list-cache policy's benchmark):
+// drift_ramp reaches the full drift earlier, drift_topics makes the drifted queries ask for
+// other topics too. Each takes the last quarter of the log further from the training log
+// (query words shared); the training log does not change; bad values are refused.
+TEST(SyntheticQueryDrift, ARampAndRotatedTopicsDriftFurther) {
+  // Share of the last quarter's query words that the training log asks for.
+  auto shared_late = [](const std::string& spec) {
+    const SyntheticCollection c(SyntheticParams::parse(spec));
+    std::map<std::string, int> trained;
+    for (const auto& [id, text] : c.queries(true)) {
+      std::istringstream words(text);
+      for (std::string w; words >> w;) trained[w] = 1;
+    }
+    const auto log = c.queries(false);
+    std::size_t seen = 0, total = 0;
+    for (std::size_t i = log.size() - log.size() / 4; i < log.size(); ++i) {
+      std::istringstream words(log[i].second);
+      for (std::string w; words >> w; ++total) seen += trained.count(w);
+    }
+    return double(seen) / double(total);
+  };
+  const std::string base = "docs=50000,seed=3,train_queries=2000,test_queries=4000,query_drift=1";
+  const double plain = shared_late(base), ramp = shared_late(base + ",drift_ramp=0.5"),
+               topics = shared_late(base + ",drift_ramp=0.5,drift_topics=8");
+  EXPECT_LT(ramp, plain - 0.015) << plain << " " << ramp;
+  EXPECT_LT(topics, ramp - 0.02) << ramp << " " << topics;
+  std::cout << "query words of the last quarter seen in training: query_drift=1 " << plain
+            << ", drift_ramp=0.5 " << ramp << ", drift_topics=8 " << topics << "\n";
+  EXPECT_EQ(SyntheticCollection(SyntheticParams::parse(base)).queries(true),
+            SyntheticCollection(SyntheticParams::parse(base + ",drift_ramp=0.5,drift_topics=8"))
+                .queries(true));
+  EXPECT_THROW(SyntheticParams::parse("docs=10,drift_ramp=0"), InputError);
+  EXPECT_THROW(SyntheticParams::parse("docs=10,drift_ramp=1.5"), InputError);
+  EXPECT_THROW(SyntheticParams::parse("docs=10,drift_topics=1.5"), InputError);
+  const auto j =
+      SyntheticParams::parse("docs=10,query_drift=1,drift_ramp=0.5,drift_topics=8").to_json();
+  EXPECT_EQ(j["drift_ramp"].get<double>(), 0.5);
+  EXPECT_EQ(j["drift_topics"].get<unsigned>(), 8u);
+  EXPECT_FALSE(SyntheticParams::parse("docs=10,query_drift=1").to_json().contains("drift_ramp"));
 }
 
 }  // namespace
