@@ -17,148 +17,13 @@
 #include "gpu/query_kernels.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
+#include "gpu_engine_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpusearch;
+using namespace gpusearch::gpu_test;
 using gpusearch::testing::TempDir;
 using gpusearch::testing::write_text;
-
-namespace {
-
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!gpu::gpu_available())
-      GTEST_SKIP() << "NO CUDA DEVICE: GPU test skipped (run launch/gpu-host.sh on a GPU host)";
-  }
-};
-
-struct Setting {
-  Mode mode;
-  Scoring scoring;
-  unsigned k;
-};
-
-std::vector<Setting> all_settings(const std::vector<unsigned>& ks) {
-  std::vector<Setting> v;
-  for (Mode m : {Mode::kAnd, Mode::kOr, Mode::kAndOr})
-    for (Scoring s : {Scoring::kBm25, Scoring::kBm25Pr})
-      for (unsigned k : ks) v.push_back({m, s, k});
-  return v;
-}
-
-struct CheckCount {
-  std::size_t checks = 0, failures = 0;
-};
-
-// Runs `queries` through one GPU engine per shard and compares every merged answer with the
-// reference; for and-or, each shard's AND match count must be exact below k. Counts checks and
-// failures; with `expect_exact`, every failure is also a test failure with its description.
-CheckCount compare_gpu_with_reference(const Index& index, const std::vector<Query>& queries,
-                                      const std::vector<Setting>& settings,
-                                      const gpu::GpuEngineOptions& options, bool expect_exact) {
-  std::vector<std::unique_ptr<gpu::GpuEngine>> engines;
-  for (std::size_t s = 0; s < index.num_open_shards(); ++s)
-    engines.push_back(
-        std::make_unique<gpu::GpuEngine>(index.shard(s), index.shard_id(s), options));
-  CheckCount count;
-  for (const Setting& st : settings) {
-    const SearchParams params{st.mode, st.scoring, 0.3, st.k};
-    std::vector<std::vector<ShardResult>> results(engines.size());
-    for (std::size_t s = 0; s < engines.size(); ++s) {
-      results[s].assign(queries.size(), ShardResult{});
-      engines[s]->search(queries, params, results[s]);
-    }
-    for (std::size_t qi = 0; qi < queries.size(); ++qi) {
-      const Query& q = queries[qi];
-      std::vector<const ShardResult*> per_shard;
-      for (std::size_t s = 0; s < engines.size(); ++s) {
-        per_shard.push_back(&results[s][qi]);
-        if (st.mode == Mode::kAndOr) {
-          const auto ref = reference_search_shard(index.shard(s), index.shard_id(s), q, params, 1);
-          const std::uint64_t got = results[s][qi].and_matches;
-          const bool ok = ref.and_matches < st.k ? got == ref.and_matches : got >= st.k;
-          if (!ok) ++count.failures;
-          if (expect_exact) {
-            EXPECT_TRUE(ok) << "query " << q.id << ": " << got << " AND matches, reference "
-                            << ref.and_matches;
-          }
-        }
-      }
-      const QueryResult merged = merge_shard_results(params, per_shard);
-      const std::size_t depth = 2 * std::size_t(st.k) + 20;
-      const ReferenceAnswer ref = reference_answer(index, q, params, depth);
-      const auto diff = compare_top_k(ref.hits, ref.total_matches, st.k, merged.hits);
-      if (diff) ++count.failures;
-      if (expect_exact) {
-        EXPECT_FALSE(diff.has_value())
-            << "query " << q.id << " (" << q.terms.size() << " terms) mode " << to_string(st.mode)
-            << " " << to_string(st.scoring) << " k=" << st.k << " algorithm " << options.algorithm
-            << " batch " << options.batch_size << " segments <= " << options.max_segments_per_query
-            << ": " << diff.value_or("");
-      }
-      ++count.checks;
-    }
-  }
-  return count;
-}
-
-std::size_t check_gpu_against_reference(const Index& index, const std::vector<Query>& queries,
-                                        const std::vector<Setting>& settings,
-                                        const gpu::GpuEngineOptions& options) {
-  return compare_gpu_with_reference(index, queries, settings, options, true).checks;
-}
-
-// The work decompositions every kernel is checked under: one thread block per query, the
-// default cut, and as many segments as the engine allows (small segments, many boundaries).
-std::vector<gpu::GpuEngineOptions> decompositions(gpu::GpuEngineOptions base) {
-  std::vector<gpu::GpuEngineOptions> v;
-  base.max_segments_per_query = 1;
-  v.push_back(base);
-  base.max_segments_per_query = gpu::GpuEngineOptions{}.max_segments_per_query;
-  v.push_back(base);
-  base.blocks_per_sm = 64;
-  base.min_segment_postings = 64;
-  base.max_segments_per_query = gpu::kMaxSegmentsPerQuery;
-  v.push_back(base);
-  return v;
-}
-
-std::vector<Query> resolve_all(const Index& index, const std::filesystem::path& file,
-                               std::size_t limit) {
-  const QueryFile qf = read_query_file(file);
-  std::vector<Query> out;
-  for (const QueryText& qt : qf.queries) {
-    if (out.size() >= limit) break;
-    Query q;
-    QueryProblem p;
-    if (resolve_query(index.shard(0), qt, QueryLimits{}, q, p, file.string())) out.push_back(q);
-  }
-  return out;
-}
-
-Index build_synthetic(const TempDir& tmp, const std::string& spec, std::uint32_t shards,
-                      SplitMode split = SplitMode::kInputRanges) {
-  BuildOptions o;
-  o.out_dir = tmp / "idx";
-  o.progress = false;
-  o.num_shards = shards;
-  o.split = split;
-  build_index_synthetic(SyntheticParams::parse(spec), o);
-  return Index::open(tmp / "idx");
-}
-
-// One shard, the given codec (pfor128 or bp128).
-Index build_synthetic_with_codec(const TempDir& tmp, const std::string& spec, const char* codec) {
-  BuildOptions o;
-  o.out_dir = tmp / "idx";
-  o.progress = false;
-  o.codec = codec::parse_codec(codec);
-  build_index_synthetic(SyntheticParams::parse(spec), o);
-  return Index::open(tmp / "idx");
-}
-
-}  // namespace
 
 // The warp decoder against the CPU decoder, value by value: every block of a small index and
 // random blocks of a larger one, both codecs.
@@ -454,29 +319,6 @@ TEST_F(GpuTest, AutoAlgorithmIsExactAtSmallAndLargeBatches) {
   }
 }
 
-TEST_F(GpuTest, BadOptionsAreRejected) {
-  TempDir tmp;
-  const Index index = build_synthetic(tmp, "docs=500,seed=2,test_queries=5", 1);
-  gpu::GpuEngineOptions g;
-  g.algorithm = "nonsense";
-  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
-  g = {};
-  g.or_window = 100;
-  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
-  g = {};
-  g.bmw_threads = 48;
-  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
-  g = {};
-  g.topk_memory = "texture";
-  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
-  g = {};
-  g.posting_layout = "sparse";
-  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
-  g = {};
-  g.device = 1000;
-  EXPECT_THROW(gpu::GpuEngine(index.shard(0), 0, g), InputError);
-}
-
 // The AND and OR kernels' top-k in shared memory and in a global-memory row (auto picks the
 // latter where it lets more blocks reside, e.g. k = 1000): both against the reference, every
 // mode and k, window and exhaustive, small windows (many flushes per segment) and several
@@ -575,75 +417,5 @@ TEST_F(GpuTest, WarpOrKernelIsExactAndRuns) {
   for (const auto& [batch, k] : {std::pair{queries, 1025u}, std::pair{long_query, 10u}}) {
     EXPECT_FALSE(ran_warp(o, batch, k)) << "k = " << k;
     EXPECT_GT(check_gpu_against_reference(index, batch, all_settings({k}), o), 0u);
-  }
-}
-
-// A call of more than a batch is cut into launches of batch_size, the remainder first (the
-// costliest queries, whose launch ends last, in the smallest launch), or last; both exact, as
-// are and-or's two cost orders.
-TEST_F(GpuTest, CallLaunchesTakeTheRemainderFirst) {
-  TempDir tmp;
-  const Index index = build_synthetic(tmp, "docs=8000,seed=5,test_queries=150,mean_length=200", 1);
-  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 150);
-  ASSERT_GE(queries.size(), 129u);
-  const std::uint32_t n = std::uint32_t(queries.size()), rest = n % 64;
-  ASSERT_NE(rest, 0u);
-  std::vector<std::uint32_t> last(n / 64, 64), first = {rest};
-  last.push_back(rest);
-  first.insert(first.end(), n / 64, 64);
-  for (const bool remainder_first : {true, false}) {
-    gpu::GpuEngineOptions o;
-    o.batch_size = 64;
-    o.remainder_first = remainder_first;
-    o.and_or_cost_estimate = remainder_first;  // and-or's order by either cost: exact both ways
-    gpu::GpuEngine engine(index.shard(0), index.shard_id(0), o);
-    std::vector<ShardResult> out(queries.size());
-    engine.search(queries, SearchParams{Mode::kAnd, Scoring::kBm25, 0.3, 1000}, out);
-    auto launches = engine.batch_stats();  // in the order they finished
-    std::sort(launches.begin(), launches.end(), [](const auto& a, const auto& b) {
-      return a.timeline.host_pack_begin < b.timeline.host_pack_begin;
-    });
-    std::vector<std::uint32_t> sizes;
-    for (const auto& b : launches) sizes.push_back(b.queries);
-    EXPECT_EQ(sizes, remainder_first ? first : last);
-    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 1000u);
-  }
-}
-
-// Each algorithm on both posting layouts, k small and large, on an index small enough to run
-// under compute-sanitizer (`launch/gpu-host.sh sanitize` runs these with memcheck and racecheck;
-// one algorithm each, so that a slow tool can be pointed at one kernel): each answer exact.
-class GpuKernelUnderSanitizer : public GpuTest,
-                                public ::testing::WithParamInterface<std::string> {};
-
-TEST_P(GpuKernelUnderSanitizer, SmallIndexBothLayoutsExact) {
-  TempDir tmp;
-  const Index index = build_synthetic(tmp, "docs=3000,seed=9,test_queries=40,mean_length=150", 1);
-  const auto queries = resolve_all(index, tmp / "idx" / "queries.test.tsv", 40);
-  ASSERT_GE(queries.size(), 30u);
-  for (const char* layout : {"compressed", "decoded"}) {
-    SCOPED_TRACE(GetParam() + " " + layout);
-    gpu::GpuEngineOptions o;
-    o.algorithm = GetParam();
-    o.posting_layout = layout;
-    o.batch_size = 16;
-    EXPECT_GT(check_gpu_against_reference(index, queries, all_settings({10, 1000}), o), 300u);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, GpuKernelUnderSanitizer,
-                         ::testing::ValuesIn(gpu::gpu_algorithms()),
-                         [](const auto& info) { return info.param; });
-
-// Without a device the engine refuses clearly (runs only where no device exists).
-TEST(GpuEngineWithoutDevice, RefusesWithAClearError) {
-  if (gpu::gpu_available()) GTEST_SKIP() << "a CUDA device is present";
-  TempDir tmp;
-  const Index index = build_synthetic(tmp, "docs=300,seed=2,test_queries=5", 1);
-  try {
-    gpu::GpuEngine engine(index.shard(0), 0);
-    FAIL() << "expected CudaError";
-  } catch (const gpu::CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
   }
 }
