@@ -90,6 +90,17 @@ std::unique_ptr<AggregatorSecondStage> make_second_stage(const AggregatorRanking
 
 }  // namespace
 
+ClosedLoopAdmission parse_closed_loop_admission(std::string_view name) {
+  if (name == "just-in-time") return ClosedLoopAdmission::kJustInTime;
+  if (name == "window") return ClosedLoopAdmission::kWindow;
+  throw InputError("--admission", 0,
+                   "unknown admission '" + std::string(name) + "' (just-in-time or window)");
+}
+
+std::string_view to_string(ClosedLoopAdmission a) {
+  return a == ClosedLoopAdmission::kJustInTime ? "just-in-time" : "window";
+}
+
 AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm world) {
   int rank = 0, size = 0;
   GPUSEARCH_MPI_CHECK(MPI_Comm_rank(world, &rank));
@@ -165,9 +176,16 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   std::uint64_t next_sequence = 0;
 
   std::size_t depth = auto_depth ? 2 : options.max_in_flight;
+  // Closed-loop replay admits a batch's queries when it is time to cut it (just in time), unless
+  // a --window was asked for.
+  const bool just_in_time = source->closed_loop() && options.window == 0 &&
+                            options.admission == ClosedLoopAdmission::kJustInTime;
+  std::vector<Clock::time_point> sent_times;  // of the batches in flight, oldest first
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
+    // Just in time: when the next batch should leave (now or earlier: at once).
+    auto next_cut = Clock::time_point::min();
     {
       const LatencyModel model = merger.model();
       if (auto_depth) depth = model.depth(options.max_depth);
@@ -175,14 +193,31 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       // overhead from its cut to its answers.
       batcher.set_service_time(std::chrono::microseconds(
           std::int64_t(model.compute_us + model.overhead_us)));
+      if (just_in_time) {
+        in_flight.sent_times(sent_times);
+        const double lead_us = options.admission_lead_us > 0
+                                   ? options.admission_lead_us
+                                   : std::max(20.0, 0.1 * model.compute_us);
+        next_cut = model.just_in_time_cut<Clock::time_point>(
+            now, in_flight.last_batch_done(), sent_times, lead_us);
+      }
     }
-    const std::size_t window =
-        options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
+    std::size_t room = 0;
+    if (just_in_time) {
+      // One batch's queries, once it is time to send it and the pipeline has room.
+      if (next_cut <= now && in_flight.size() < depth &&
+          batcher.size() < options.batching.batch_size)
+        room = options.batching.batch_size - batcher.size();
+    } else {
+      const std::size_t window =
+          options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
+      const std::size_t outstanding = batcher.size() + in_flight.queries() + merger.queries();
+      room = outstanding < window ? window - outstanding : 0;
+    }
 
     // Admit arrived queries: resolve, answer from the cache, or queue for a batch.
     std::vector<ArrivedQuery> arrived;
-    const std::size_t outstanding = batcher.size() + in_flight.queries() + merger.queries();
-    source->poll(t_run, now, outstanding < window ? window - outstanding : 0, arrived);
+    source->poll(t_run, now, room, arrived);
     for (auto& p : source->take_problems()) admission.skip(std::move(p));
     for (ArrivedQuery& a : arrived) {
       progress = true;
@@ -274,7 +309,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     // queued, a late receive costs nothing, and each early wake-up takes a core from the
     // engines (measured on 2 cores; NOTES-cluster.md). The automatic depth is chosen from
     // latencies that include these late receives.
-    if (in_flight.size() == 1) {
+    // Just in time there is at most about one batch queued per ISN, and a late receive delays
+    // the answer's merge: wake for the oldest answer at any depth.
+    if (in_flight.size() == 1 || (just_in_time && !in_flight.empty())) {
       const double service_us = merger.model().service_us;
       const InFlightBatch& oldest = in_flight.oldest();
       const auto service = std::chrono::microseconds(std::int64_t(service_us));
@@ -288,6 +325,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     }
     if (!batcher.empty() && in_flight.size() < depth)  // a cut by wait or deadline needs room
       due = std::min(due, batcher.next_due());
+    if (just_in_time && in_flight.size() < depth && !source->exhausted())
+      due = std::min(due, std::max(next_cut, now3));  // the next batch's time to leave
     due = std::min(due, source->next_arrival(t_run));
     pacer.idle(now3, due, sends_pending);
   }
@@ -316,6 +355,11 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   outcome.metrics = aggregator_metrics({options, params, admission, in_flight, merger, isns, cache,
                                         pacer.stats(), send_term_ids, start_seconds, run_seconds,
                                         stuck, batcher.deadline_cuts(), source->stats()});
+  outcome.metrics["admission"] = {
+      {"mode", just_in_time                ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
+               : source->closed_loop()     ? std::string(to_string(ClosedLoopAdmission::kWindow))
+                                           : std::string("on arrival")},
+      {"lead_us", options.admission_lead_us}};
   if (second)
     outcome.metrics["second_stage"] = ranker_cache_metrics(
         options.ranking, params.candidates, second->rankers_in_store, coordinator, in_flight, isns,

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,20 @@ struct AggregatorRanking {
   bool enabled() const { return !store_dir.empty(); }
 };
 
+// How a closed-loop replay (a query file without --qps) admits its queries. Either way a query's
+// latency runs from its admission.
+enum class ClosedLoopAdmission {
+  // A batch's queries are admitted when it is cut, and it is cut so that it reaches the
+  // slowest ISN as that ISN finishes the batches ahead of it (LatencyModel::just_in_time_cut):
+  // the ISNs stay busy and no batch waits behind another.
+  kJustInTime,
+  // Up to --window queries admitted ahead; batches cut whenever the pipeline has room (they
+  // queue at the ISNs: the most throughput for a fixed depth, each query waits for those ahead).
+  kWindow,
+};
+ClosedLoopAdmission parse_closed_loop_admission(std::string_view name);  // throws InputError
+std::string_view to_string(ClosedLoopAdmission a);
+
 struct AggregatorOptions {
   std::filesystem::path index_dir;
   std::string queries = "-";  // a file (TSV or TREC topics), or "-" for TSV on standard input
@@ -71,6 +86,11 @@ struct AggregatorOptions {
   std::size_t window =
       0;  // replay without --qps: queries admitted ahead; 0: batch_size * (max_in_flight + 1)
   double qps = 0;  // replay at this arrival rate; 0: closed loop (as fast as answered)
+  // Closed loop: just in time unless --window is given (then the window).
+  ClosedLoopAdmission admission = ClosedLoopAdmission::kJustInTime;
+  // Just in time: how early a batch should reach the ISNs (0: a tenth of the measured compute,
+  // at least 20 us).
+  double admission_lead_us = 0;
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;

@@ -98,6 +98,19 @@ int main(int argc, char** argv) {
   app.add_option(
       "--window", o.window,
       "closed-loop replay: queries admitted ahead (default batch-size * (pipeline depth + 1))");
+  std::string admission = "just-in-time";
+  app.add_option("--admission", admission,
+                 "closed-loop replay: just-in-time (a batch's queries are admitted when it is "
+                 "cut, timed to reach the ISNs as they finish the batches ahead) or window "
+                 "(--window queries admitted ahead; batches queue at the ISNs); --window implies "
+                 "window")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"just-in-time", "window"}));
+  app.add_option("--admission-lead-us", o.admission_lead_us,
+                 "just-in-time: how early a batch should reach the ISNs (0: a tenth of the "
+                 "measured compute, at least 20 us)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
@@ -159,6 +172,7 @@ int main(int argc, char** argv) {
     o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
     o.ranking.policy = parse_ranker_cache_policy(ranker_cache_policy);
     o.pacing.mode = wire::parse_progress_mode(progress);
+    o.admission = parse_closed_loop_admission(admission);
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");

@@ -57,6 +57,11 @@ class InFlightBatches {
   std::size_t queries() const { return queries_; }  // in the batches in flight
   const InFlightBatch& oldest() const { return batches_.begin()->second; }
   AggregatorClock::time_point last_batch_done() const { return last_batch_done_; }
+  // The send times of the batches in flight, oldest first (replaces `out`'s contents).
+  void sent_times(std::vector<AggregatorClock::time_point>& out) const {
+    out.clear();
+    for (const auto& [id, b] : batches_) out.push_back(b.sent);
+  }
 
   // Encodes the batch (non-empty, one params) once and starts a send of it to every ISN. Term
   // IDs travel when `term_ids` (every ISN shares the vocabulary), else the normalized terms.

@@ -1,11 +1,14 @@
 // The model the aggregator chooses its pipeline depth from (a part of aggregator.cpp kept
 // apart): exponentially weighted means of the slowest ISN's compute, the round trip's overhead
-// and the service interval, and the depth that keeps every ISN busy.
+// and the service interval, the depth that keeps every ISN busy, and (closed-loop replay) when
+// the next batch should be cut so that it reaches the ISNs just as they finish the ones ahead.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <span>
 
 namespace gpusearch {
 
@@ -33,6 +36,32 @@ struct LatencyModel {
     if (!seeded) return 2;
     const double need = 1.0 + std::ceil(overhead_us / std::max(compute_us, 1.0)) + 1.0;
     return std::size_t(std::clamp(need, 1.0, double(std::max<std::size_t>(max_depth, 1))));
+  }
+
+  // Just-in-time admission (closed-loop replay, issue 16): when to cut and send the next batch.
+  // A batch queued at an ISN behind others adds their compute to its queries' latency and
+  // nothing to throughput; one that arrives after the ISN went idle costs throughput. So the
+  // next batch should land as the slowest ISN finishes the batches ahead of it, `lead_us`
+  // early to absorb the variance. The ISNs work in order, so the answers of the batches in
+  // flight (sent at `sent`, oldest first) are predicted one after the other: each at the later
+  // of its own send plus the round trip's overhead and the previous answer, plus one compute
+  // (an overdue one is taken as due now). The next batch, sent at T, is answered at
+  // T + overhead + compute if it does not wait: it should leave at (last answer) - overhead -
+  // lead. A time <= now means cut now; so does an unseeded model (nothing measured yet).
+  template <typename TimePoint>
+  TimePoint just_in_time_cut(TimePoint now, TimePoint last_answer,
+                             std::span<const TimePoint> sent, double lead_us) const {
+    if (!seeded || sent.empty()) return now;
+    using Us = std::chrono::duration<double, std::micro>;
+    const auto us = [](double v) {
+      return std::chrono::duration_cast<typename TimePoint::duration>(Us(v));
+    };
+    TimePoint answer = last_answer;
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      answer = std::max(sent[i] + us(overhead_us), answer) + us(compute_us);
+      if (i == 0) answer = std::max(answer, now);  // the oldest overdue: due any moment
+    }
+    return answer - us(overhead_us + lead_us);
   }
 };
 

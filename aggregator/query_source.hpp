@@ -50,6 +50,9 @@ class QuerySource {
   virtual AggregatorClock::time_point next_arrival(AggregatorClock::time_point) const {
     return AggregatorClock::time_point::max();
   }
+  // Queries are there whenever asked for (closed-loop replay): the aggregator chooses when each
+  // arrives, by the `room` it polls with.
+  virtual bool closed_loop() const { return false; }
   // No query will come any more.
   virtual bool exhausted() const = 0;
   // Lines it could not read as queries since the last call (file and line in each).
@@ -73,6 +76,7 @@ class FileQuerySource final : public QuerySource {
   void poll(AggregatorClock::time_point start, AggregatorClock::time_point now, std::size_t room,
             std::vector<ArrivedQuery>& out) override;
   AggregatorClock::time_point next_arrival(AggregatorClock::time_point start) const override;
+  bool closed_loop() const override { return qps_ <= 0; }
   bool exhausted() const override { return next_ >= file_.queries.size(); }
   std::vector<QueryProblem> take_problems() override;
 

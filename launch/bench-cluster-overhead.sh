@@ -19,7 +19,11 @@
 #                     --progress mode and the automatic pipeline depth), each also with the suffix
 #                     "_noshare" (--share-thresholds off: the ISNs of the node do not share
 #                     thresholds) and "_spare" ((cores - N) / N engine threads per ISN, leaving
-#                     each ISN's MPI progress thread a core; e.g. adaptive_spare_noshare);
+#                     each ISN's MPI progress thread a core; e.g. adaptive_spare_noshare) and
+#                     "_hot0" (adaptive yields and polls while hot: --hot-poll-us 0) and "_eager"
+#                     (OMPI_MCA_btl_vader_eager_limit=32768: answers up to 32 KiB go eagerly)
+#                     and "_window" (--admission window: queries admitted a window ahead, batches
+#                     queued at the ISNs, instead of the just-in-time default);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -31,12 +35,17 @@
 #                     index (4000 documents, OUT/probe-index) with each ISN sleeping 2 ms per batch
 #                     instead of computing, so what is left of a batch's wall time beyond the
 #                     sleep and the engine is the fabric's own round trip, free of engine noise
+#   --latency-reps R  the closed-loop latency check (default 0: none): every variant but
+#                     "before", each ISN count, the real engine, batch 64, one batch in flight
+#                     (--max-in-flight 1 --window 64: a batch's 64 queries arrive when the one
+#                     before is answered), so a query's latency is its batch's turnaround; reports
+#                     p50 latency against the slowest ISN's compute per batch (target <= 1.3x)
 # Offline: needs only the built trees, python3 (matplotlib for the plot) and mpirun.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" build="$root/build" before="" before_ref=410011d engine=cpu docs=200000 seed=7 nq=8000
 batches="64 1024" isns="1 4" reps=3 variants="before adaptive" index="" mode=and-or k=10
-probe_reps=3 summarize_only=0
+probe_reps=3 latency_reps=0 summarize_only=0
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,6 +61,7 @@ while [ $# -gt 0 ]; do
     --isns) isns=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --probe-reps) probe_reps=$2; shift 2 ;;
+    --latency-reps) latency_reps=$2; shift 2 ;;
     --summarize-only) summarize_only=1; shift ;;
     --variants) variants=$2; shift 2 ;;
     --index) index=$2; shift 2 ;;
@@ -107,10 +117,19 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   # Suffixes: _spare gives each ISN (cores - N) / N engine threads (a core per ISN for its MPI
   # progress thread) instead of cluster.sh's cores / N; _noshare turns shared thresholds off.
   local v=$1 n=$2 p
-  dir=$build; flags=()
+  dir=$build; flags=(); envs=()
+  if [[ $v == *_eager* ]]; then  # answers up to 32 KiB sent eagerly over shared memory
+    envs=(OMPI_MCA_btl_vader_eager_limit=32768); v=${v/_eager/}
+  fi
   if [[ $v == *_spare* ]]; then
     local t=$(( ($(nproc) - n) / n )); [ "$t" -ge 1 ] || t=1
     flags+=(--threads "$t"); v=${v/_spare/}
+  fi
+  if [[ $v == *_hot0* ]]; then  # adaptive: yield and poll while hot (--hot-poll-us 0)
+    flags+=(--hot-poll-us 0); v=${v/_hot0/}
+  fi
+  if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
+    flags+=(--admission window); v=${v/_window/}
   fi
   p=${v%_noshare}
   flags+=(--progress "$p")
@@ -139,11 +158,11 @@ for rep in $(seq 1 "$reps"); do
       for v in $variants; do
         tag="$v-isns$n-batch$b-rep$rep"
         if [ "$v" = before ]; then
-          dir=$before; flags=(--max-in-flight 2)
+          dir=$before; flags=(--max-in-flight 2); envs=()
         else
           variant_flags "$v" "$n"
         fi
-        GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
+        env "${envs[@]}" GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
           --queries "$out/queries.tsv" --isns "$n" --mode "$mode" --k "$k" \
           --run "$runs/$tag.run" --metrics "$runs/$tag.json" --engine "$engine" \
           --batch-size "$b" --cache-entries 0 --no-verify "${flags[@]}" \
@@ -174,10 +193,33 @@ if [ "$probe_reps" -gt 0 ]; then
       for v in $variants; do
         tag="$v-isns$n-rep$rep"
         if [ "$v" = before ]; then dir=$before; flags=(); else variant_flags "$v" "$n"; fi
-        GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$pi" --queries "$probe/queries.tsv" \
+        env "${envs[@]}" GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$pi" --queries "$probe/queries.tsv" \
           --isns "$n" --mode "$mode" --k "$k" --run "$probe/$tag.run" --metrics "$probe/$tag.json" \
           --engine "$engine" --batch-size 64 --cache-entries 0 --no-verify --max-in-flight 1 \
           --inject-delay-ms 2 "${flags[@]}" > "$probe/$tag.log" 2>&1 || { tail -20 "$probe/$tag.log"; exit 1; }
+      done
+    done
+  done
+fi
+
+# The closed-loop latency check: the real engine, one batch of 64 in flight at a time.
+latency=$out/latency
+if [ "$latency_reps" -gt 0 ]; then
+  mkdir -p "$latency"
+  log "closed-loop latency: batch 64, one batch in flight, window 64, $latency_reps rep(s)"
+  for rep in $(seq 1 "$latency_reps"); do
+    for n in $isns; do
+      idx=$(index_for "$n")
+      for v in $variants; do
+        [ "$v" = before ] && continue
+        variant_flags "$v" "$n"
+        tag="$v-isns$n-rep$rep"
+        env "${envs[@]}" GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" --queries "$out/queries.tsv" \
+          --isns "$n" --mode "$mode" --k "$k" --run "$latency/$tag.run" --metrics "$latency/$tag.json" \
+          --engine "$engine" --batch-size 64 --cache-entries 0 --no-verify --max-in-flight 1 \
+          --window 64 "${flags[@]}" > "$latency/$tag.log" 2>&1 || { tail -20 "$latency/$tag.log"; exit 1; }
+        if "$gs" compare-runs "$runs/inprocess-batch64-rep1.run" "$latency/$tag.run" \
+             > "$latency/$tag.check" 2>&1; then echo equal; else echo DIFFER; fi > "$latency/$tag.answers"
       done
     done
   done
@@ -189,6 +231,18 @@ fi  # summarize_only
 python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" <<'PY'
 import glob, json, os, platform, re, statistics, sys
 out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+# A query's latency against its batch's slowest ISN's compute, per batch from the timeline (the
+# ISN's own clock: a duration, no offset needed): (slowest compute, cut to merged) per batch.
+def batch_times(m):
+    out = []
+    for b in (m.get("timeline") or {}).get("batches", []):
+        spans = [i["end"] - i["start"] for i in b.get("isn", []) if not i.get("missing")]
+        if spans and b.get("merged") is not None and b.get("cut") is not None:
+            out.append((max(spans), b["merged"] - b["cut"]))
+    return out
 runs = []
 for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
     name = os.path.basename(f)[:-5]
@@ -208,6 +262,8 @@ for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
         "variant": v, "isns": int(n), "batch": int(b), "rep": int(rep),
         "queries_per_second": m["queries_per_second"], "seconds": m["seconds"],
         "latency_ms": m["latency_ms"], "batches": nb,
+        "slowest_compute_p50_ms": med([c for c, _ in batch_times(m)]),
+        "admission": (m.get("admission") or {}).get("mode"),
         "answers_equal_inprocess": open(os.path.join(out, "runs", name + ".answers")).read().strip() == "equal",
         # Wall time per batch that the slowest ISN's engine did not cover: the cluster's own
         # cost, measured the same way for the old and the new code.
@@ -224,9 +280,6 @@ for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
         "share_thresholds": [(i.get("stats", {}).get("share_thresholds") or {}).get("active") for i in m["isn"]],
         "metrics_file": os.path.relpath(f, out)})
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
 inproc = {b: med([r["queries_per_second"] for r in runs if r["variant"] == "inprocess" and r["batch"] == b])
           for b in sorted({r["batch"] for r in runs})}
 table = []
@@ -238,6 +291,10 @@ for key in sorted({(r["variant"], r["isns"], r["batch"]) for r in runs if r["var
                   "queries_per_second": med([r["queries_per_second"] for r in rs]),
                   "of_inprocess": med([r["queries_per_second"] for r in rs]) / inproc[key[2]] if inproc.get(key[2]) else None,
                   "p50_ms": med([r["latency_ms"]["p50"] for r in rs]),
+                  "slowest_compute_p50_ms": med([r["slowest_compute_p50_ms"] for r in rs]),
+                  "p50_over_compute": med([r["latency_ms"]["p50"] / r["slowest_compute_p50_ms"]
+                                           for r in rs if r["slowest_compute_p50_ms"]]),
+                  "admission": rs[0]["admission"],
                   "isn_compute_ms": s("isn_compute_max"), "broadcast_ms": s("broadcast"),
                   "gather_overhead_ms": s("gather_overhead"), "merge_ms": s("merge"),
                   "aggregator_overhead_ms": s("aggregator_overhead"),
@@ -280,20 +337,51 @@ for key in sorted({(p["variant"], p["isns"]) for p in probe}, key=lambda t: (t[1
                         "to_isn_p50_ms": g("to_isn_p50_ms"), "from_isn_p50_ms": g("from_isn_p50_ms"),
                         "merge_p50_ms": g("merge_p50_ms"),
                         "polling_rounds_per_batch": None if g("polling_rounds") is None else g("polling_rounds") / ps[0]["batches"]})
+# Closed-loop latency (depth 1, batch 64): see batch_times above.
+latency_runs = []
+for f in sorted(glob.glob(os.path.join(out, "latency", "*.json"))):
+    name = os.path.basename(f)[:-5]
+    v, n, rep = re.match(r"(\w+)-isns(\d+)-rep(\d+)", name).groups()
+    m = json.load(open(f))
+    bt = batch_times(m)
+    compute = [c for c, _ in bt]
+    ratios = [t / c for c, t in bt if c > 0]
+    answers = os.path.join(out, "latency", name + ".answers")
+    latency_runs.append({"variant": v, "isns": int(n), "rep": int(rep),
+                         "queries_per_second": m["queries_per_second"],
+                         "latency_p50_ms": m["latency_ms"]["p50"], "latency_p99_ms": m["latency_ms"]["p99"],
+                         "slowest_compute_p50_ms": med(compute),
+                         "cut_to_merged_over_compute_p50": med(ratios),
+                         "pipeline_depth_max": m.get("pipeline_depth", {}).get("max"),
+                         "answers_equal_inprocess": os.path.exists(answers) and open(answers).read().strip() == "equal",
+                         "metrics_file": os.path.relpath(f, out)})
+latency_table = []
+for key in sorted({(r["variant"], r["isns"]) for r in latency_runs}, key=lambda t: (t[1], t[0])):
+    rs = [r for r in latency_runs if (r["variant"], r["isns"]) == key]
+    g = lambda name: med([r[name] for r in rs])
+    p50, comp = g("latency_p50_ms"), g("slowest_compute_p50_ms")
+    latency_table.append({"variant": key[0], "isns": key[1], "reps": len(rs),
+                          "queries_per_second": g("queries_per_second"),
+                          "latency_p50_ms": p50, "latency_p99_ms": g("latency_p99_ms"),
+                          "slowest_compute_p50_ms": comp,
+                          "p50_over_compute": p50 / comp if p50 and comp else None,
+                          "cut_to_merged_over_compute_p50": g("cut_to_merged_over_compute_p50"),
+                          "answers_equal": all(r["answers_equal_inprocess"] for r in rs)})
 result = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": platform.node(),
                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
           "config": {"engine": engine, "mode": mode, "k": k, "queries": nq, "index": index,
                      "index_docs": sum(s.get("num_docs", 0) for s in json.load(open(os.path.join(index, "manifest.json"))).get("shards", []))},
           "inprocess_queries_per_second": inproc, "table": table, "runs": runs,
-          "probe_table": probe_table, "probe": probe}
+          "probe_table": probe_table, "probe": probe,
+          "latency_table": latency_table, "latency": latency_runs}
 json.dump(result, open(os.path.join(out, "cluster-overhead.json"), "w"), indent=1)
-fmt = "%-16s %4s %6s %9s %6s %8s %8s %9s %9s %7s %9s %9s %6s %5s %9s %9s %5s  %s"
+fmt = "%-16s %4s %6s %9s %6s %8s %7s %8s %9s %9s %7s %9s %9s %6s %5s %9s %9s %5s  %s"
 print()
-print(fmt % ("variant", "ISNs", "batch", "q/s", "of-in", "p50 ms", "compute", "broadcast", "gather", "merge", "agg-ovh", "uncov/b", "busy", "depth", "docs/q", "post/q", "share", "answers"))
+print(fmt % ("variant", "ISNs", "batch", "q/s", "of-in", "p50 ms", "p50/c", "compute", "broadcast", "gather", "merge", "agg-ovh", "uncov/b", "busy", "depth", "docs/q", "post/q", "share", "answers"))
 for t in table:
     f = lambda x, p=2: "-" if x is None or x != x else ("%.*f" % (p, x))
     print(fmt % (t["variant"], t["isns"], t["batch"], f(t["queries_per_second"], 0), f(100 * (t["of_inprocess"] or 0), 0) + "%",
-                 f(t["p50_ms"]), f(t["isn_compute_ms"]), f(t["broadcast_ms"]), f(t["gather_overhead_ms"]),
+                 f(t["p50_ms"]), f(t["p50_over_compute"]), f(t["isn_compute_ms"]), f(t["broadcast_ms"]), f(t["gather_overhead_ms"]),
                  f(t["merge_ms"]), f(t["aggregator_overhead_ms"]), f(t["uncovered_ms_per_batch"]),
                  f(100 * (t["isn_busy_fraction"] or 0), 0) + "%", f(t["depth"], 1),
                  f(t["docs_scored_per_query"], 0), f(t["postings_decoded_per_query"], 0),
@@ -304,6 +392,8 @@ print("the metrics define them; agg-ovh = cut to merged less the critical ISN's 
 print("(new code only); uncov/b = (wall - slowest ISN's engine time) / batches, for both codes.")
 print("docs/q, post/q: documents scored and postings decoded per query, summed over the ISNs;")
 print("share: whether the ISNs shared thresholds (--share-thresholds; variants *_noshare: off).")
+print("p50/c: the queries' p50 latency over the median of each batch's slowest ISN compute (from the")
+print("timeline; target <= 1.3 at batch 64); admission just in time unless the variant says _window.")
 if probe_table:
     print()
     print("fabric probe (depth 1, batch 64, ISNs sleep 2 ms per batch; medians, ms per batch):")
@@ -313,6 +403,18 @@ if probe_table:
         f = lambda x, p=3: "-" if x is None or x != x else ("%.*f" % (p, x))
         print(pf % (t["variant"], t["isns"], f(t["beyond_sleep_and_compute_ms"]), f(t["aggregator_overhead_p50_ms"]),
                     f(t["to_isn_p50_ms"]), f(t["from_isn_p50_ms"]), f(t["merge_p50_ms"]), f(t["polling_rounds_per_batch"], 0)))
+if latency_table:
+    print()
+    print("closed-loop latency (batch 64, one batch in flight, window 64; medians over reps):")
+    lf = "%-16s %4s %9s %10s %10s %14s %12s %16s  %s"
+    print(lf % ("variant", "ISNs", "q/s", "p50 ms", "p99 ms", "compute p50", "p50/compute", "per-batch ratio", "answers"))
+    for t in latency_table:
+        f = lambda x, p=3: "-" if x is None or x != x else ("%.*f" % (p, x))
+        print(lf % (t["variant"], t["isns"], f(t["queries_per_second"], 0), f(t["latency_p50_ms"]),
+                    f(t["latency_p99_ms"]), f(t["slowest_compute_p50_ms"]), f(t["p50_over_compute"], 2),
+                    f(t["cut_to_merged_over_compute_p50"], 2), "equal" if t["answers_equal"] else "DIFFER"))
+    print("p50/compute: the queries' p50 latency over the median of each batch's slowest ISN compute")
+    print("(target <= 1.3); per-batch ratio: median over batches of (cut to merged) / slowest compute.")
 print("wrote", os.path.join(out, "cluster-overhead.json"))
 PY
 

@@ -36,7 +36,9 @@
 #                with the CPU engine, then the GPU engine, 1 and 4 ISNs, batches 64 and 1,024
 #                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
 #                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS;
-#                OVERHEAD_ENGINES, default "cpu gpu"; variants "X_noshare": --share-thresholds off)
+#                OVERHEAD_ENGINES, default "cpu gpu"; variants "X_noshare": --share-thresholds off;
+#                OVERHEAD_PROBE_REPS (3), OVERHEAD_LATENCY_REPS (3): the closed-loop latency
+#                check, one batch of 64 in flight, p50 latency over the slowest ISN's compute)
 #     ceiling    the aggregator's ceiling (issue 16): launch/bench-aggregator-ceiling.sh on Debian +
 #                MS MARCO (REAL_REPEAT 100), one ISN, batches 64 and 1,024, CEILING_REPS (3): the ISN
 #                with --probe-memo-answers (repeats answered from memory: the cluster's own cost),
@@ -458,9 +460,11 @@ EOF
         launch/bench-cluster-overhead.sh --out "$OUT/overhead-$engine" --build "$build_dir" \
           "${ov_before[@]}" --engine $engine "${ov_index[@]}" --queries "${OVERHEAD_QUERIES:-20000}" \
           --batches "64 1024" --isns "1 4" --reps "${OVERHEAD_REPS:-3}" \
-          --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" > "$OUT/overhead_$engine.log" 2>&1 \
+          --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" \
+          --probe-reps "${OVERHEAD_PROBE_REPS:-3}" --latency-reps "${OVERHEAD_LATENCY_REPS:-3}" \
+          > "$OUT/overhead_$engine.log" 2>&1 \
           || status=1
-        sed -n '/^variant /,/^wrote /p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -40
+        sed -n '/^variant /,/^wrote /p' "$OUT/overhead_$engine.log" | sed "s/^/overhead $engine: /" | head -60
         echo "overhead $engine done: $(elapsed)"
       done
       ;;

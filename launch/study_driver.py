@@ -231,6 +231,10 @@ class Study:
                p["cache_entries"], "--no-verify", "-q"]
         if p["qps"]:
             cmd += ["--qps", p["qps"]]
+        else:
+            # Closed loop: the study's points (and launch/study_sim.py's model of them) admit
+            # a window of queries ahead at a fixed depth, as before the just-in-time default.
+            cmd += ["--admission", "window"]
         if p["cost_buckets"]:
             cmd += ["--cost-buckets"]
         if p["algorithm"]:

@@ -196,7 +196,7 @@ case "$case_name" in
       # Several batches in flight from the aggregator: the ISN pipelines them through its
       # scheduler (up to --scheduler-batches-in-flight, 4 by default).
       check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 2 and-or 10 --batch-size 16 \
-        --max-in-flight 4 --scheduler $sched --engine "${GPUSEARCH_TEST_ENGINE:-reference}" \
+        --max-in-flight 4 --admission window --scheduler $sched --engine "${GPUSEARCH_TEST_ENGINE:-reference}" \
         --lbd-blocks 10
       m="$tmp/m-2-and-or-10.json"
       s="m['isn'][i]['stats']['scheduler']"
@@ -447,7 +447,8 @@ case "$case_name" in
       --mode and-or --k 10 --run "$tmp/ref.txt" >/dev/null
     for c in 1 8; do
       cluster --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" --isns 1 --mode and-or \
-        --k 10 --batch-size 6 --max-in-flight 8 --inject-delay-ms 5 --coalesce-batches "$c" \
+        --k 10 --batch-size 6 --max-in-flight 8 --admission window --inject-delay-ms 5 \
+        --coalesce-batches "$c" \
         --run "$tmp/run-$c.txt" --metrics "$tmp/m-$c.json" > "$tmp/out-$c.txt" 2>&1 ||
         { cat "$tmp/out-$c.txt"; fail "coalesce $c: exit $?"; }
       "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$c.txt" || fail "coalesce $c differs from the reference"
@@ -468,25 +469,31 @@ case "$case_name" in
     "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" --mode and-or --k 10 \
       --run "$tmp/ref.txt" >/dev/null
     awk '{print $1}' "$tmp/ref.txt" | uniq > "$tmp/ref-order.txt"
-    for depth in 1 2 3 4 5 6 7 8 0; do
+    # Window admission (queries admitted ahead, batches queued at the ISNs) at every depth, then
+    # just-in-time admission (the closed-loop default: batches timed to the ISNs' finish).
+    for run in window-1 window-2 window-3 window-4 window-5 window-6 window-7 window-8 window-0 \
+               just-in-time-1 just-in-time-3 just-in-time-8 just-in-time-0; do
+      admission=${run%-*} depth=${run##*-}
       cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
-        --run "$tmp/run-$depth.txt" --metrics "$tmp/m-$depth.json" --batch-size 6 --cost-buckets \
-        --cache-entries 1000 --max-in-flight "$depth" > "$tmp/out-$depth.txt" 2>&1 ||
-        { cat "$tmp/out-$depth.txt"; fail "depth $depth: exit $?"; }
-      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$depth.txt" || fail "depth $depth differs from the reference"
-      awk '{print $1}' "$tmp/run-$depth.txt" | uniq | cmp -s - "$tmp/ref-order.txt" ||
-        fail "depth $depth: the run file is not in arrival order"
-      cmp -s "$tmp/run-1.txt" "$tmp/run-$depth.txt" || fail "depth $depth: run file bytes differ from depth 1"
-      [ "$(metric "$tmp/m-$depth.json" 'm["queries"]["partial"]')" = 0 ] || fail "depth $depth: partial answers"
+        --run "$tmp/run-$run.txt" --metrics "$tmp/m-$run.json" --batch-size 6 --cost-buckets \
+        --cache-entries 1000 --max-in-flight "$depth" --admission "$admission" > "$tmp/out-$run.txt" 2>&1 ||
+        { cat "$tmp/out-$run.txt"; fail "$run: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$run.txt" || fail "$run differs from the reference"
+      awk '{print $1}' "$tmp/run-$run.txt" | uniq | cmp -s - "$tmp/ref-order.txt" ||
+        fail "$run: the run file is not in arrival order"
+      cmp -s "$tmp/run-window-1.txt" "$tmp/run-$run.txt" || fail "$run: run file bytes differ from window-1"
+      [ "$(metric "$tmp/m-$run.json" 'm["queries"]["partial"]')" = 0 ] || fail "$run: partial answers"
+      [ "$(metric "$tmp/m-$run.json" 'm["admission"]["mode"]')" = "$admission" ] ||
+        fail "$run: admitted $(metric "$tmp/m-$run.json" 'm["admission"]')"
       if [ "$depth" != 0 ]; then
-        [ "$(metric "$tmp/m-$depth.json" 'int(m["pipeline_depth"]["max"])')" = "$depth" ] ||
-          fail "depth $depth: ran at $(metric "$tmp/m-$depth.json" 'm["pipeline_depth"]')"
+        [ "$(metric "$tmp/m-$run.json" 'int(m["pipeline_depth"]["max"])')" = "$depth" ] ||
+          fail "$run: ran at $(metric "$tmp/m-$run.json" 'm["pipeline_depth"]')"
       fi
     done
-    [ "$(metric "$tmp/m-1.json" 'm["queries"]["cache_hits"] >= 40')" = True ] || fail "no cache hits"
-    [ "$(metric "$tmp/m-8.json" 'm["run_file_order"]["max_answers_waiting"] > 1')" = True ] ||
-      fail "depth 8: no answer ever came out of order (the writer was not exercised)"
-    echo "PASS: pipeline depths 1..8 and automatic: exact, in arrival order, identical run files"
+    [ "$(metric "$tmp/m-window-1.json" 'm["queries"]["cache_hits"] >= 40')" = True ] || fail "no cache hits"
+    [ "$(metric "$tmp/m-window-8.json" 'm["run_file_order"]["max_answers_waiting"] > 1')" = True ] ||
+      fail "window-8: no answer ever came out of order (the writer was not exercised)"
+    echo "PASS: pipeline depths 1..8 and automatic, window and just-in-time admission: exact, in arrival order, identical run files"
     ;;
   ranker)
     "$gs" -q index --synthetic "docs=3000,seed=11,train_queries=5,test_queries=100,mean_length=120" \
