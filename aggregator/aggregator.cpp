@@ -180,7 +180,11 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // a --window was asked for.
   const bool just_in_time = source->closed_loop() && options.window == 0 &&
                             options.admission == ClosedLoopAdmission::kJustInTime;
-  std::vector<Clock::time_point> sent_times;  // of the batches in flight, oldest first
+  // Of the batches in flight, oldest first: sent, features, predicted compute.
+  std::vector<Clock::time_point> sent_times;
+  std::vector<BatchFeatures> in_flight_features;
+  std::vector<double> predicted_compute_us;
+  const bool predict_by_features = options.admission_prediction == AdmissionPrediction::kBatchFeatures;
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
@@ -194,12 +198,15 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       batcher.set_service_time(std::chrono::microseconds(
           std::int64_t(model.compute_us + model.overhead_us)));
       if (just_in_time) {
-        in_flight.sent_times(sent_times);
+        in_flight.timings(sent_times, in_flight_features);
+        predicted_compute_us.clear();
+        for (const BatchFeatures& f : in_flight_features)
+          predicted_compute_us.push_back(model.predicted_compute_us(f, predict_by_features));
         const double lead_us = options.admission_lead_us > 0
                                    ? options.admission_lead_us
                                    : std::max(20.0, 0.1 * model.compute_us);
         next_cut = model.just_in_time_cut<Clock::time_point>(
-            now, in_flight.last_batch_done(), sent_times, lead_us);
+            now, in_flight.last_batch_done(), sent_times, predicted_compute_us, lead_us);
       }
     }
     std::size_t room = 0;
@@ -251,7 +258,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pq.cost = std::numeric_limits<double>::max();
       for (TermId t : q.terms) {
         if (need_term_strings) pq.terms.emplace_back(vocabulary.term_string(t));
-        pq.cost = std::min(pq.cost, double(vocabulary.term(t).df_global));
+        const double df = double(vocabulary.term(t).df_global);
+        pq.cost = std::min(pq.cost, df);
+        pq.postings += df;
       }
       if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
       if (cache.enabled()) {
@@ -359,7 +368,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       {"mode", just_in_time                ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
                : source->closed_loop()     ? std::string(to_string(ClosedLoopAdmission::kWindow))
                                            : std::string("on arrival")},
-      {"lead_us", options.admission_lead_us}};
+      {"lead_us", options.admission_lead_us},
+      {"prediction", options.admission_prediction == AdmissionPrediction::kBatchFeatures
+                         ? "batch-features"
+                         : "mean"}};
   if (second)
     outcome.metrics["second_stage"] = ranker_cache_metrics(
         options.ranking, params.candidates, second->rankers_in_store, coordinator, in_flight, isns,
