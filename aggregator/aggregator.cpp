@@ -180,11 +180,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // a --window was asked for.
   const bool just_in_time = source->closed_loop() && options.window == 0 &&
                             options.admission == ClosedLoopAdmission::kJustInTime;
-  // Of the batches in flight, oldest first: sent, features, predicted compute.
-  std::vector<Clock::time_point> sent_times;
-  std::vector<BatchFeatures> in_flight_features;
-  std::vector<double> predicted_compute_us;
-  const bool predict_by_features = options.admission_prediction == AdmissionPrediction::kBatchFeatures;
+  std::vector<Clock::time_point> sent_times;  // of the batches in flight, oldest first
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
@@ -198,15 +194,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       batcher.set_service_time(std::chrono::microseconds(
           std::int64_t(model.compute_us + model.overhead_us)));
       if (just_in_time) {
-        in_flight.timings(sent_times, in_flight_features);
-        predicted_compute_us.clear();
-        for (const BatchFeatures& f : in_flight_features)
-          predicted_compute_us.push_back(model.predicted_compute_us(f, predict_by_features));
+        in_flight.sent_times(sent_times);
         const double lead_us = options.admission_lead_us > 0
                                    ? options.admission_lead_us
                                    : std::max(20.0, 0.1 * model.compute_us);
         next_cut = model.just_in_time_cut<Clock::time_point>(
-            now, in_flight.last_batch_done(), sent_times, predicted_compute_us, lead_us);
+            now, in_flight.last_batch_done(), sent_times, lead_us);
       }
     }
     std::size_t room = 0;
@@ -258,9 +251,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pq.cost = std::numeric_limits<double>::max();
       for (TermId t : q.terms) {
         if (need_term_strings) pq.terms.emplace_back(vocabulary.term_string(t));
-        const double df = double(vocabulary.term(t).df_global);
-        pq.cost = std::min(pq.cost, df);
-        pq.postings += df;
+        pq.cost = std::min(pq.cost, double(vocabulary.term(t).df_global));
       }
       if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
       if (cache.enabled()) {
@@ -368,10 +359,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       {"mode", just_in_time                ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
                : source->closed_loop()     ? std::string(to_string(ClosedLoopAdmission::kWindow))
                                            : std::string("on arrival")},
-      {"lead_us", options.admission_lead_us},
-      {"prediction", options.admission_prediction == AdmissionPrediction::kBatchFeatures
-                         ? "batch-features"
-                         : "mean"}};
+      {"lead_us", options.admission_lead_us}};
   if (second)
     outcome.metrics["second_stage"] = ranker_cache_metrics(
         options.ranking, params.candidates, second->rankers_in_store, coordinator, in_flight, isns,

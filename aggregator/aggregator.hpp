@@ -69,9 +69,6 @@ enum class ClosedLoopAdmission {
   kWindow,
 };
 ClosedLoopAdmission parse_closed_loop_admission(std::string_view name);  // throws InputError
-// What just-in-time admission predicts each batch's compute from: the mean of the last batches,
-// or a least-squares model of its queries' list lengths (aggregator/batch_compute_model.hpp).
-enum class AdmissionPrediction { kMean, kBatchFeatures };
 std::string_view to_string(ClosedLoopAdmission a);
 
 struct AggregatorOptions {
@@ -94,7 +91,6 @@ struct AggregatorOptions {
   // Just in time: how early a batch should reach the ISNs (0: a tenth of the measured compute,
   // at least 20 us).
   double admission_lead_us = 0;
-  AdmissionPrediction admission_prediction = AdmissionPrediction::kBatchFeatures;
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;

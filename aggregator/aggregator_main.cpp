@@ -111,13 +111,6 @@ int main(int argc, char** argv) {
                  "measured compute, at least 20 us)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
-  std::string admission_prediction = "batch-features";
-  app.add_option("--admission-prediction", admission_prediction,
-                 "just-in-time: predict each batch's compute from its queries' list lengths "
-                 "(batch-features, a least-squares model fitted as batches are answered) or as "
-                 "the mean of the last batches (mean)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"batch-features", "mean"}));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
@@ -180,8 +173,6 @@ int main(int argc, char** argv) {
     o.ranking.policy = parse_ranker_cache_policy(ranker_cache_policy);
     o.pacing.mode = wire::parse_progress_mode(progress);
     o.admission = parse_closed_loop_admission(admission);
-    o.admission_prediction = admission_prediction == "mean" ? AdmissionPrediction::kMean
-                                                            : AdmissionPrediction::kBatchFeatures;
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");

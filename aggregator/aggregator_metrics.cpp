@@ -58,19 +58,7 @@ nlohmann::json aggregator_metrics(const AggregatorRunParts& p) {
       {"depth_model_us",
        {{"isn_compute", model.compute_us},
         {"overhead", model.overhead_us},
-        {"service", model.service_us},
-        // How far each batch's predicted compute was from its measured one (mean of relative
-        // errors): the mean of the last batches, and the batch-features model.
-        {"compute_prediction",
-         {{"mean_relative_error",
-           model.mean_predictions ? model.mean_relative_error_sum / double(model.mean_predictions)
-                                  : 0.0},
-          {"model_relative_error", model.model_predictions
-                                       ? model.model_relative_error_sum /
-                                             double(model.model_predictions)
-                                       : 0.0},
-          {"batches", model.mean_predictions},
-          {"model_batches", model.model_predictions}}}}},
+        {"service", model.service_us}}},
       {"batches",
        {{"count", s.batch_sizes.size()},
         {"size", summary(s.batch_sizes)},

@@ -241,7 +241,7 @@ void BatchMerger::merge(InFlightBatch& b) {
     const double service_ms = ms_between(std::max(b.sent, previous_last_answer_), t.arrived);
     previous_last_answer_ = std::max(previous_last_answer_, t.arrived);
     std::lock_guard lock(model_mutex_);
-    model_.add(b.features, double(max_compute_us),
+    model_.add(double(max_compute_us),
                1000.0 * (ms_between(b.cut, t.received) + ms_between(t.end, t.arrived) +
                          ms_between(t.arrived, t_done)),
                1000.0 * std::max(0.0, service_ms));

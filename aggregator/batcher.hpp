@@ -40,8 +40,7 @@ struct PendingQuery {
   std::vector<std::uint32_t> term_ids;  // the same terms as global vocabulary IDs
   std::uint64_t sequence = 0;      // arrival order among answered queries (the run file's order)
   std::string cache_key;
-  double cost = 0;      // shortest posting list (df) of its terms
-  double postings = 0;  // all its posting lists' lengths (df), summed
+  double cost = 0;  // shortest posting list (df) of its terms
   AggregatorClock::time_point arrival;
   SearchParams params;  // a batch holds queries of equal params
   // The answer is due by then (an RPC request's deadline); max(): none.

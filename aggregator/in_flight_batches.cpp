@@ -30,10 +30,6 @@ void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_p
   qb.queries.reserve(b.queries.size());
   // The terms move into the message's source (the merge needs only ids, order and cache keys).
   for (PendingQuery& pq : b.queries) {
-    b.features.queries += 1;
-    b.features.shortest_postings += pq.cost;
-    b.features.postings += pq.postings;
-    b.features.terms += double(term_ids ? pq.term_ids.size() : pq.terms.size());
     if (term_ids)
       qb.queries.push_back({pq.id, {}, std::move(pq.term_ids), pq.ranker});
     else

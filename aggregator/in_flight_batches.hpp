@@ -17,7 +17,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "aggregator/batch_compute_model.hpp"
 #include "aggregator/batcher.hpp"
 #include "aggregator/isn_roster.hpp"
 #include "aggregator/ranker_cache_coordinator.hpp"
@@ -37,7 +36,6 @@ struct InFlightBatch {
   std::vector<PendingQuery> queries;
   AggregatorClock::time_point cut, encoded, sent, deadline, sends_done, complete;
   std::size_t bytes = 0;
-  BatchFeatures features;  // its queries' list lengths, for the compute model
   std::vector<wire::PendingSend> sends;
   bool all_sent = false;
   std::vector<std::optional<wire::Received>> messages;  // by ISN (rank - 1), decoded by the merger
@@ -59,13 +57,10 @@ class InFlightBatches {
   std::size_t queries() const { return queries_; }  // in the batches in flight
   const InFlightBatch& oldest() const { return batches_.begin()->second; }
   AggregatorClock::time_point last_batch_done() const { return last_batch_done_; }
-  // The send times and features of the batches in flight, oldest first (replace the vectors'
-  // contents).
-  void timings(std::vector<AggregatorClock::time_point>& sent,
-               std::vector<BatchFeatures>& features) const {
-    sent.clear();
-    features.clear();
-    for (const auto& [id, b] : batches_) sent.push_back(b.sent), features.push_back(b.features);
+  // The send times of the batches in flight, oldest first (replaces `out`'s contents).
+  void sent_times(std::vector<AggregatorClock::time_point>& out) const {
+    out.clear();
+    for (const auto& [id, b] : batches_) out.push_back(b.sent);
   }
 
   // Encodes the batch (non-empty, one params) once and starts a send of it to every ISN. Term

@@ -10,8 +10,6 @@
 #include <cstddef>
 #include <span>
 
-#include "aggregator/batch_compute_model.hpp"
-
 namespace gpusearch {
 
 // Exponentially weighted means of the latencies the pipeline depth is chosen from.
@@ -22,19 +20,7 @@ struct LatencyModel {
   // answer: when the next answer is due, whether the ISNs work in series or pipelined.
   double service_us = 0;
   bool seeded = false;
-  // Each batch's compute from its queries' list lengths (just-in-time admission), and how far
-  // off each prediction was: the mean's and the model's relative errors, summed.
-  BatchComputeModel batch_compute;
-  double mean_relative_error_sum = 0, model_relative_error_sum = 0;
-  std::size_t mean_predictions = 0, model_predictions = 0;
-
-  void add(const BatchFeatures& features, double compute, double overhead, double service) {
-    if (compute > 0) {
-      if (seeded) mean_relative_error_sum += std::abs(compute_us - compute) / compute, ++mean_predictions;
-      if (const double p = batch_compute.predict(features); p >= 0)
-        model_relative_error_sum += std::abs(p - compute) / compute, ++model_predictions;
-    }
-    batch_compute.add(features, compute);
+  void add(double compute, double overhead, double service) {
     if (!seeded) {
       compute_us = compute, overhead_us = overhead, service_us = service, seeded = true;
       return;
@@ -52,30 +38,19 @@ struct LatencyModel {
     return std::size_t(std::clamp(need, 1.0, double(std::max<std::size_t>(max_depth, 1))));
   }
 
-  // The slowest ISN's compute for a batch of these features: the batch model's where it
-  // predicts (`use_features`), kept within a factor of 4 of the mean; else the mean.
-  double predicted_compute_us(const BatchFeatures& features, bool use_features) const {
-    if (use_features)
-      if (const double p = batch_compute.predict(features); p >= 0)
-        return std::clamp(p, 0.25 * compute_us, 4.0 * compute_us);
-    return compute_us;
-  }
-
   // Just-in-time admission (closed-loop replay, issue 16): when to cut and send the next batch.
   // A batch queued at an ISN behind others adds their compute to its queries' latency and
   // nothing to throughput; one that arrives after the ISN went idle costs throughput. So the
   // next batch should land as the slowest ISN finishes the batches ahead of it, `lead_us`
   // early to absorb the variance. The ISNs work in order, so the answers of the batches in
   // flight (sent at `sent`, oldest first) are predicted one after the other: each at the later
-  // of its own send plus the round trip's overhead and the previous answer, plus its compute
-  // (`compute_us[i]`, predicted; an overdue one is taken as due now). The next batch, sent at
-  // T, is answered at T + overhead + compute if it does not wait: it should leave at (last
-  // answer) - overhead - lead. A time <= now means cut now; so does an unseeded model (nothing
-  // measured yet).
+  // of its own send plus the round trip's overhead and the previous answer, plus one compute
+  // (an overdue one is taken as due now). The next batch, sent at T, is answered at
+  // T + overhead + compute if it does not wait: it should leave at (last answer) - overhead -
+  // lead. A time <= now means cut now; so does an unseeded model (nothing measured yet).
   template <typename TimePoint>
   TimePoint just_in_time_cut(TimePoint now, TimePoint last_answer,
-                             std::span<const TimePoint> sent, std::span<const double> compute,
-                             double lead_us) const {
+                             std::span<const TimePoint> sent, double lead_us) const {
     if (!seeded || sent.empty()) return now;
     using Us = std::chrono::duration<double, std::micro>;
     const auto us = [](double v) {
@@ -83,8 +58,7 @@ struct LatencyModel {
     };
     TimePoint answer = last_answer;
     for (std::size_t i = 0; i < sent.size(); ++i) {
-      answer = std::max(sent[i] + us(overhead_us), answer) +
-               us(i < compute.size() ? compute[i] : compute_us);
+      answer = std::max(sent[i] + us(overhead_us), answer) + us(compute_us);
       if (i == 0) answer = std::max(answer, now);  // the oldest overdue: due any moment
     }
     return answer - us(overhead_us + lead_us);

@@ -23,9 +23,7 @@
 #                     "_hot0" (adaptive yields and polls while hot: --hot-poll-us 0) and "_eager"
 #                     (OMPI_MCA_btl_vader_eager_limit=32768: answers up to 32 KiB go eagerly)
 #                     and "_window" (--admission window: queries admitted a window ahead, batches
-#                     queued at the ISNs, instead of the just-in-time default) and "_mean"
-#                     (--admission-prediction mean: just in time with each batch's compute
-#                     predicted as the recent mean, not from its queries' list lengths);
+#                     queued at the ISNs, instead of the just-in-time default);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -132,9 +130,6 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
     flags+=(--admission window); v=${v/_window/}
-  fi
-  if [[ $v == *_mean* ]]; then  # just in time, each batch's compute predicted as the mean
-    flags+=(--admission-prediction mean); v=${v/_mean/}
   fi
   p=${v%_noshare}
   flags+=(--progress "$p")
@@ -269,7 +264,6 @@ for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
         "latency_ms": m["latency_ms"], "batches": nb,
         "slowest_compute_p50_ms": med([c for c, _ in batch_times(m)]),
         "admission": (m.get("admission") or {}).get("mode"),
-        "compute_prediction": (m.get("depth_model_us") or {}).get("compute_prediction"),
         "answers_equal_inprocess": open(os.path.join(out, "runs", name + ".answers")).read().strip() == "equal",
         # Wall time per batch that the slowest ISN's engine did not cover: the cluster's own
         # cost, measured the same way for the old and the new code.

@@ -2,10 +2,8 @@
 // result cache and its key, and the run comparison the MPI tests rely on.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <thread>
 
-#include "aggregator/batch_compute_model.hpp"
 #include "aggregator/batcher.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/result_cache.hpp"
@@ -162,123 +160,28 @@ TEST(JustInTimeAdmission, NextBatchLeavesSoItArrivesAsTheIsnFinishes) {
   LatencyModel m;
   std::vector<AggregatorClock::time_point> sent;
   // Nothing measured, or nothing in flight: cut now.
-  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), {}, 10.0), t0);
-  m.add({}, /*compute*/ 1000, /*overhead*/ 200, /*service*/ 1200);
-  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), {}, 10.0), t0);
+  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), 10.0), t0);
+  m.add(/*compute*/ 1000, /*overhead*/ 200, /*service*/ 1200);
+  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), 10.0), t0);
   // One batch sent at t0 (the previous answered long before): answered at t0 + 200 + 1000; the
   // next should leave at t0 + 1200 - 200 - 10.
   sent = {t0};
   const auto span = [&] { return std::span<const AggregatorClock::time_point>(sent); };
-  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), {}, 10.0), t0 + us(990));
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), 10.0), t0 + us(990));
   // Two in flight, the second sent 100 us after the first: it waits for the first's compute,
   // so it is answered at t0 + 2200; the third leaves at t0 + 1990.
   sent = {t0, t0 + us(100)};
-  EXPECT_EQ(m.just_in_time_cut(t0 + us(100), t0 - us(5000), span(), {}, 10.0), t0 + us(1990));
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(100), t0 - us(5000), span(), 10.0), t0 + us(1990));
   // A second sent long after the first was answered does not queue behind it.
   sent = {t0, t0 + us(3000)};
-  EXPECT_EQ(m.just_in_time_cut(t0 + us(3000), t0 - us(5000), span(), {}, 10.0), t0 + us(3990));
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(3000), t0 - us(5000), span(), 10.0), t0 + us(3990));
   // Sent before the previous batch's answers came (t0 + 500): the ISN was busy with that one
   // until t0 + 300, so this one is answered at t0 + 1500.
   sent = {t0};
-  EXPECT_EQ(m.just_in_time_cut(t0, t0 + us(500), span(), {}, 10.0), t0 + us(1290));
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 + us(500), span(), 10.0), t0 + us(1290));
   // The oldest overdue (now past its predicted answer): it is due now, the next batch follows
   // one compute later.
   sent = {t0, t0 + us(100)};
-  EXPECT_EQ(m.just_in_time_cut(t0 + us(5000), t0 - us(5000), span(), {}, 10.0),
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(5000), t0 - us(5000), span(), 10.0),
             t0 + us(5000 + 1000 - 200 - 10));
-}
-
-// The batches in flight take their own predicted compute times in the chain.
-TEST(JustInTimeAdmission, EachBatchInFlightTakesItsOwnPredictedCompute) {
-  using us = std::chrono::microseconds;
-  const auto t0 = AggregatorClock::time_point{} + std::chrono::seconds(100);
-  LatencyModel m;
-  m.add({}, 1000, 200, 1200);
-  const std::vector<AggregatorClock::time_point> sent{t0, t0 + us(100)};
-  const std::vector<double> compute{3000, 500};
-  // First answered at t0 + 200 + 3000, the second after it, 500 later: the next leaves at
-  // t0 + 3700 - 200 - 10.
-  EXPECT_EQ(m.just_in_time_cut<AggregatorClock::time_point>(t0 + us(100), t0 - us(5000), sent,
-                                                            compute, 10.0),
-            t0 + us(3490));
-}
-
-namespace {
-BatchFeatures random_batch(std::mt19937& rng) {
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  BatchFeatures f;
-  f.queries = 64;
-  f.terms = 64 * (2 + 2 * u(rng));
-  f.shortest_postings = 64 * 1000 * (1 + 9 * u(rng));
-  f.postings = f.shortest_postings * (3 + 4 * u(rng)) + 64 * 50000 * u(rng);
-  return f;
-}
-double linear_compute(const BatchFeatures& f, double per_posting) {
-  return 300 + 2 * f.terms + 0.01 * f.shortest_postings + per_posting * f.postings;
-}
-}  // namespace
-
-TEST(BatchComputeModel, PredictsNothingUntilItHasSeenAFewBatches) {
-  BatchComputeModel m;
-  std::mt19937 rng(1);
-  for (std::size_t i = 0; i + 1 < BatchComputeModel::kMinSamples; ++i) {
-    const BatchFeatures f = random_batch(rng);
-    m.add(f, linear_compute(f, 0.001));
-    EXPECT_LT(m.predict(f), 0) << "after " << i + 1 << " batches";
-  }
-  const BatchFeatures f = random_batch(rng);
-  m.add(f, linear_compute(f, 0.001));
-  EXPECT_GE(m.predict(random_batch(rng)), 0);
-}
-
-// Compute that is a linear function of the features is learned, and the model follows the
-// relation when it changes (a new query mix, a slower engine).
-TEST(BatchComputeModel, LearnsALinearRelationAndFollowsItsChange) {
-  BatchComputeModel m;
-  std::mt19937 rng(7);
-  for (int i = 0; i < 200; ++i) {
-    const BatchFeatures f = random_batch(rng);
-    m.add(f, linear_compute(f, 0.001));
-  }
-  double worst = 0;
-  for (int i = 0; i < 100; ++i) {
-    const BatchFeatures f = random_batch(rng);
-    worst = std::max(worst, std::abs(m.predict(f) - linear_compute(f, 0.001)) /
-                                linear_compute(f, 0.001));
-  }
-  EXPECT_LT(worst, 0.02);
-  for (int i = 0; i < 400; ++i) {  // the postings now cost three times as much
-    const BatchFeatures f = random_batch(rng);
-    m.add(f, linear_compute(f, 0.003));
-  }
-  worst = 0;
-  for (int i = 0; i < 100; ++i) {
-    const BatchFeatures f = random_batch(rng);
-    worst = std::max(worst, std::abs(m.predict(f) - linear_compute(f, 0.003)) /
-                                linear_compute(f, 0.003));
-  }
-  EXPECT_LT(worst, 0.02);
-}
-
-// The latency model's prediction for a batch: the fitted model's, kept within a factor of 4 of
-// the mean; the mean where asked or where the model cannot answer yet.
-TEST(BatchComputeModel, TheLatencyModelFallsBackToTheMean) {
-  LatencyModel m;
-  BatchFeatures f;
-  f.queries = 64, f.terms = 128, f.shortest_postings = 1000, f.postings = 5000;
-  m.add(f, 1000, 100, 1100);
-  EXPECT_DOUBLE_EQ(m.predicted_compute_us(f, true), 1000);  // one batch: no model yet
-  std::mt19937 rng(3);
-  for (int i = 0; i < 50; ++i) {
-    const BatchFeatures g = random_batch(rng);
-    m.add(g, linear_compute(g, 0.001), 100, 1100);
-  }
-  const BatchFeatures g = random_batch(rng);
-  EXPECT_NEAR(m.predicted_compute_us(g, true), linear_compute(g, 0.001),
-              0.02 * linear_compute(g, 0.001));
-  EXPECT_DOUBLE_EQ(m.predicted_compute_us(g, false), m.compute_us);
-  EXPECT_GT(m.mean_predictions, 0u);
-  EXPECT_GT(m.model_predictions, 0u);
-  EXPECT_LT(m.model_relative_error_sum / double(m.model_predictions),
-            m.mean_relative_error_sum / double(m.mean_predictions));
 }
