@@ -195,11 +195,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
           std::int64_t(model.compute_us + model.overhead_us)));
       if (just_in_time) {
         in_flight.sent_times(sent_times);
-        const double lead_us = options.admission_lead_us > 0
-                                   ? options.admission_lead_us
-                                   : std::max(20.0, 0.1 * model.compute_us);
         next_cut = model.just_in_time_cut<Clock::time_point>(
-            now, in_flight.last_batch_done(), sent_times, lead_us);
+            now, in_flight.last_batch_done(), sent_times,
+            options.admission_lag * model.compute_us);
       }
     }
     std::size_t room = 0;
@@ -316,8 +314,11 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const InFlightBatch& oldest = in_flight.oldest();
       const auto service = std::chrono::microseconds(std::int64_t(service_us));
       // A quarter of a service time early: answers come with the service time's variance, and
-      // hot polling until then costs a few wake-ups, not a core.
-      const auto predicted = std::max(oldest.sent, in_flight.last_batch_done()) + service * 3 / 4;
+      // hot polling until then costs a few wake-ups, not a core. Just in time, half of one: a
+      // late receive there is the next batch's late send, and the batches' compute varies by
+      // about +-50% (the CPU engine's batches of 64 on the H100 host).
+      const auto predicted = std::max(oldest.sent, in_flight.last_batch_done()) +
+                             (just_in_time ? service / 2 : service * 3 / 4);
       // Overdue by more than two service times: a slow ISN; poll like an idle rank until its
       // answer or its deadline.
       const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
@@ -359,7 +360,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       {"mode", just_in_time                ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
                : source->closed_loop()     ? std::string(to_string(ClosedLoopAdmission::kWindow))
                                            : std::string("on arrival")},
-      {"lead_us", options.admission_lead_us}};
+      {"lag", options.admission_lag}};
   if (second)
     outcome.metrics["second_stage"] = ranker_cache_metrics(
         options.ranking, params.candidates, second->rankers_in_store, coordinator, in_flight, isns,

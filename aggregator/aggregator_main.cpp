@@ -106,11 +106,12 @@ int main(int argc, char** argv) {
                  "window")
       ->capture_default_str()
       ->check(CLI::IsMember({"just-in-time", "window"}));
-  app.add_option("--admission-lead-us", o.admission_lead_us,
-                 "just-in-time: how early a batch should reach the ISNs (0: a tenth of the "
-                 "measured compute, at least 20 us)")
+  app.add_option("--admission-lag", o.admission_lag,
+                 "just-in-time: how long after the slowest ISN is predicted to finish the "
+                 "batches ahead the next batch should reach it, as a share of the mean compute "
+                 "(negative: before; more lag, fewer batches queued and more ISN idle)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(CLI::Range(-1.0, 10.0));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")

@@ -41,16 +41,16 @@ struct LatencyModel {
   // Just-in-time admission (closed-loop replay, issue 16): when to cut and send the next batch.
   // A batch queued at an ISN behind others adds their compute to its queries' latency and
   // nothing to throughput; one that arrives after the ISN went idle costs throughput. So the
-  // next batch should land as the slowest ISN finishes the batches ahead of it, `lead_us`
-  // early to absorb the variance. The ISNs work in order, so the answers of the batches in
-  // flight (sent at `sent`, oldest first) are predicted one after the other: each at the later
-  // of its own send plus the round trip's overhead and the previous answer, plus one compute
-  // (an overdue one is taken as due now). The next batch, sent at T, is answered at
-  // T + overhead + compute if it does not wait: it should leave at (last answer) - overhead -
-  // lead. A time <= now means cut now; so does an unseeded model (nothing measured yet).
+  // next batch should land about when the slowest ISN finishes the batches ahead of it:
+  // `offset_us` after that (negative: before). The ISNs work in order, so the answers of the
+  // batches in flight (sent at `sent`, oldest first) are predicted one after the other: each at
+  // the later of its own send plus the round trip's overhead and the previous answer, plus one
+  // compute (an overdue one is taken as due now). The next batch, sent at T, is answered at
+  // T + overhead + compute if it does not wait: it should leave at (last answer) - overhead +
+  // offset. A time <= now means cut now; so does an unseeded model (nothing measured yet).
   template <typename TimePoint>
   TimePoint just_in_time_cut(TimePoint now, TimePoint last_answer,
-                             std::span<const TimePoint> sent, double lead_us) const {
+                             std::span<const TimePoint> sent, double offset_us) const {
     if (!seeded || sent.empty()) return now;
     using Us = std::chrono::duration<double, std::micro>;
     const auto us = [](double v) {
@@ -61,7 +61,7 @@ struct LatencyModel {
       answer = std::max(sent[i] + us(overhead_us), answer) + us(compute_us);
       if (i == 0) answer = std::max(answer, now);  // the oldest overdue: due any moment
     }
-    return answer - us(overhead_us + lead_us);
+    return answer - us(overhead_us - offset_us);
   }
 };
 

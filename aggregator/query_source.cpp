@@ -29,7 +29,7 @@ void FileQuerySource::poll(AggregatorClock::time_point start, AggregatorClock::t
       --room;
     }
     ArrivedQuery a;
-    a.text = file_.queries[next_++];
+    a.text = std::move(file_.queries[next_++]);  // each line is delivered once
     a.arrival = arrival;
     out.push_back(std::move(a));
   }

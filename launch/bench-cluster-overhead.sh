@@ -23,7 +23,8 @@
 #                     "_hot0" (adaptive yields and polls while hot: --hot-poll-us 0) and "_eager"
 #                     (OMPI_MCA_btl_vader_eager_limit=32768: answers up to 32 KiB go eagerly)
 #                     and "_window" (--admission window: queries admitted a window ahead, batches
-#                     queued at the ISNs, instead of the just-in-time default);
+#                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
+#                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0.2);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -130,6 +131,11 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
     flags+=(--admission window); v=${v/_window/}
+  fi
+  if [[ $v =~ _(lag|lead)([0-9]+) ]]; then  # just in time: --admission-lag N/10 (lead: -N/10)
+    local tenths=${BASH_REMATCH[2]} sign=""; [ "${BASH_REMATCH[1]}" = lead ] && sign=-
+    flags+=(--admission-lag "$sign$(printf '%d.%d' $((10#$tenths / 10)) $((10#$tenths % 10)))")
+    v=${v/${BASH_REMATCH[0]}/}
   fi
   p=${v%_noshare}
   flags+=(--progress "$p")

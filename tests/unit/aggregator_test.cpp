@@ -152,36 +152,39 @@ TEST(CompareRuns, AcceptsTieSwapsRejectsDifferences) {
           .equal());
 }
 
-// Just-in-time admission: the next batch leaves one overhead and the lead before the slowest ISN
-// is predicted to answer the last batch in flight, the ISNs working the batches in order.
+// Just-in-time admission: the next batch leaves one overhead before the slowest ISN is predicted
+// to answer the last batch in flight, plus the offset (here 10 us early), the ISNs working the
+// batches in order.
 TEST(JustInTimeAdmission, NextBatchLeavesSoItArrivesAsTheIsnFinishes) {
   using us = std::chrono::microseconds;
   const auto t0 = AggregatorClock::time_point{} + std::chrono::seconds(100);
   LatencyModel m;
   std::vector<AggregatorClock::time_point> sent;
   // Nothing measured, or nothing in flight: cut now.
-  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), 10.0), t0);
+  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), -10.0), t0);
   m.add(/*compute*/ 1000, /*overhead*/ 200, /*service*/ 1200);
-  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), 10.0), t0);
+  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), -10.0), t0);
   // One batch sent at t0 (the previous answered long before): answered at t0 + 200 + 1000; the
   // next should leave at t0 + 1200 - 200 - 10.
   sent = {t0};
   const auto span = [&] { return std::span<const AggregatorClock::time_point>(sent); };
-  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), 10.0), t0 + us(990));
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), -10.0), t0 + us(990));
   // Two in flight, the second sent 100 us after the first: it waits for the first's compute,
   // so it is answered at t0 + 2200; the third leaves at t0 + 1990.
   sent = {t0, t0 + us(100)};
-  EXPECT_EQ(m.just_in_time_cut(t0 + us(100), t0 - us(5000), span(), 10.0), t0 + us(1990));
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(100), t0 - us(5000), span(), -10.0), t0 + us(1990));
   // A second sent long after the first was answered does not queue behind it.
   sent = {t0, t0 + us(3000)};
-  EXPECT_EQ(m.just_in_time_cut(t0 + us(3000), t0 - us(5000), span(), 10.0), t0 + us(3990));
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(3000), t0 - us(5000), span(), -10.0), t0 + us(3990));
   // Sent before the previous batch's answers came (t0 + 500): the ISN was busy with that one
   // until t0 + 300, so this one is answered at t0 + 1500.
   sent = {t0};
-  EXPECT_EQ(m.just_in_time_cut(t0, t0 + us(500), span(), 10.0), t0 + us(1290));
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 + us(500), span(), -10.0), t0 + us(1290));
+  // A positive offset aims after the predicted finish: 300 us later here.
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 + us(500), span(), 300.0), t0 + us(1600));
   // The oldest overdue (now past its predicted answer): it is due now, the next batch follows
   // one compute later.
   sent = {t0, t0 + us(100)};
-  EXPECT_EQ(m.just_in_time_cut(t0 + us(5000), t0 - us(5000), span(), 10.0),
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(5000), t0 - us(5000), span(), -10.0),
             t0 + us(5000 + 1000 - 200 - 10));
 }
