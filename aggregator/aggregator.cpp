@@ -181,6 +181,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   const bool just_in_time = source->closed_loop() && options.window == 0 &&
                             options.admission == ClosedLoopAdmission::kJustInTime;
   std::vector<Clock::time_point> sent_times;  // of the batches in flight, oldest first
+  // Just in time: what admitting a query costs (reading, resolving, queueing it; an exponential
+  // mean, us): a batch's queries are admitted that much before it should leave, so that the
+  // ISN does not wait for their admission (about 2 us a query on the H100 host: 2 ms for 1,024).
+  double admission_us_per_query = 0;
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
@@ -201,11 +205,16 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       }
     }
     std::size_t room = 0;
+    auto admit_at = Clock::time_point::min();
     if (just_in_time) {
-      // One batch's queries, once it is time to send it and the pipeline has room.
-      if (next_cut <= now && in_flight.size() < depth &&
-          batcher.size() < options.batching.batch_size)
-        room = options.batching.batch_size - batcher.size();
+      // One batch's queries, once it is time to admit them and the pipeline has room.
+      const std::size_t missing = batcher.size() < options.batching.batch_size
+                                      ? options.batching.batch_size - batcher.size()
+                                      : 0;
+      admit_at = next_cut - std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double, std::micro>(
+                                    admission_us_per_query * double(missing)));
+      if (admit_at <= now && in_flight.size() < depth) room = missing;
     } else {
       const std::size_t window =
           options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
@@ -215,6 +224,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
 
     // Admit arrived queries: resolve, answer from the cache, or queue for a batch.
     std::vector<ArrivedQuery> arrived;
+    const auto t_admit = Clock::now();
     source->poll(t_run, now, room, arrived);
     for (auto& p : source->take_problems()) admission.skip(std::move(p));
     for (ArrivedQuery& a : arrived) {
@@ -265,8 +275,17 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       batcher.add(std::move(pq));
     }
 
-    // Cut, encode once and broadcast batches while the pipeline has room.
-    while (in_flight.size() < depth && batcher.due(Clock::now(), source->exhausted())) {
+    if (just_in_time && !arrived.empty()) {
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t_admit).count() /
+                        double(arrived.size());
+      admission_us_per_query =
+          admission_us_per_query == 0 ? us : 0.8 * admission_us_per_query + 0.2 * us;
+    }
+
+    // Cut, encode once and broadcast batches while the pipeline has room (just in time: once
+    // it is time for the batch to leave).
+    while (in_flight.size() < depth && batcher.due(Clock::now(), source->exhausted()) &&
+           (!just_in_time || Clock::now() >= next_cut)) {
       progress = true;
       const auto cut = Clock::now();
       std::vector<PendingQuery> batch = batcher.cut();
@@ -314,20 +333,29 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const InFlightBatch& oldest = in_flight.oldest();
       const auto service = std::chrono::microseconds(std::int64_t(service_us));
       // A quarter of a service time early: answers come with the service time's variance, and
-      // hot polling until then costs a few wake-ups, not a core. Just in time, half of one: a
-      // late receive there is the next batch's late send, and the batches' compute varies by
-      // about +-50% (the CPU engine's batches of 64 on the H100 host).
-      const auto predicted = std::max(oldest.sent, in_flight.last_batch_done()) +
-                             (just_in_time ? service / 2 : service * 3 / 4);
+      // hot polling until then costs a few wake-ups, not a core.
+      // Just in time, up to half of one (at most 1 ms more): a late receive there is the next
+      // batch's late send, and a batch's compute varies by about +-50% (the CPU engine's
+      // batches of 64 on the H100 host); the bound keeps large batches' hot polling from taking
+      // a small machine's cores.
+      const auto predicted =
+          std::max(oldest.sent, in_flight.last_batch_done()) +
+          (just_in_time ? std::max(service / 2, service * 3 / 4 - std::chrono::microseconds(1000))
+                        : service * 3 / 4);
       // Overdue by more than two service times: a slow ISN; poll like an idle rank until its
       // answer or its deadline.
       const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
       if (now3 < give_up) due = std::min(due, predicted);
     }
-    if (!batcher.empty() && in_flight.size() < depth)  // a cut by wait or deadline needs room
+    // A cut by wait or deadline needs room (just in time, the batch's time to leave decides).
+    if (!just_in_time && !batcher.empty() && in_flight.size() < depth)
       due = std::min(due, batcher.next_due());
-    if (just_in_time && in_flight.size() < depth && !source->exhausted())
-      due = std::min(due, std::max(next_cut, now3));  // the next batch's time to leave
+    if (just_in_time && in_flight.size() < depth) {  // the next batch's admission, or its cut
+      if (!source->exhausted() && batcher.size() < options.batching.batch_size)
+        due = std::min(due, std::max(admit_at, now3));
+      else if (!batcher.empty())
+        due = std::min(due, std::max(next_cut, now3));
+    }
     due = std::min(due, source->next_arrival(t_run));
     pacer.idle(now3, due, sends_pending);
   }

@@ -19,7 +19,9 @@
 // cache and writes answers in arrival order (aggregator/arrival_order_writer.hpp), off the
 // receive path. Pipeline depth: with --max-in-flight 0 (the default) the number of batches in
 // flight follows the measured latencies (enough that an ISN has its next batch before it
-// finishes the current one), between 1 and --max-depth. Every batch's life (cut, encoded, sent,
+// finishes the current one), between 1 and --max-depth; a closed-loop replay admits each
+// batch's queries just in time (ClosedLoopAdmission below) unless --admission window or --window
+// asks for a window of queries admitted ahead. Every batch's life (cut, encoded, sent,
 // at each ISN received / started / finished / encoded, back, merged) goes into the metrics'
 // timeline on the aggregator's clock; ISN clocks are mapped onto it with an offset measured at
 // start (ping-pong, the sample of least round trip).
