@@ -16,8 +16,8 @@
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "common/index_format.hpp"
-#include "common/ranker/ranker_mix.hpp"
 #include "common/progress.hpp"
+#include "common/ranker/ranker_mix.hpp"
 #include "common/shard_index.hpp"
 #include "common/term_dictionary.hpp"
 #include "common/wire/mpi_transport.hpp"
@@ -120,7 +120,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   IsnRoster isns(world, num_isns, pacer, me);
   std::string setup_error;
   IndexParams index_params;
-  std::unique_ptr<Index> vocab_index = open_vocabulary(options, num_isns, index_params, setup_error);
+  std::unique_ptr<Index> vocab_index =
+      open_vocabulary(options, num_isns, index_params, setup_error);
   std::unique_ptr<AggregatorSecondStage> second;
   try {
     second = make_second_stage(options.ranking);
@@ -195,13 +196,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       if (auto_depth) depth = model.depth(options.max_depth);
       // SLA-driven cuts: a batch takes about the slowest ISN's compute plus the round trip's
       // overhead from its cut to its answers.
-      batcher.set_service_time(std::chrono::microseconds(
-          std::int64_t(model.compute_us + model.overhead_us)));
+      batcher.set_service_time(
+          std::chrono::microseconds(std::int64_t(model.compute_us + model.overhead_us)));
       if (just_in_time) {
         in_flight.sent_times(sent_times);
         next_cut = model.just_in_time_cut<Clock::time_point>(
-            now, in_flight.last_batch_done(), sent_times,
-            options.admission_lag * model.compute_us);
+            now, in_flight.last_batch_done(), sent_times, options.admission_lag * model.compute_us);
       }
     }
     std::size_t room = 0;
@@ -211,9 +211,10 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       const std::size_t missing = batcher.size() < options.batching.batch_size
                                       ? options.batching.batch_size - batcher.size()
                                       : 0;
-      admit_at = next_cut - std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double, std::micro>(
-                                    admission_us_per_query * double(missing)));
+      admit_at =
+          next_cut -
+          std::chrono::duration_cast<Clock::duration>(
+              std::chrono::duration<double, std::micro>(admission_us_per_query * double(missing)));
       if (admit_at <= now && in_flight.size() < depth) room = missing;
     } else {
       const std::size_t window =
@@ -295,7 +296,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         std::vector<std::string> rankers;
         for (const PendingQuery& q : batch)
           if (!q.ranker.empty()) rankers.push_back(q.ranker);
-        plan = coordinator->plan(rankers, [&](std::string_view r) { return batcher.waiting_for(r); });
+        plan =
+            coordinator->plan(rankers, [&](std::string_view r) { return batcher.waiting_for(r); });
       }
       in_flight.broadcast(std::move(batch), cut, send_term_ids, plan);
       admission.depth_samples.add(double(depth));
@@ -308,8 +310,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     // Complete batches: all ISNs answered, or the deadline passed. They go to the merge thread
     // at once, which frees their place in the pipeline.
     auto due = Clock::time_point::max();
-    progress = in_flight.complete(Clock::now(),
-                                  [&](InFlightBatch&& b) { merger.submit(std::move(b)); }, due) ||
+    progress = in_flight.complete(
+                   Clock::now(), [&](InFlightBatch&& b) { merger.submit(std::move(b)); }, due) ||
                progress;
     merger.rethrow_if_failed();
 
@@ -385,14 +387,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                                         pacer.stats(), send_term_ids, start_seconds, run_seconds,
                                         stuck, batcher.deadline_cuts(), source->stats()});
   outcome.metrics["admission"] = {
-      {"mode", just_in_time                ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
-               : source->closed_loop()     ? std::string(to_string(ClosedLoopAdmission::kWindow))
-                                           : std::string("on arrival")},
+      {"mode", just_in_time            ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
+               : source->closed_loop() ? std::string(to_string(ClosedLoopAdmission::kWindow))
+                                       : std::string("on arrival")},
       {"lag", options.admission_lag}};
   if (second)
-    outcome.metrics["second_stage"] = ranker_cache_metrics(
-        options.ranking, params.candidates, second->rankers_in_store, coordinator, in_flight, isns,
-        merger.stats().ranker_fallbacks);
+    outcome.metrics["second_stage"] =
+        ranker_cache_metrics(options.ranking, params.candidates, second->rankers_in_store,
+                             coordinator, in_flight, isns, merger.stats().ranker_fallbacks);
   if (!options.metrics_path.empty()) {
     std::ofstream m(options.metrics_path);
     m << outcome.metrics.dump(2) << '\n';

@@ -53,8 +53,8 @@ struct AggregatorRanking {
   std::string ranker;               // every query without its own (the TSV's third column)
   double mix_exponent = NAN;        // a Zipf mix over the store's rankers (NaN: none)
   std::uint64_t mix_seed = 1;
-  std::uint32_t candidates = 0;     // per shard; 0: kDefaultCandidates
-  std::uint64_t cache_bytes = 0;    // each ISN's ranker cache (0: unbounded)
+  std::uint32_t candidates = 0;   // per shard; 0: kDefaultCandidates
+  std::uint64_t cache_bytes = 0;  // each ISN's ranker cache (0: unbounded)
   RankerCachePolicy policy = RankerCachePolicy::kCoordinated;
   bool enabled() const { return !store_dir.empty(); }
 };
@@ -105,8 +105,8 @@ struct AggregatorOptions {
   // written, as a stuck ISN does.
   std::uint64_t isn_dead_after = 3;
   std::uint64_t start_timeout_ms = 600000;  // ISNs opening their shards
-  wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
-  std::size_t timeline_batches = 100000;  // batches kept in the metrics' timeline
+  wire::ProgressOptions pacing;             // how the MPI thread waits (--progress)
+  std::size_t timeline_batches = 100000;    // batches kept in the metrics' timeline
   bool progress = true;
   FrontEndOptions front_end;  // listen empty: no RPC front end (replay `queries`)
   AggregatorRanking ranking;

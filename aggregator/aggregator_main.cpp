@@ -25,9 +25,10 @@ int main(int argc, char** argv) {
   std::string abort_marker;
   app.add_option("--index", o.index_dir, "index directory (its manifest and shard 0's lexicon)")
       ->required();
-  auto* queries_opt = app.add_option("--queries", o.queries,
-                 "queries: TSV or TREC topics file, or - for TSV on standard input")
-      ->capture_default_str();
+  auto* queries_opt =
+      app.add_option("--queries", o.queries,
+                     "queries: TSV or TREC topics file, or - for TSV on standard input")
+          ->capture_default_str();
   auto* listen_opt = app.add_option(
       "--listen", o.front_end.listen,
       "serve live queries over Cap'n Proto RPC on ADDR:PORT (e.g. 127.0.0.1:7300; port 0: any "
@@ -87,14 +88,16 @@ int main(int argc, char** argv) {
                  "batches broadcast and not yet answered; 0: chosen from measured latencies")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(0), std::size_t(1024)));
-  app.add_option("--max-depth", o.max_depth, "the most batches in flight that --max-in-flight 0 "
+  app.add_option("--max-depth", o.max_depth,
+                 "the most batches in flight that --max-in-flight 0 "
                  "chooses")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
-  auto* timeline_opt = app.add_option("--timeline-batches", o.timeline_batches,
-                 "batches recorded in the metrics' timeline (default 100000; 1000 with --listen)");
+  auto* timeline_opt = app.add_option(
+      "--timeline-batches", o.timeline_batches,
+      "batches recorded in the metrics' timeline (default 100000; 1000 with --listen)");
   app.add_option(
       "--window", o.window,
       "closed-loop replay: queries admitted ahead (default batch-size * (pipeline depth + 1))");

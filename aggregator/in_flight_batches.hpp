@@ -67,8 +67,8 @@ class InFlightBatches {
   // IDs travel when `term_ids` (every ISN shares the vocabulary), else the normalized terms.
   // A non-empty `ranker_plan` goes first, as a ranker-cache command for this batch, to the same
   // ISNs (MPI keeps the order of messages from one sender to one receiver).
-  void broadcast(std::vector<PendingQuery> queries, AggregatorClock::time_point cut,
-                 bool term_ids, const RankerCachePlan& ranker_plan = {});
+  void broadcast(std::vector<PendingQuery> queries, AggregatorClock::time_point cut, bool term_ids,
+                 const RankerCachePlan& ranker_plan = {});
   // Tests the sends still running; true if one finished. `pending`: some still run.
   bool test_sends(bool& pending);
   // Receives every result that has arrived; true if one did.

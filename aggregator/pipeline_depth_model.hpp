@@ -49,8 +49,8 @@ struct LatencyModel {
   // T + overhead + compute if it does not wait: it should leave at (last answer) - overhead +
   // offset. A time <= now means cut now; so does an unseeded model (nothing measured yet).
   template <typename TimePoint>
-  TimePoint just_in_time_cut(TimePoint now, TimePoint last_answer,
-                             std::span<const TimePoint> sent, double offset_us) const {
+  TimePoint just_in_time_cut(TimePoint now, TimePoint last_answer, std::span<const TimePoint> sent,
+                             double offset_us) const {
     if (!seeded || sent.empty()) return now;
     using Us = std::chrono::duration<double, std::micro>;
     const auto us = [](double v) {

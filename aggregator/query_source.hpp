@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "aggregator/batcher.hpp"
 #include <nlohmann/json.hpp>
+#include "aggregator/batcher.hpp"
 
 #include "common/query.hpp"
 
@@ -58,8 +58,8 @@ class QuerySource {
   // Lines it could not read as queries since the last call (file and line in each).
   virtual std::vector<QueryProblem> take_problems() = 0;
   // The answer to a query it delivered with a ticket (merge thread; also in the run file).
-  virtual void answered(std::uint64_t /*ticket*/, const CachedAnswer& /*answer*/,
-                        bool /*partial*/, AggregatorClock::time_point /*arrival*/) {}
+  virtual void answered(std::uint64_t /*ticket*/, const CachedAnswer& /*answer*/, bool /*partial*/,
+                        AggregatorClock::time_point /*arrival*/) {}
   // A query it delivered with a ticket that cannot run (MPI thread; counted as skipped).
   virtual void rejected(std::uint64_t /*ticket*/, const QueryProblem& /*problem*/) {}
   // Its own counters for the metrics JSON (null: none).

@@ -20,7 +20,8 @@
 #                     "_noshare" (--share-thresholds off: the ISNs of the node do not share
 #                     thresholds) and "_spare" ((cores - N) / N engine threads per ISN, leaving
 #                     each ISN's MPI progress thread a core; e.g. adaptive_spare_noshare) and
-#                     "_hot0" (adaptive yields and polls while hot: --hot-poll-us 0) and "_eager"
+#                     "_hotN" (adaptive polls every N us while hot: --hot-poll-us N; the
+#                     default 0 yields and polls) and "_eager"
 #                     (OMPI_MCA_btl_vader_eager_limit=32768: answers up to 32 KiB go eagerly)
 #                     and "_window" (--admission window: queries admitted a window ahead, batches
 #                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
@@ -126,8 +127,8 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
     local t=$(( ($(nproc) - n) / n )); [ "$t" -ge 1 ] || t=1
     flags+=(--threads "$t"); v=${v/_spare/}
   fi
-  if [[ $v == *_hot0* ]]; then  # adaptive: yield and poll while hot (--hot-poll-us 0)
-    flags+=(--hot-poll-us 0); v=${v/_hot0/}
+  if [[ $v =~ _hot([0-9]+) ]]; then  # adaptive: poll every N us while hot (0: yield and poll)
+    flags+=(--hot-poll-us "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
     flags+=(--admission window); v=${v/_window/}

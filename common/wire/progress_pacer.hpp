@@ -7,14 +7,18 @@
 //   spin      poll without sleeping (a yield between rounds, as Open MPI's own blocking calls do
 //             when a node is oversubscribed): reacts in microseconds, costs a core.
 //   backoff   the old sleep that doubles from 50 us to 1 ms: costs nothing idle, reacts late.
-//   adaptive  (default) poll every hot_poll_us while the rank is hot: within spin_us of its last
-//             activity, or while the caller says a message is due (its own sends unfinished, a
-//             result predicted from measured service times). The polling thread's timer slack is
-//             cut to 1 us so that such a sleep lasts what it says: it reacts within tens of
-//             microseconds and leaves the cores to the engine, which a spinning or yielding
-//             thread does not (on the 2-core machine spin polled 12x as often per batch and
-//             slowed the engine most in most runs; tests/benchmarks/NOTES-cluster.md, issue 16).
-//             Otherwise it sleeps until the caller's next due time, at most max_sleep_us. Either
+//   adaptive  (default) poll while the rank is hot: within spin_us of its last activity, or
+//             while the caller says a message is due (its own sends unfinished, a result
+//             predicted from measured service times). Hot, it yields and polls (hot_poll_us 0,
+//             the default) or polls every hot_poll_us, sleeping in between with the thread's
+//             timer slack cut to 1 us. Otherwise it sleeps until the caller's next due time, at
+//             most max_sleep_us, and leaves the cores to the engines, which a spinning thread
+//             does not (on the 2-core machine spin polled 12x as often per batch and slowed the
+//             engine most in most runs). Yielding only while hot reacts as spin does where the
+//             callers predict their messages well (just-in-time admission): the aggregator's
+//             overhead per batch of 64 fell from 0.28 to 0.12 ms (one ISN, H100 host) and from
+//             0.19 to 0.15 ms (2-core machine) against 20 us sleeps, with throughput equal or
+//             better on the 2-core machine (tests/benchmarks/NOTES-cluster.md, issue 16). Either
 //             sleep is a condition variable that local events (a finished batch, a new query
 //             line) end at once through notify().
 #pragma once
@@ -35,9 +39,9 @@ std::string_view to_string(ProgressMode m);
 
 struct ProgressOptions {
   ProgressMode mode = ProgressMode::kAdaptive;
-  unsigned spin_us = 200;        // adaptive: stay hot this long after any activity
-  unsigned hot_poll_us = 20;     // adaptive: the polling period while hot; 0: yield and poll
-  unsigned max_sleep_us = 1000;  // adaptive: longest sleep when nothing is due
+  unsigned spin_us = 200;          // adaptive: stay hot this long after any activity
+  unsigned hot_poll_us = 0;        // adaptive: the polling period while hot; 0: yield and poll
+  unsigned max_sleep_us = 1000;    // adaptive: longest sleep when nothing is due
   unsigned backoff_first_us = 50;  // backoff: first sleep (doubles to max_sleep_us)
 };
 

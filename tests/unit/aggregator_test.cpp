@@ -161,9 +161,11 @@ TEST(JustInTimeAdmission, NextBatchLeavesSoItArrivesAsTheIsnFinishes) {
   LatencyModel m;
   std::vector<AggregatorClock::time_point> sent;
   // Nothing measured, or nothing in flight: cut now.
-  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), -10.0), t0);
+  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), -10.0),
+            t0);
   m.add(/*compute*/ 1000, /*overhead*/ 200, /*service*/ 1200);
-  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), -10.0), t0);
+  EXPECT_EQ(m.just_in_time_cut(t0, t0, std::span<const AggregatorClock::time_point>(sent), -10.0),
+            t0);
   // One batch sent at t0 (the previous answered long before): answered at t0 + 200 + 1000; the
   // next should leave at t0 + 1200 - 200 - 10.
   sent = {t0};
