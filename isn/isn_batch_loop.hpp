@@ -101,6 +101,9 @@ class BatchLoop {
   // its jobs in the pipeline; and sends an answered batch.
   std::unique_ptr<PipelinedBatch> open_batch(Inbound in, Clock::time_point idle_since);
   void search_now(PipelinedBatch& b);
+  // --inject-compute-ms: an engine call that started at `started` for `batches` batches lasts
+  // at least that many times the option.
+  void pad_compute(Clock::time_point started, std::size_t batches) const;
   // Searches the opened batches: runs of them with equal parameters (one stage, no threshold
   // sharing) in one engine call, the others one by one.
   void search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open);

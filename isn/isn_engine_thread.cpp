@@ -87,7 +87,14 @@ void BatchLoop::search_now(PipelinedBatch& b) {
   } catch (const std::exception& e) {
     b.error = e.what();
   }
+  pad_compute(b.started, 1);
   b.finished = Clock::now();
+}
+
+void BatchLoop::pad_compute(Clock::time_point started, std::size_t batches) const {
+  if (options_.inject_compute_ms > 0)
+    std::this_thread::sleep_until(
+        started + std::chrono::milliseconds(std::uint64_t(options_.inject_compute_ms) * batches));
 }
 
 void BatchLoop::search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open) {
@@ -114,6 +121,7 @@ void BatchLoop::search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open
     } catch (const std::exception& e) {
       error = e.what();
     }
+    pad_compute(t0, j - i);
     const auto t1 = Clock::now();
     std::size_t at = 0;
     for (std::size_t x = i; x < j; ++x) {

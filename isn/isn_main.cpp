@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
                "parameters) from memory, with the engine's own first answer, instead of searching");
   app.add_option("--inject-delay-rank", o.inject_delay_rank,
                  "test: only this rank sleeps (-1: all)");
+  app.add_option("--inject-compute-ms", o.inject_compute_ms,
+                 "test: each batch's engine call lasts at least this long (a sleep counted as "
+                 "compute; joined batches: this long each)");
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
   // Two-stage ranking (issue 12): the store this ISN ranks with and its ranker cache. The

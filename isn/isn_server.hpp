@@ -56,6 +56,9 @@ struct IsnOptions {
   std::uint64_t inject_engine_fault_at_batch = 0;  // any engine fails from this batch; 0: never
   unsigned inject_delay_ms = 0;                 // sleep before each batch
   int inject_delay_rank = -1;                   // the rank that sleeps; -1: every ISN
+  // Test: each batch's engine call lasts at least this long (a sleep counted as compute), so
+  // that a test sees a known compute time on any machine.
+  unsigned inject_compute_ms = 0;
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
   // The second stage (issue 12): store_dir, cache_bytes and backend are used here; a batch
   // brings its candidates and each query's ranker.

@@ -12,8 +12,9 @@
 # goes to OUT.address (or --address-file F) while serving: port 0 picks a free one.
 # More flags go to both programs; each ignores the other's (see gpusearch-aggregator --help and
 # gpusearch-isn --help): e.g. --batch-size, --max-wait-us, --cost-buckets, --max-in-flight,
-# --max-depth, --cache-entries, --deadline-ms, --qps (aggregator); --engine, --algorithm,
-# --intra-query, --threads, --inject-engine-fault-at-batch, --inject-delay-ms, --inject-delay-rank,
+# --max-depth, --admission, --admission-lag, --window, --cache-entries, --deadline-ms, --qps
+# (aggregator); --engine, --algorithm, --intra-query, --threads, --inject-engine-fault-at-batch,
+# --inject-delay-ms, --inject-delay-rank, --inject-compute-ms,
 # --gpu-mem and the --cache-* flags of the GPU list cache, --share-thresholds on|off|auto (ISN); --progress, --spin-us,
 # --hot-poll-us, --max-sleep-us (both). Two-stage ranking (issue 12): --ranker-store DIR,
 # --ranker-cache-mb MB, --ranker-cache-policy coordinated|per-isn-lru (both); --ranker NAME |
@@ -23,7 +24,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GPUSEARCH_BUILD_DIR:-$root/build}
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 index="" queries="" listen="" address_file="" token_file="" isns="" gpus=1 hostfile="" mode=or k=10 run="" metrics="" threads_given=0
 pass=()

@@ -11,8 +11,11 @@
 #   cluster_test.sh BUILD_DIR openloop     replay at a fixed arrival rate (--qps): paced, exact
 #   cluster_test.sh BUILD_DIR stuck        an ISN that never answers: run and metrics complete,
 #                                          the job ends (MPI_Abort) instead of hanging
-#   cluster_test.sh BUILD_DIR depths       pipeline depths 1..8 and automatic: every answer exact,
-#                                          the run file in arrival order, the same bytes for all
+#   cluster_test.sh BUILD_DIR depths       pipeline depths 1..8 and automatic, window and
+#                                          just-in-time admission: every answer exact, the run
+#                                          file in arrival order, the same bytes for all
+#   cluster_test.sh BUILD_DIR admission    batches of a known compute (--inject-compute-ms): just
+#                                          in time none queues at the ISNs, window ones do
 #   cluster_test.sh BUILD_DIR scheduler    --scheduler queues and lbd (the reference engine as the
 #                                          second processor): every answer exact, jobs counted
 #   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0: clear errors, no
@@ -459,6 +462,36 @@ case "$case_name" in
     [ "$joint" -gt 0 ] || fail "--coalesce-batches 8: no batches ever joined a call"
     [ "$none" = 0 ] || fail "--coalesce-batches 1: $none joint calls"
     echo "PASS: waiting batches joined $joint engine calls; answers equal the reference"
+    ;;
+  admission)
+    # Every batch computes 20 ms at each ISN (--inject-compute-ms): just-in-time admission sends
+    # each batch about when the ISNs finish the one ahead, so batches do not queue there and a
+    # query's latency is about one compute; window admission queues them behind each other.
+    synthetic_index 2 "$tmp/idx"
+    head -120 "$tmp/idx/queries.test.tsv" > "$tmp/q.tsv"
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" --mode and-or --k 10 \
+      --run "$tmp/ref.txt" >/dev/null
+    for a in just-in-time window; do
+      cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
+        --run "$tmp/run-$a.txt" --metrics "$tmp/m-$a.json" --batch-size 6 --admission "$a" \
+        --coalesce-batches 1 --inject-compute-ms 20 > "$tmp/out-$a.txt" 2>&1 ||
+        { cat "$tmp/out-$a.txt"; fail "$a: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$a.txt" || fail "$a differs from the reference"
+      echo "$a: $(metric "$tmp/m-$a.json" '"%.1f s, latency p50 %.1f ms, queued at the ISN p50 %.1f ms, compute p50 %.1f ms" % (m["seconds"], m["latency_ms"]["p50"], m["stages_ms"]["isn_queue"]["p50"], m["stages_ms"]["isn_compute_max"]["p50"])')"
+    done
+    jit=$tmp/m-just-in-time.json win=$tmp/m-window.json
+    [ "$(metric "$jit" 'm["admission"]["mode"]')" = just-in-time ] || fail "not admitted just in time"
+    [ "$(metric "$jit" 'm["stages_ms"]["isn_queue"]["p50"] < 5')" = True ] ||
+      fail "just in time: batches queued at the ISN (p50 $(metric "$jit" 'm["stages_ms"]["isn_queue"]["p50"]') ms)"
+    [ "$(metric "$win" 'm["stages_ms"]["isn_queue"]["p50"] > 15')" = True ] ||
+      fail "window: batches did not queue (p50 $(metric "$win" 'm["stages_ms"]["isn_queue"]["p50"]') ms): the test no longer compares"
+    python3 - "$jit" "$win" <<'PY' || fail "just in time: latency or throughput"
+import json, sys
+j, w = (json.load(open(f)) for f in sys.argv[1:])
+assert j["latency_ms"]["p50"] < 0.75 * w["latency_ms"]["p50"], (j["latency_ms"]["p50"], w["latency_ms"]["p50"])
+assert j["seconds"] < 1.6 * w["seconds"], (j["seconds"], w["seconds"])  # the ISNs kept busy
+PY
+    echo "PASS: just-in-time admission: no queue at the ISNs, lower latency than the window, exact"
     ;;
   depths)
     synthetic_index 2 "$tmp/idx"
