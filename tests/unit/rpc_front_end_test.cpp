@@ -207,7 +207,9 @@ TEST(RpcFrontEnd, ADeadlineAnswersAtTheDeadline) {
   EXPECT_TRUE(r.getPartial());
   EXPECT_EQ(r.getHits().size(), 0u);
   EXPECT_EQ(std::string(r.getId().cStr()), "late");
-  EXPECT_GE(ms, 150.0);
+  // kj's timer counts from the event loop's time at its last wake-up, which can precede the
+  // request's arrival by a fraction of a millisecond (seen once under AddressSanitizer: 149.94).
+  EXPECT_GE(ms, 149.0);
   EXPECT_LT(ms, 5000.0);
   EXPECT_GE(r.getServerMicros(), 140000u);
   auto stats = source->stats();
