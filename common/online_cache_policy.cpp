@@ -83,6 +83,7 @@ OnlineCachePolicy::~OnlineCachePolicy() {
   }
   gaps_.stop();  // a planner paused for a call cuts its work short
   wake_.notify_all();
+  plan_ready_.notify_all();
   thread_.join();
 }
 
@@ -113,6 +114,7 @@ void OnlineCachePolicy::seed(std::span<const Query> training) {
   plan_ = std::move(plan);
   ++plans_;
   busy_ = false;
+  plan_ready_.notify_all();
 }
 
 void OnlineCachePolicy::observe(std::span<const Query> queries) {
@@ -134,6 +136,25 @@ void OnlineCachePolicy::observe(std::span<const Query> queries) {
 
 std::optional<std::vector<CachedList>> OnlineCachePolicy::take_plan() {
   std::lock_guard lock(mutex_);
+  return take_plan_locked();
+}
+
+std::optional<std::vector<CachedList>> OnlineCachePolicy::wait_plan(
+    std::chrono::milliseconds timeout, std::atomic<bool>* taken) {
+  std::unique_lock lock(mutex_);
+  plan_ready_.wait_for(lock, timeout, [this] { return stop_ || plan_.has_value(); });
+  if (stop_) return std::nullopt;
+  auto plan = take_plan_locked();
+  if (plan && taken) taken->store(true, std::memory_order_release);
+  return plan;
+}
+
+bool OnlineCachePolicy::has_plan() const {
+  std::lock_guard lock(mutex_);
+  return plan_.has_value();
+}
+
+std::optional<std::vector<CachedList>> OnlineCachePolicy::take_plan_locked() {
   auto plan = std::exchange(plan_, std::nullopt);
   if (plan && !cache_reported_) {
     held_ = by_term(*plan);
@@ -370,6 +391,7 @@ void OnlineCachePolicy::run() {
       } else {
         plan_ = std::move(plan);
         ++plans_;
+        plan_ready_.notify_all();
         last_plan_position_ = work.empty() ? last_plan_position_ : work.back().position;
       }
     }

@@ -35,6 +35,8 @@
 // never waits for the planner; under back-to-back calls the planner waits and the cache stays.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -116,6 +118,13 @@ class OnlineCachePolicy {
   void observe(std::span<const Query> queries);
   // The newest plan not yet taken (lists most valuable first), if any.
   std::optional<std::vector<CachedList>> take_plan();
+  // The same, waiting up to `timeout` for one (nullopt: none came, or the policy stops). For a
+  // thread that applies plans in the gaps between calls (common/cache_swapper.hpp). `taken`, if
+  // given, is set under the policy's lock when a plan is returned, so that a reader of
+  // has_plan() then `taken` never misses a plan in hand.
+  std::optional<std::vector<CachedList>> wait_plan(std::chrono::milliseconds timeout,
+                                                   std::atomic<bool>* taken = nullptr);
+  bool has_plan() const;  // a plan waits to be taken
   // The engine's calls (never block): with pause_while_serving, the planner runs only between
   // them. ServingCall marks one for its scope.
   void call_begins() noexcept { gaps_.call_begins(); }
@@ -167,7 +176,9 @@ class OnlineCachePolicy {
   OnlinePolicyOptions options_;
   ServingGaps gaps_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_, idle_;
+  std::condition_variable wake_, idle_, plan_ready_;
+  // take_plan's body, under mutex_.
+  std::optional<std::vector<CachedList>> take_plan_locked();
   std::deque<Pending> pending_;
   std::optional<std::vector<CachedList>> plan_;
   bool stop_ = false, busy_ = false, plan_requested_ = false, started_ = false;

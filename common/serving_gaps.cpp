@@ -35,23 +35,33 @@ void ServingGaps::stop() noexcept {
   gap_.notify_all();
 }
 
-bool ServingGaps::wait_for_gap() {
+void ServingGaps::wake_waiters() noexcept {
+  { std::lock_guard lock(mutex_); }  // a waiter between its check and its wait sees the flag
+  gap_.notify_all();
+}
+
+bool ServingGaps::wait_for_gap(const std::atomic<bool>& cancelled) {
+  return wait_for_gap_impl(&cancelled);
+}
+
+bool ServingGaps::wait_for_gap_impl(const std::atomic<bool>* cancelled) {
+  const auto is_cancelled = [&] {
+    return stopped_.load(std::memory_order_relaxed) ||
+           (cancelled && cancelled->load(std::memory_order_acquire));
+  };
   std::unique_lock lock(mutex_);
-  if (stopped_.load(std::memory_order_relaxed)) return false;
+  if (is_cancelled()) return false;
   if (in_flight_.load(std::memory_order_acquire) == 0) return true;
   const auto t0 = std::chrono::steady_clock::now();
   ++pauses_;
   ++waiting_;
-  gap_.wait(lock, [this] {
-    return in_flight_.load(std::memory_order_acquire) == 0 ||
-           stopped_.load(std::memory_order_relaxed);
-  });
+  gap_.wait(lock, [&] { return in_flight_.load(std::memory_order_acquire) == 0 || is_cancelled(); });
   --waiting_;
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   paused_seconds_ += waited;
   this_thread_paused += waited;
-  return !stopped_.load(std::memory_order_relaxed);
+  return !is_cancelled();
 }
 
 std::uint64_t ServingGaps::calls() const {

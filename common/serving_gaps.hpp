@@ -27,9 +27,14 @@ class ServingGaps {
   bool pause_point() {
     if (in_flight_.load(std::memory_order_acquire) == 0)
       return !stopped_.load(std::memory_order_relaxed);
-    return wait_for_gap();
+    return wait_for_gap_impl(nullptr);
   }
   void stop() noexcept;  // wakes every paused thread; pause_point() no longer blocks
+
+  // For a waiter with a stop of its own (the cache swapper): blocks while a call is in flight,
+  // until `cancelled` is set and wake_waiters() called. false: cancelled or stopped.
+  bool wait_for_gap(const std::atomic<bool>& cancelled);
+  void wake_waiters() noexcept;
 
   bool in_call() const { return in_flight_.load(std::memory_order_acquire) > 0; }
   std::uint64_t calls() const;    // calls begun
@@ -57,7 +62,7 @@ class ServingGaps {
   };
 
  private:
-  bool wait_for_gap();
+  bool wait_for_gap_impl(const std::atomic<bool>* cancelled);
   std::atomic<int> in_flight_{0};
   std::atomic<bool> stopped_{false};
   mutable std::mutex mutex_;

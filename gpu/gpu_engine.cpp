@@ -41,6 +41,15 @@ void GpuEngine::search(std::span<const Query> queries, const SearchParams& param
   // The online policy's planner pauses while this call is served (never the other way round).
   const OnlineCachePolicy::ServingCall serving(impl_->online ? impl_->online->serving_gaps()
                                                              : nullptr);
+  // After marking the call: a cache swapper that has not begun a swap now leaves it for later.
+  std::unique_lock call_lock(impl_->call_mutex, std::try_to_lock);
+  if (!call_lock.owns_lock()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call_lock.lock();  // a swap in progress, or a second caller
+    ++impl_->calls_waited_for_swap;
+    impl_->call_wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   try {
     search_batches(queries, params, out);
   } catch (...) {
@@ -134,14 +143,21 @@ void GpuEngine::Impl::start_call() {
                      "injected GPU fault (--inject-gpu-fault-at-batch): cudaMemsetAsync(nullptr)",
                      __FILE__, __LINE__);
   }
-  // The online policy's latest plan goes in here, between calls: no batch is in flight.
-  if (online && cache) {
-    if (auto plan = online->take_plan()) {
-      const CacheChange change = cache->apply(*plan, online_max_copy_bytes);
-      if (online_changes.size() < 1000) online_changes.push_back(change.to_json());
-      online->report_cache(cache->directory().held_lists());
-    }
+  // CacheSwapTiming::kCalls: the online policy's latest plan goes in here, before the call's
+  // first batch (no batch is in flight). kGaps: the swapper applies it between calls.
+  if (online && cache && !swapper) {
+    if (auto plan = online->take_plan()) apply_online_plan(std::move(*plan), /*in_gap=*/false);
   }
+}
+
+void GpuEngine::Impl::apply_online_plan(std::vector<CachedList>&& plan, bool in_gap) {
+  const CacheChange change = cache->apply(plan, online_max_copy_bytes);
+  if (online_changes.size() < 1000) {
+    nlohmann::json c = change.to_json();
+    c["in_gap"] = in_gap;
+    online_changes.push_back(std::move(c));
+  }
+  online->report_cache(cache->directory().held_lists());
 }
 
 CallPlan GpuEngine::Impl::plan_call(std::span<const Query> queries,

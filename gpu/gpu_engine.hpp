@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cache_swapper.hpp"
 #include "common/list_cache.hpp"
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
@@ -162,9 +163,14 @@ class GpuEngine final : public QueryEngine {
   // Between search() calls only.
   CacheChange apply_cache_plan(std::span<const CachedList> lists,
                                std::uint64_t max_copy_bytes = ~0ull);
-  // An online policy (common/online_cache_policy.hpp) that watches the queries and whose new
-  // plans are applied at the start of a search() call, at most max_copy_bytes copied each.
-  void set_online_policy(std::shared_ptr<OnlineCachePolicy> policy, std::uint64_t max_copy_bytes);
+  // An online policy (common/online_cache_policy.hpp) that watches the queries; its new plans
+  // are applied, at most max_copy_bytes copied each, in the gaps between search() calls by a
+  // thread of the engine's (kGaps, common/cache_swapper.hpp), or at the start of the next call
+  // (kCalls).
+  void set_online_policy(std::shared_ptr<OnlineCachePolicy> policy, std::uint64_t max_copy_bytes,
+                         CacheSwapTiming swap = CacheSwapTiming::kGaps);
+  // Blocks until every plan the online policy has made is applied (tests, benchmarks; kGaps).
+  void settle_cache_swaps() const;
   bool has_list_cache() const;
   // Adds `value` under `key` to stats() (how the engine was set up).
   void annotate_stats(const std::string& key, nlohmann::json value);

@@ -9,11 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/cache_swapper.hpp"
 #include "common/kth_impact_table.hpp"
 #include "common/online_cache_policy.hpp"
 #include "gpu/cuda_util.hpp"
@@ -145,7 +147,17 @@ struct GpuEngine::Impl {
   std::uint64_t online_max_copy_bytes = ~0ull;
   double post_busy_at_clear = 0;
   nlohmann::json annotations = nlohmann::json::object();
-  nlohmann::json online_changes = nlohmann::json::array();
+  nlohmann::json online_changes = nlohmann::json::array();  // guarded by call_mutex
+  // Held by every call and by the cache swapper while it applies a plan: a call never sees a
+  // change in progress. Calls that found a swap holding it, and how long they waited.
+  mutable std::mutex call_mutex;
+  std::uint64_t calls_waited_for_swap = 0;
+  double call_wait_seconds = 0;
+  // Applies the online plans between calls (CacheSwapTiming::kGaps); stopped first in
+  // ~GpuEngine, before the cache it writes to.
+  std::unique_ptr<CacheSwapper> swapper;
+  // A plan change applied now (the swapper's thread or start_call; call_mutex held).
+  void apply_online_plan(std::vector<CachedList>&& plan, bool in_gap);
 
   Impl(const ShardIndex& s, std::uint32_t id, GpuEngineOptions o)
       : shard(s), shard_id(id), options(std::move(o)) {}

@@ -131,21 +131,36 @@ CacheChange GpuEngine::apply_cache_plan(std::span<const CachedList> lists,
   if (!impl_->cache)
     throw InputError("--cache-plan", 0, "the GPU engine runs without a list cache (--gpu-mem)");
   ScopedDevice scoped(impl_->device);
+  std::lock_guard lock(impl_->call_mutex);  // not beside a call or the cache swapper
   return impl_->cache->apply(lists, max_copy_bytes);
 }
 
 void GpuEngine::set_online_policy(std::shared_ptr<OnlineCachePolicy> policy,
-                                  std::uint64_t max_copy_bytes) {
+                                  std::uint64_t max_copy_bytes, CacheSwapTiming swap) {
   if (!impl_->cache)
     throw InputError("--cache-online", 0, "the GPU engine runs without a list cache (--gpu-mem)");
+  impl_->swapper.reset();  // a previous policy's (it applies nothing more)
   impl_->online = std::move(policy);
   impl_->online_max_copy_bytes = max_copy_bytes;
   // The gate's baseline: a plan goes in only when it pays against what the cache holds.
   if (impl_->online) impl_->online->report_cache(impl_->cache->directory().held_lists());
+  if (impl_->online && swap == CacheSwapTiming::kGaps) {
+    Impl* m = impl_.get();
+    impl_->swapper = std::make_unique<CacheSwapper>(
+        *impl_->online, impl_->call_mutex, [m](std::vector<CachedList>&& plan) {
+          ScopedDevice scoped(m->device);  // the swapper's own thread
+          m->apply_online_plan(std::move(plan), /*in_gap=*/true);
+        });
+  }
+}
+
+void GpuEngine::settle_cache_swaps() const {
+  if (impl_->swapper) impl_->swapper->settle();
 }
 
 GpuEngine::~GpuEngine() {
   if (!impl_) return;
+  impl_->swapper.reset();  // its thread writes to the cache: stopped first
   try {
     ScopedDevice scoped(impl_->device);
     impl_.reset();  // streams, buffers and the image are freed on their device
@@ -257,6 +272,8 @@ nlohmann::json GpuEngine::stats() const {
   if (impl_)
     for (const auto& [key, value] : impl_->annotations.items()) j[key] = value;
   if (impl_ && impl_->cache) {
+    // The cache swapper changes the device cache and appends to online_changes under it.
+    std::lock_guard lock(impl_->call_mutex);
     ListCacheCounters c = impl_->counters;
     c.post_processing_seconds = impl_->post->busy_seconds() - impl_->post_busy_at_clear;
     nlohmann::json lc = c.to_json();
@@ -265,6 +282,10 @@ nlohmann::json GpuEngine::stats() const {
     if (impl_->online) {
       lc["online_policy"] = impl_->online->stats();
       lc["online_changes"] = impl_->online_changes;
+      lc["online_swaps"] = impl_->swapper ? impl_->swapper->stats()
+                                          : nlohmann::json{{"swap", "calls"}};
+      lc["online_swaps"]["calls_waited"] = impl_->calls_waited_for_swap;
+      lc["online_swaps"]["call_wait_seconds"] = impl_->call_wait_seconds;
     }
     j["list_cache"] = std::move(lc);
   }

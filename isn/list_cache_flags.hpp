@@ -59,6 +59,12 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
                  "served and run between calls) or always (they run during calls too)")
       ->check(CLI::IsMember({"gaps", "always"}))
       ->capture_default_str();
+  app.add_option("--cache-swap", o.swap,
+                 "gpu list cache online: where a new plan is copied into the cache: gaps (a "
+                 "thread of the engine's, between calls; a call arriving meanwhile waits for it) "
+                 "or calls (at the start of the next call, inside it)")
+      ->check(CLI::IsMember({"gaps", "calls"}))
+      ->capture_default_str();
   app.add_option("--cache-min-payoff", o.min_payoff,
                  "gpu list cache online: a new plan goes in when the bytes it saves over a "
                  "half-life of queries are this many times the bytes it copies (0: every plan)")

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/byte_size.hpp"
+#include "common/cache_swapper.hpp"
 #include "common/cache_admission.hpp"
 #include "common/cache_model.hpp"
 #include "common/cache_plan.hpp"
@@ -251,9 +252,11 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
       online->seed(training);
       online->take_plan();
     }
-    engine->set_online_policy(online, lo.swap_bytes.empty()
-                                          ? ~0ull
-                                          : parse_byte_size(lo.swap_bytes, "--cache-swap-bytes"));
+    engine->set_online_policy(online,
+                              lo.swap_bytes.empty()
+                                  ? ~0ull
+                                  : parse_byte_size(lo.swap_bytes, "--cache-swap-bytes"),
+                              parse_cache_swap_timing(lo.swap));
   }
   engine->annotate_stats("list_cache_setup", std::move(setup));
   return engine;

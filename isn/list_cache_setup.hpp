@@ -33,6 +33,7 @@ struct ListCacheEngineOptions {
   std::string planner_priority = "idle";  // online: the planning threads' class (idle|normal)
   unsigned planner_threads = 1;           // online: replay threads
   std::string planner_pause = "gaps";     // online: plan only between calls (gaps) or always
+  std::string swap = "gaps";              // online: apply plans between calls (gaps) or in them
   double min_payoff = 1.0;                // online: the gate (OnlinePolicyOptions)
   double min_gain = 0.02;
   std::filesystem::path model;       // throughput model (bench_list_cache --model-out)

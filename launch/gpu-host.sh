@@ -68,9 +68,10 @@
 #                plus about 1 to build it): the online GPU tests, what the log leaves to gain
 #                (bench_drift_headroom on the 2.5M index), then bench_list_cache's drift
 #                comparison at 10x, DRIFT_LOG (drift_ramp=0.5,drift_topics=8; "query_drift=1"
-#                for the earlier runs' log), DRIFT_ONLINE variants (idle:1:0.02:gaps, the policy
-#                as shipped, planning only between calls; idle:1:0.02:always, planning during
-#                calls too, as before; idle:0:0:gaps, every plan), DRIFT_ROUNDS (3) alternating
+#                for the earlier runs' log), DRIFT_ONLINE variants (idle:1:0.02:gaps:gaps, the
+#                policy as shipped, planning and swapping only between calls; ...:gaps:calls,
+#                plans copied in at the start of the next call, as before session 30;
+#                idle:0:0:gaps:gaps, every plan), DRIFT_ROUNDS (3) alternating
 #                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, every query replayed
 #                (sample 1, half-life 8000, re-plan every 1000, 4 replay threads); CACHE_ARGS added
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
@@ -625,9 +626,9 @@ EOF
         --skip-model --drift-limit "$drift_limit" --drift-sample 1 --drift-half-life 8000 \
         --drift-replan 1000 --drift-max-pending 4000 --drift-planner-threads 4 \
         --drift-rounds "${DRIFT_ROUNDS:-3}" \
-        --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps,idle:1:0.02:always,idle:0:0:gaps}" \
+        --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps:gaps,idle:1:0.02:gaps:calls,idle:0:0:gaps:gaps}" \
         ${CACHE_ARGS:-} > "$OUT/cache_drift.log" 2>&1 || status=1
-      grep -E "^(baselines|drifting|  online policy|  offline plan|wrong|bench_list_cache)" "$OUT/cache_drift.log"
+      grep -E "^(baselines|drifting|  online policy|  swaps|  offline plan|wrong|bench_list_cache)" "$OUT/cache_drift.log"
       echo "cache-drift done: $(elapsed)"
       ;;
     cache25m-index)

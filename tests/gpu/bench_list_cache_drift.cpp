@@ -55,10 +55,12 @@ void add_drift_options(CLI::App& app, DriftOptions& o) {
   // its gate. Each variant runs in every round after the offline plan (the first is "online" in
   // the JSON and the summary).
   app.add_option("--drift-online", o.online,
-                 "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always] "
-                 "(idle|normal: the planning threads' class; --cache-min-payoff, "
+                 "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always"
+                 "[:gaps|calls]] (idle|normal: the planning threads' class; --cache-min-payoff, "
                  "--cache-min-gain, 0:0 every plan; gaps (default): planning only between calls, "
-                 "always: also during them, --cache-planner-pause), comma-separated")
+                 "always: also during them, --cache-planner-pause; then where plans are copied "
+                 "in, --cache-swap: gaps (default) between calls, calls: inside the next call), "
+                 "comma-separated")
       ->capture_default_str();
   app.add_option("--drift-planner-threads", o.planner_threads,
                  "online policy: replay threads (--cache-planner-threads)")
@@ -106,6 +108,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     PlannerPriority priority = PlannerPriority::kIdle;
     double min_payoff = 1, min_gain = 0.02;
     bool pause_while_serving = true;
+    CacheSwapTiming swap = CacheSwapTiming::kGaps;
     std::vector<double> rates;
     nlohmann::json last;
   };
@@ -117,11 +120,16 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     std::string part;
     std::vector<std::string> parts;
     while (std::getline(ss, part, ':')) parts.push_back(part);
-    const std::string bad = "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always]";
-    if (parts.size() != 3 && parts.size() != 4) throw InputError("--drift-online", 0, bad);
-    if (parts.size() == 4) {
+    const std::string bad =
+        "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls]]";
+    if (parts.size() < 3 || parts.size() > 5) throw InputError("--drift-online", 0, bad);
+    if (parts.size() >= 4) {
       if (parts[3] != "gaps" && parts[3] != "always") throw InputError("--drift-online", 0, bad);
       v.pause_while_serving = parts[3] == "gaps";
+    }
+    if (parts.size() == 5) {
+      if (parts[4] != "gaps" && parts[4] != "calls") throw InputError("--drift-online", 0, bad);
+      v.swap = parse_cache_swap_timing(parts[4]);
     }
     v.priority = parse_planner_priority(parts[0]);
     try {
@@ -157,7 +165,8 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
         policy = std::make_shared<OnlineCachePolicy>(b.shard, oo);
         policy->seed(b.train);  // what the offline plan saw, as the stream's past
         policy->take_plan();    // the offline plan's equal: the engine holds that already
-        e->set_online_policy(policy, std::uint64_t(share * memory * o.swap_fraction));
+        e->set_online_policy(policy, std::uint64_t(share * memory * o.swap_fraction),
+                             variant.swap);
       }
       // The process's CPU time over the run (serving, post-processing and planning together).
       rusage r0{}, r1{};
@@ -201,6 +210,19 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
             ps["pause_while_serving"].get<bool>() ? "only between calls" : "during calls too",
             ps["planner_pauses"].get<std::uint64_t>(), ps["serving_calls"].get<std::uint64_t>(),
             ps["planner_paused_seconds"].get<double>(), run["process_cpu_seconds"].get<double>());
+        if (lc.contains("online_swaps")) {
+          const auto& sw = lc["online_swaps"];
+          fmt::print("  swaps: {}{}; calls that waited for a swap {} ({:.4f} s)\n",
+                     sw.value("swap", std::string("?")),
+                     sw.contains("swaps")
+                         ? fmt::format(" ({} applied between calls in {:.3f} s, {} gave way to a "
+                                       "call)",
+                                       sw["swaps"].get<std::uint64_t>(),
+                                       sw["apply_seconds"].get<double>(),
+                                       sw["gave_way"].get<std::uint64_t>())
+                         : std::string(" (inside the next call)"),
+                     sw.value("calls_waited", 0ull), sw.value("call_wait_seconds", 0.0));
+        }
       } else {
         fmt::print("  offline plan: process CPU {:.2f} s\n",
                    run["process_cpu_seconds"].get<double>());
