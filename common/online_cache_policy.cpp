@@ -60,6 +60,8 @@ OnlineCachePolicy::OnlineCachePolicy(const ShardIndex& shard, OnlinePolicyOption
   if (!(options_.half_life_queries > 0))
     throw InputError("--cache-half-life", 0, "must be more than 0 queries");
   if (options_.replan_queries == 0) throw InputError("--cache-replan", 0, "must be at least 1");
+  if (options_.replan_backoff_max == 0)
+    throw InputError("--cache-replan-backoff", 0, "must be at least 1 (1: no back-off)");
   options_.sample_every = std::max(1u, options_.sample_every);
   options_.max_pending = std::max<std::size_t>(1, options_.max_pending);
   options_.planner_threads = std::max(1u, options_.planner_threads);
@@ -343,8 +345,9 @@ void OnlineCachePolicy::run() {
     busy_ = true;
     // At most what completes the next plan: a backlog is worked off plan by plan, each on the
     // queue's oldest (still recent: the queue keeps the newest) queries.
+    const std::uint64_t replan = options_.replan_queries * replan_scale_;
     const std::size_t n = std::min<std::size_t>(
-        pending_.size(), std::max<std::uint64_t>(1, options_.replan_queries - since_plan_));
+        pending_.size(), replan > since_plan_ ? replan - since_plan_ : 1);
     std::vector<Pending> work(std::make_move_iterator(pending_.begin()),
                               std::make_move_iterator(pending_.begin() + std::ptrdiff_t(n)));
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(n));
@@ -361,7 +364,7 @@ void OnlineCachePolicy::run() {
     const std::uint64_t since = since_plan_ + n;
     std::optional<std::vector<CachedList>> plan;
     std::optional<PlanPayoff> gate;
-    if (since >= options_.replan_queries || (requested && since > 0)) {
+    if (since >= replan || (requested && since > 0)) {
       plan = make_plan();
       if (options_.min_payoff > 0) {
         // Against what the engine holds (copied: the engine may report a change meanwhile).
@@ -388,7 +391,9 @@ void OnlineCachePolicy::run() {
       plan_seconds_ += std::chrono::duration<double>(t2 - t1).count() - (p2 - p1);
       if (withheld) {
         ++plans_withheld_;  // the held cache serves this mix about as well: no change
+        replan_scale_ = std::min(replan_scale_ * 2, options_.replan_backoff_max);
       } else {
+        replan_scale_ = 1;
         plan_ = std::move(plan);
         ++plans_;
         plan_ready_.notify_all();
@@ -407,6 +412,8 @@ nlohmann::json OnlineCachePolicy::stats() const {
           {"budget_bytes", options_.budget_bytes},
           {"half_life_queries", options_.half_life_queries},
           {"replan_queries", options_.replan_queries},
+          {"replan_backoff_max", options_.replan_backoff_max},
+          {"replan_interval_now", options_.replan_queries * replan_scale_},
           {"sample_every", options_.sample_every},
           {"max_pending", options_.max_pending},
           {"observed", observed_},

@@ -91,6 +91,11 @@ struct OnlinePolicyOptions {
   double min_gain = 0.02;
   // The replay and planning pause while the engine serves a call (call_begins/call_ends).
   bool pause_while_serving = true;
+  // Each plan the gate withholds doubles the queries replayed before the next one, up to this
+  // many times replan_queries; a plan that goes in brings it back to replan_queries (1: never
+  // stretched). On a mix the cache already serves, planning (two admissions a plan: 4.7 s of CPU
+  // in a 6 s H200 run, every plan withheld but one) is the policy's whole cost.
+  unsigned replan_backoff_max = 8;
 };
 
 // The gate's arithmetic for one candidate plan against the cache the engine holds, in bytes per
@@ -190,6 +195,7 @@ class OnlineCachePolicy {
   std::string planner_priority_;  // as achieved: "idle", "nice 19", "normal"
   std::uint64_t observed_ = 0, sampled_ = 0, dropped_ = 0, replayed_ = 0, plans_ = 0;
   std::uint64_t since_plan_ = 0, last_plan_position_ = 0;
+  unsigned replan_scale_ = 1;  // the interval's multiple now (replan_backoff_max), under mutex_
   double replay_seconds_ = 0, plan_seconds_ = 0;
   // Owned by the thread: decayed visits; a visit's weight is 2^((position - base) / half-life),
   // the base moved up now and then (every stored weight rescaled), so older visits weigh less

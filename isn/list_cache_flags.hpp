@@ -41,6 +41,11 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
   app.add_option("--cache-replan", o.replan_queries,
                  "gpu list cache online: a new plan every this many replayed queries")
       ->capture_default_str();
+  app.add_option("--cache-replan-backoff", o.replan_backoff_max,
+                 "gpu list cache online: each plan the gate withholds doubles the interval to "
+                 "the next, up to this many times --cache-replan (1: fixed interval)")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
   app.add_option("--cache-sample", o.sample_every,
                  "gpu list cache online: replay one query of this many")
       ->capture_default_str();

@@ -238,6 +238,7 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     oo.k = lo.plan_k;
     oo.half_life_queries = lo.half_life_queries;
     oo.replan_queries = lo.replan_queries;
+    oo.replan_backoff_max = lo.replan_backoff_max;
     oo.sample_every = lo.sample_every;
     oo.planner_priority = parse_planner_priority(lo.planner_priority);
     oo.planner_threads = lo.planner_threads;

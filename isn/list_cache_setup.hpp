@@ -28,6 +28,7 @@ struct ListCacheEngineOptions {
   bool online = false;  // adapt to the served queries
   double half_life_queries = 20000;
   std::uint64_t replan_queries = 2000;
+  unsigned replan_backoff_max = 8;        // online: withheld plans stretch the interval
   unsigned sample_every = 1;
   std::string swap_bytes;                 // most bytes copied per online change ("": no limit)
   std::string planner_priority = "idle";  // online: the planning threads' class (idle|normal)

@@ -96,8 +96,8 @@ struct DriftOptions {
   std::string log;   // the drifting log's settings, added to spec (query_drift=1 before them)
   std::size_t limit = 10000, call_size = 1000, replan = 500, max_pending = 1000;
   double ratio = 10, half_life = 4000, arrivals = 4000, swap_fraction = 1.0 / 16;
-  unsigned rounds = 3, sample = 4, planner_threads = 4;
-  // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls]],...
+  unsigned rounds = 3, sample = 4, planner_threads = 4, replan_backoff = 8;
+  // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls[:BACKOFF]]],...
   std::string online = "idle:1:0.02";
 };
 

@@ -51,16 +51,20 @@ void add_drift_options(CLI::App& app, DriftOptions& o) {
       ->capture_default_str();
   app.add_option("--drift-sample", o.sample, "online policy: --cache-sample")
       ->capture_default_str();
+  app.add_option("--drift-replan-backoff", o.replan_backoff,
+                 "online policy: --cache-replan-backoff")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
   // The planner's share of the host (idle priority, its own threads, only between calls) and
   // its gate. Each variant runs in every round after the offline plan (the first is "online" in
   // the JSON and the summary).
   app.add_option("--drift-online", o.online,
                  "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always"
-                 "[:gaps|calls]] (idle|normal: the planning threads' class; --cache-min-payoff, "
+                 "[:gaps|calls[:BACKOFF]]] (idle|normal: the planning threads' class; --cache-min-payoff, "
                  "--cache-min-gain, 0:0 every plan; gaps (default): planning only between calls, "
                  "always: also during them, --cache-planner-pause; then where plans are copied "
-                 "in, --cache-swap: gaps (default) between calls, calls: inside the next call), "
-                 "comma-separated")
+                 "in, --cache-swap: gaps (default) between calls, calls: inside the next call; "
+                 "then --cache-replan-backoff, default --drift-replan-backoff), comma-separated")
       ->capture_default_str();
   app.add_option("--drift-planner-threads", o.planner_threads,
                  "online policy: replay threads (--cache-planner-threads)")
@@ -109,6 +113,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     double min_payoff = 1, min_gain = 0.02;
     bool pause_while_serving = true;
     CacheSwapTiming swap = CacheSwapTiming::kGaps;
+    unsigned replan_backoff = 8;
     std::vector<double> rates;
     nlohmann::json last;
   };
@@ -120,16 +125,26 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     std::string part;
     std::vector<std::string> parts;
     while (std::getline(ss, part, ':')) parts.push_back(part);
-    const std::string bad =
-        "'" + spec + "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls]]";
-    if (parts.size() < 3 || parts.size() > 5) throw InputError("--drift-online", 0, bad);
+    const std::string bad = "'" + spec +
+                            "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls["
+                            ":BACKOFF]]]";
+    if (parts.size() < 3 || parts.size() > 6) throw InputError("--drift-online", 0, bad);
     if (parts.size() >= 4) {
       if (parts[3] != "gaps" && parts[3] != "always") throw InputError("--drift-online", 0, bad);
       v.pause_while_serving = parts[3] == "gaps";
     }
-    if (parts.size() == 5) {
+    if (parts.size() >= 5) {
       if (parts[4] != "gaps" && parts[4] != "calls") throw InputError("--drift-online", 0, bad);
       v.swap = parse_cache_swap_timing(parts[4]);
+    }
+    v.replan_backoff = o.replan_backoff;
+    if (parts.size() == 6) {
+      try {
+        v.replan_backoff = unsigned(std::stoul(parts[5]));
+      } catch (const std::exception&) {
+        throw InputError("--drift-online", 0, bad);
+      }
+      if (v.replan_backoff == 0) throw InputError("--drift-online", 0, bad + " (BACKOFF >= 1)");
     }
     v.priority = parse_planner_priority(parts[0]);
     try {
@@ -156,6 +171,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
         oo.half_life_queries = o.half_life;
         oo.replan_queries = o.replan;
         oo.sample_every = o.sample;
+        oo.replan_backoff_max = variant.replan_backoff;
         oo.max_pending = o.max_pending;
         oo.planner_priority = variant.priority;
         oo.planner_threads = o.planner_threads;

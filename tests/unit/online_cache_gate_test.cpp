@@ -76,6 +76,7 @@ class OnlineCacheGate : public ::testing::Test {
     o.half_life_queries = 4000;
     o.replan_queries = 200;
     o.max_pending = 100000;  // the tests drain: nothing dropped
+    o.replan_backoff_max = 1;  // a plan every replan_queries (the back-off has its own test)
     return o;
   }
   static inline TempDir* tmp_ = nullptr;
@@ -193,6 +194,48 @@ TEST_F(OnlineCacheGate, APlanGoesOnlyWhenItsSavingPaysForItsCopy) {
   EXPECT_GE(short_stats["plans_withheld"].get<std::uint64_t>(), 1u);
   std::cout << "gate: same mix " << same_stats["last_gate"].dump() << "; drifted " << gate.dump()
             << "; repaid after " << repaid_after << " queries\n";
+}
+
+// Withheld plans stretch the interval to the next (doubling, up to replan_backoff_max times
+// replan_queries): on the mix the cache was planned for, far fewer plans are made for the same
+// stream; on another mix the first plan goes in as before, and the interval is back at
+// replan_queries.
+TEST_F(OnlineCacheGate, WithheldPlansStretchTheIntervalToTheNext) {
+  const DeviceBlockNumbering numbering(shard());
+  const std::vector<Query> seed_mix = mix(shard(), *train_, 0);
+  auto run = [&](unsigned backoff, const std::vector<Query>& stream) {
+    OnlinePolicyOptions o = options();
+    o.min_payoff = 1.0;
+    o.replan_backoff_max = backoff;
+    OnlineCachePolicy online(shard(), o);
+    online.seed(seed_mix);
+    ListCacheDirectory cache(shard(), numbering, budget());
+    cache.apply(*online.take_plan());
+    online.report_cache(cache.held_lists());
+    online.observe(stream);
+    online.drain();
+    return std::make_pair(online.take_plan().has_value(), online.stats());
+  };
+  auto made = [](const nlohmann::json& s) {
+    return s["plans"].get<std::uint64_t>() - 1 + s["plans_withheld"].get<std::uint64_t>();
+  };
+  const std::vector<Query> same = mix(shard(), *steady_, 0);
+  ASSERT_GT(same.size(), 2000u);
+  const auto [fixed_handed, fixed] = run(1, same);
+  const auto [stretched_handed, stretched] = run(8, same);
+  EXPECT_FALSE(fixed_handed);
+  EXPECT_FALSE(stretched_handed);
+  // 200, 400, 800, then 1,600 each (and the drain's): against one every 200.
+  EXPECT_GE(made(fixed), same.size() / 200) << fixed.dump();
+  EXPECT_LE(made(stretched), 6u) << stretched.dump();
+  EXPECT_EQ(stretched["replan_interval_now"].get<std::uint64_t>(), 8u * 200) << stretched.dump();
+  EXPECT_EQ(fixed["replan_interval_now"].get<std::uint64_t>(), 200u);
+  const std::vector<Query> drifted = mix(shard(), *steady_, 1);
+  const auto [drift_handed, drift] = run(8, drifted);
+  EXPECT_TRUE(drift_handed) << drift.dump();
+  EXPECT_GE(drift["plans"].get<std::uint64_t>(), 2u) << drift.dump();
+  // A plan that went in reset the interval (a later withheld one may have doubled it since).
+  EXPECT_LT(drift["replan_interval_now"].get<std::uint64_t>(), 8u * 200) << drift.dump();
 }
 
 // The bench's comparison on the CPU twin, the engine reporting its cache after each change:
