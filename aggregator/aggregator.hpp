@@ -93,11 +93,13 @@ struct AggregatorOptions {
   // Just in time: the next batch is aimed behind the batches ahead as if the last of them took
   // this quantile of the slowest ISN's compute over the last 64 batches (0: its mean), and is
   // cut at once whenever their answers come back earlier. A batch's compute varies by +-50%
-  // around the mean (the CPU engine's batches of 64): aimed at the mean, a quarter of the
-  // batches queued behind a slower one, and an ISN with the next batch waiting delivered its
-  // answer 2x later (its engine took the cores its progress needed); aimed at the 90th
-  // percentile, the ISN idles about one round trip per batch instead (NOTES-cluster.md).
-  double admission_quantile = 0.9;
+  // around the mean (the CPU engine's batches of 64): aimed at the mean plus 0.2 of it, a
+  // fifth of the batches queued behind a slower one, and an ISN with the next batch waiting
+  // delivered its answer 2x later (its engine took the cores its progress needed); aimed at
+  // the 95th percentile, the ISN idles about one round trip per batch instead
+  // (NOTES-cluster.md, session 30: p50 latency 1.25-1.29x compute against 1.30-1.38x, 1-4% less
+  // throughput at batch 64).
+  double admission_quantile = 0.95;
   // Just in time: how long after the aim the next batch should reach the slowest ISN, as a
   // share of the mean compute (negative: before). Session 29's aim was the mean with 0.2.
   double admission_lag = 0.0;

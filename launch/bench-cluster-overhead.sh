@@ -28,7 +28,7 @@
 #                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0);
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
 #                     session 29's default: --admission-quantile 0 --admission-lag 0.2) and
-#                     "_qNN" (--admission-quantile 0.NN instead of 0.9);
+#                     "_qNN" (--admission-quantile 0.NN instead of 0.95);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
