@@ -90,12 +90,19 @@ struct AggregatorOptions {
   double qps = 0;  // replay at this arrival rate; 0: closed loop (as fast as answered)
   // Closed loop: just in time unless --window is given (then the window).
   ClosedLoopAdmission admission = ClosedLoopAdmission::kJustInTime;
-  // Just in time: how long after the slowest ISN is predicted to finish the batches ahead the
-  // next batch should reach it, as a share of the mean compute (negative: before it finishes).
-  // A batch's compute varies by +-50% around the mean (the CPU engine's batches of 64 on the
-  // H100 host): aiming at the predicted finish queued half of the batches behind a slower one;
-  // aiming later lets most of them find the ISN free (tests/benchmarks/NOTES-cluster.md).
-  double admission_lag = 0.2;
+  // Just in time: the next batch is aimed behind the batches ahead as if the last of them took
+  // this quantile of the slowest ISN's compute over the last 64 batches (0: its mean), and is
+  // cut at once whenever their answers come back earlier. A batch's compute varies by +-50%
+  // around the mean (the CPU engine's batches of 64): aimed at the mean plus 0.2 of it, a
+  // fifth of the batches queued behind a slower one, and an ISN with the next batch waiting
+  // delivered its answer 2x later (its engine took the cores its progress needed); aimed at
+  // the 95th percentile, the ISN idles about one round trip per batch instead
+  // (NOTES-cluster.md, session 30: p50 latency 1.25-1.29x compute against 1.30-1.38x, 1-4% less
+  // throughput at batch 64).
+  double admission_quantile = 0.95;
+  // Just in time: how long after the aim the next batch should reach the slowest ISN, as a
+  // share of the mean compute (negative: before). Session 29's aim was the mean with 0.2.
+  double admission_lag = 0.0;
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;

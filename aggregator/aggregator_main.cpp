@@ -109,10 +109,17 @@ int main(int argc, char** argv) {
                  "window")
       ->capture_default_str()
       ->check(CLI::IsMember({"just-in-time", "window"}));
+  app.add_option("--admission-quantile", o.admission_quantile,
+                 "just-in-time: the next batch is aimed behind the batches ahead as if the last "
+                 "of them took this quantile of the slowest ISN's compute over the last 64 "
+                 "batches (0: the mean compute), and cut at once when their answers come back "
+                 "first (higher: fewer batches queued at the ISNs, more ISN idle)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--admission-lag", o.admission_lag,
-                 "just-in-time: how long after the slowest ISN is predicted to finish the "
-                 "batches ahead the next batch should reach it, as a share of the mean compute "
-                 "(negative: before; more lag, fewer batches queued and more ISN idle)")
+                 "just-in-time: how long after the aim the next batch should reach the slowest "
+                 "ISN, as a share of the mean compute (negative: before; session 29's aim: "
+                 "--admission-quantile 0 --admission-lag 0.2)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 10.0));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")

@@ -245,6 +245,11 @@ void BatchMerger::merge(InFlightBatch& b) {
                1000.0 * (ms_between(b.cut, t.received) + ms_between(t.end, t.arrived) +
                          ms_between(t.arrived, t_done)),
                1000.0 * std::max(0.0, service_ms));
+    // Just in time: the cut's aim, a quantile of the slowest compute over the last batches.
+    if (setup_.aim_quantile > 0) {
+      compute_window_.add(double(max_compute_us));
+      model_.compute_aim_us = compute_window_.quantile(setup_.aim_quantile);
+    }
   }
   if (s.timeline.size() < setup_.timeline_batches) {
     // Plain numbers here; the JSON is built once, when the metrics are written.

@@ -103,6 +103,9 @@ class BatchMerger {
     std::string me;
     QuerySource* source = nullptr;  // told each answer of a query with a ticket
     ThreadPlacement placement;      // of the merge thread (--rpc-thread's CPU)
+    // The model's compute_aim_us: this quantile of the slowest ISN's compute over the last
+    // SlidingQuantile::kWindow batches (0: none, the cut aims at the mean).
+    double aim_quantile = 0;
   };
   // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
   BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
@@ -150,6 +153,7 @@ class BatchMerger {
   MergeStats stats_;
   mutable std::mutex model_mutex_;
   LatencyModel model_;
+  SlidingQuantile compute_window_;  // the slowest ISN's compute per batch (guarded by model_mutex_)
   AggregatorClock::time_point previous_last_answer_{};
   std::atomic<std::size_t> merging_queries_{0};
   std::mutex mutex_;

@@ -1,16 +1,46 @@
 // The model the aggregator chooses its pipeline depth from (a part of aggregator.cpp kept
 // apart): exponentially weighted means of the slowest ISN's compute, the round trip's overhead
-// and the service interval, the depth that keeps every ISN busy, and (closed-loop replay) when
-// the next batch should be cut so that it reaches the ISNs just as they finish the ones ahead.
+// and the service interval, a quantile of the slowest ISN's recent computes, the depth that
+// keeps every ISN busy, and (closed-loop replay) when the next batch should be cut so that it
+// reaches the ISNs just as they finish the ones ahead.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <span>
 
 namespace gpusearch {
+
+// A quantile of the last kWindow samples (a ring; nearest rank): the just-in-time cut's aim is
+// a quantile of the slowest ISN's compute over the recent batches, not its mean.
+class SlidingQuantile {
+ public:
+  static constexpr std::size_t kWindow = 64;
+  void add(double v) {
+    ring_[next_] = v;
+    next_ = (next_ + 1) % kWindow;
+    count_ = std::min(count_ + 1, kWindow);
+  }
+  std::size_t size() const { return count_; }
+  // The smallest sample with at least a share `q` (0 < q <= 1) of the samples at or below it;
+  // 0 when empty.
+  double quantile(double q) const {
+    if (count_ == 0) return 0;
+    std::array<double, kWindow> v;
+    std::copy(ring_.begin(), ring_.begin() + count_, v.begin());
+    const double rank = std::ceil(std::clamp(q, 0.0, 1.0) * double(count_));
+    const std::size_t i = std::size_t(std::clamp(rank, 1.0, double(count_))) - 1;
+    std::nth_element(v.begin(), v.begin() + i, v.begin() + count_);
+    return v[i];
+  }
+
+ private:
+  std::array<double, kWindow> ring_{};
+  std::size_t next_ = 0, count_ = 0;
+};
 
 // Exponentially weighted means of the latencies the pipeline depth is chosen from.
 struct LatencyModel {
@@ -19,6 +49,9 @@ struct LatencyModel {
   // From the later of a batch's send and the previous batch's last answer to its own last
   // answer: when the next answer is due, whether the ISNs work in series or pipelined.
   double service_us = 0;
+  // Just in time: the compute the next batch is aimed behind (the cut's aim), a quantile of
+  // the slowest ISN's compute over the last batches (BatchMerger keeps the window); 0: the mean.
+  double compute_aim_us = 0;
   bool seeded = false;
   void add(double compute, double overhead, double service) {
     if (!seeded) {
@@ -45,9 +78,13 @@ struct LatencyModel {
   // `offset_us` after that (negative: before). The ISNs work in order, so the answers of the
   // batches in flight (sent at `sent`, oldest first) are predicted one after the other: each at
   // the later of its own send plus the round trip's overhead and the previous answer, plus one
-  // compute (an overdue one is taken as due now). The next batch, sent at T, is answered at
-  // T + overhead + compute if it does not wait: it should leave at (last answer) - overhead +
-  // offset. A time <= now means cut now; so does an unseeded model (nothing measured yet).
+  // compute (an overdue one is taken as due now). The last one, the batch the next would queue
+  // behind, takes the aim's compute (`compute_aim_us`, a high quantile of the slowest ISN's
+  // compute, where set) instead of the mean: the next batch is cut by then at the latest, and
+  // earlier when the answers come back first (the caller cuts at once when none is in flight).
+  // The next batch, sent at T, is answered at T + overhead + compute if it does not wait: it
+  // should leave at (last answer) - overhead + offset. A time <= now means cut now; so does an
+  // unseeded model (nothing measured yet).
   template <typename TimePoint>
   TimePoint just_in_time_cut(TimePoint now, TimePoint last_answer, std::span<const TimePoint> sent,
                              double offset_us) const {
@@ -58,7 +95,9 @@ struct LatencyModel {
     };
     TimePoint answer = last_answer;
     for (std::size_t i = 0; i < sent.size(); ++i) {
-      answer = std::max(sent[i] + us(overhead_us), answer) + us(compute_us);
+      const double compute =
+          i + 1 == sent.size() && compute_aim_us > 0 ? compute_aim_us : compute_us;
+      answer = std::max(sent[i] + us(overhead_us), answer) + us(compute);
       if (i == 0) answer = std::max(answer, now);  // the oldest overdue: due any moment
     }
     return answer - us(overhead_us - offset_us);

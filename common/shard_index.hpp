@@ -39,6 +39,16 @@ class ShardIndex {
   std::optional<TermId> find_term(std::string_view term) const;
   std::string_view term_string(TermId t) const;
   const TermInfo& term(TermId t) const { return terms_[t]; }
+  // Cache hints for a batch of look-ups of term t (TermDictionary::prefetch): stage 1 its
+  // lexicon offsets and TermInfo, stage 2 its string (reads the offsets: after stage 1).
+  void prefetch_term(TermId t, int stage) const {
+    if (stage == 1) {
+      __builtin_prefetch(&lexicon_offsets_[t]);
+      __builtin_prefetch(&terms_[t]);
+    } else {
+      __builtin_prefetch(lexicon_strings_.data() + lexicon_offsets_[t]);
+    }
+  }
 
   // Blocks of all lists, indexed by global block number.
   std::span<const DocId> block_last_docid() const { return block_last_docid_; }

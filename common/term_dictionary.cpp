@@ -34,6 +34,19 @@ TermDictionary::TermDictionary(const ShardIndex& shard) : shard_(shard) {
   size_ = n;
 }
 
+void TermDictionary::prefetch(std::string_view term, int stage) const {
+  const std::uint64_t h = hash_term(term);
+  const std::uint64_t i = h & mask_;
+  if (stage <= 0) {
+    __builtin_prefetch(&slots_[i]);
+    return;
+  }
+  // The first probe's slot only (most terms sit there).
+  const std::uint64_t slot = slots_[i];
+  if (slot == 0 || slot >> 32 != h >> 32) return;
+  shard_.prefetch_term(TermId((slot & 0xffffffffu) - 1), stage);
+}
+
 std::optional<TermId> TermDictionary::find(std::string_view term) const {
   const std::uint64_t h = hash_term(term);
   const std::uint64_t fingerprint = h >> 32;

@@ -25,7 +25,10 @@
 #                     (OMPI_MCA_btl_vader_eager_limit=32768: answers up to 32 KiB go eagerly)
 #                     and "_window" (--admission window: queries admitted a window ahead, batches
 #                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
-#                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0.2);
+#                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0);
+#                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
+#                     session 29's default: --admission-quantile 0 --admission-lag 0.2) and
+#                     "_qNN" (--admission-quantile 0.NN instead of 0.95);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -132,6 +135,12 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
     flags+=(--admission window); v=${v/_window/}
+  fi
+  if [[ $v == *_mean* ]]; then  # just in time, session 29's aim: the mean compute, lag 0.2
+    flags+=(--admission-quantile 0 --admission-lag 0.2); v=${v/_mean/}
+  fi
+  if [[ $v =~ _q([0-9]+) ]]; then  # just in time: --admission-quantile 0.NN
+    flags+=(--admission-quantile "0.${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v =~ _(lag|lead)([0-9]+) ]]; then  # just in time: --admission-lag N/10 (lead: -N/10)
     local tenths=${BASH_REMATCH[2]} sign=""; [ "${BASH_REMATCH[1]}" = lead ] && sign=-

@@ -12,7 +12,7 @@
 # goes to OUT.address (or --address-file F) while serving: port 0 picks a free one.
 # More flags go to both programs; each ignores the other's (see gpusearch-aggregator --help and
 # gpusearch-isn --help): e.g. --batch-size, --max-wait-us, --cost-buckets, --max-in-flight,
-# --max-depth, --admission, --admission-lag, --window, --cache-entries, --deadline-ms, --qps
+# --max-depth, --admission, --admission-quantile, --admission-lag, --window, --cache-entries, --deadline-ms, --qps
 # (aggregator); --engine, --algorithm, --intra-query, --threads, --inject-engine-fault-at-batch,
 # --inject-delay-ms, --inject-delay-rank, --inject-compute-ms,
 # --gpu-mem and the --cache-* flags of the GPU list cache, --share-thresholds on|off|auto (ISN); --progress, --spin-us,

@@ -35,7 +35,8 @@
 #     overhead   the cluster's own cost on this host (issue 16): launch/bench-cluster-overhead.sh
 #                with the CPU engine, then the GPU engine, 1 and 4 ISNs, batches 64 and 1,024
 #                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
-#                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS;
+#                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS,
+#                OVERHEAD_ISNS ("1 4"), OVERHEAD_BATCHES ("64 1024");
 #                OVERHEAD_ENGINES, default "cpu gpu"; variants "X_noshare": --share-thresholds off;
 #                OVERHEAD_PROBE_REPS (3), OVERHEAD_LATENCY_REPS (3): the closed-loop latency
 #                check, one batch of 64 in flight, p50 latency over the slowest ISN's compute)
@@ -460,7 +461,7 @@ EOF
           ov_before=(--before "$OUT/overhead-cpu/before-build")
         launch/bench-cluster-overhead.sh --out "$OUT/overhead-$engine" --build "$build_dir" \
           "${ov_before[@]}" --engine $engine "${ov_index[@]}" --queries "${OVERHEAD_QUERIES:-20000}" \
-          --batches "64 1024" --isns "1 4" --reps "${OVERHEAD_REPS:-3}" \
+          --batches "${OVERHEAD_BATCHES:-64 1024}" --isns "${OVERHEAD_ISNS:-1 4}" --reps "${OVERHEAD_REPS:-3}" \
           --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" \
           --probe-reps "${OVERHEAD_PROBE_REPS:-3}" --latency-reps "${OVERHEAD_LATENCY_REPS:-3}" \
           > "$OUT/overhead_$engine.log" 2>&1 \

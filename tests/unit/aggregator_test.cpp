@@ -152,6 +152,64 @@ TEST(CompareRuns, AcceptsTieSwapsRejectsDifferences) {
           .equal());
 }
 
+// The just-in-time cut's aim: a quantile (nearest rank) of the last 64 samples.
+TEST(SlidingQuantile, NearestRankOverTheLastWindow) {
+  SlidingQuantile w;
+  EXPECT_EQ(w.size(), 0u);
+  EXPECT_EQ(w.quantile(0.9), 0.0);
+  w.add(5);
+  EXPECT_EQ(w.quantile(0.9), 5.0);
+  EXPECT_EQ(w.quantile(0.0), 5.0);
+  // 1..10 in a scrambled order: the 90th percentile is 9, the median 5, the maximum 10.
+  SlidingQuantile t;
+  for (double v : {7, 3, 10, 1, 9, 2, 8, 4, 6, 5}) t.add(v);
+  EXPECT_EQ(t.size(), 10u);
+  EXPECT_EQ(t.quantile(0.9), 9.0);
+  EXPECT_EQ(t.quantile(0.5), 5.0);
+  EXPECT_EQ(t.quantile(1.0), 10.0);
+  EXPECT_EQ(t.quantile(0.0), 1.0);
+  EXPECT_EQ(t.quantile(0.91), 10.0);
+  // Only the last 64 count: 64 samples of 1000 push 1..10 out.
+  for (std::size_t i = 0; i < SlidingQuantile::kWindow; ++i) t.add(1000);
+  EXPECT_EQ(t.size(), SlidingQuantile::kWindow);
+  EXPECT_EQ(t.quantile(0.0), 1000.0);
+  // Then 1..64: the window holds them alone; the 90th percentile is 58 (ceil(0.9 * 64) = 58).
+  for (int i = 1; i <= 64; ++i) t.add(i);
+  EXPECT_EQ(t.quantile(0.9), 58.0);
+  EXPECT_EQ(t.quantile(1.0), 64.0);
+  // quantile() leaves the window as it was.
+  EXPECT_EQ(t.quantile(0.5), 32.0);
+  EXPECT_EQ(t.quantile(0.9), 58.0);
+}
+
+// The aim: the batch the next one would queue behind is taken to last the aim's compute (a
+// high quantile of the slowest ISN's), the batches before it the mean; no aim, the mean.
+TEST(JustInTimeAdmission, AimsBehindTheLastBatchAtTheQuantileOfItsCompute) {
+  using us = std::chrono::microseconds;
+  const auto t0 = AggregatorClock::time_point{} + std::chrono::seconds(100);
+  LatencyModel m;
+  m.add(/*compute*/ 1000, /*overhead*/ 200, /*service*/ 1200);
+  std::vector<AggregatorClock::time_point> sent = {t0};
+  const auto span = [&] { return std::span<const AggregatorClock::time_point>(sent); };
+  // The mean: answered at t0 + 1200, the next leaves at t0 + 1000 (offset 0).
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), 0.0), t0 + us(1000));
+  // Aimed at a 1,600 us compute: it leaves 600 us later, at t0 + 1600; the offset adds to it.
+  m.compute_aim_us = 1600;
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), 0.0), t0 + us(1600));
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), 100.0), t0 + us(1700));
+  // Two in flight, the second sent 100 us after the first: the first is answered at its mean
+  // (t0 + 1200), the second behind it at the aim (t0 + 2800); the next leaves at t0 + 2600.
+  sent = {t0, t0 + us(100)};
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(100), t0 - us(5000), span(), 0.0), t0 + us(2600));
+  // The oldest overdue and alone: its answer is due now, so the next one leaves at once (a
+  // time before now).
+  sent = {t0};
+  EXPECT_EQ(m.just_in_time_cut(t0 + us(5000), t0 - us(5000), span(), 0.0), t0 + us(5000 - 200));
+  // An aim below the mean (a compute that just dropped) is taken as given.
+  m.compute_aim_us = 700;
+  EXPECT_EQ(m.just_in_time_cut(t0, t0 - us(5000), span(), 0.0), t0 + us(700));
+}
+
 // Just-in-time admission: the next batch leaves one overhead before the slowest ISN is predicted
 // to answer the last batch in flight, plus the offset (here 10 us early), the ISNs working the
 // batches in order.

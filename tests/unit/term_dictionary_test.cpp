@@ -8,6 +8,7 @@
 #include "common/query.hpp"
 #include "common/shard_index.hpp"
 #include "common/term_dictionary.hpp"
+#include "common/tokenizer.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
 #include "test_support.hpp"
@@ -49,6 +50,15 @@ TEST(TermDictionary, FindsWhatTheLexiconFinds) {
 
   const QueryFile f = read_query_file(tmp / "idx" / "queries.test.tsv");
   ASSERT_GT(f.queries.size(), 100u);
+  // Prefetching (the aggregator's admission: every stage over a batch's terms, known or not,
+  // an empty one and one past the end of nothing) is a hint: the answers stay the same.
+  for (int stage = -1; stage < 4; ++stage) {
+    for (const QueryText& qt : f.queries)
+      for_each_token(qt.text, [&](std::string_view tok) { dict.prefetch(tok, stage); });
+    for (std::string_view x : {"", "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqq", "a"}) dict.prefetch(x, stage);
+  }
+  for (TermId t = 0; t < shard.num_terms(); ++t)
+    ASSERT_EQ(dict.find(shard.term_string(t)), std::optional<TermId>(t));
   for (const QueryText& qt : f.queries) {
     Query a, b;
     QueryProblem pa, pb;
