@@ -44,7 +44,7 @@ class SlidingQuantile {
 
 // Exponentially weighted means of the latencies the pipeline depth is chosen from.
 struct LatencyModel {
-  double compute_us = 0;   // the slowest ISN's engine time per batch
+  double compute_us = 0;   // the slowest ISN's engine thread per batch: engine + encoding
   double overhead_us = 0;  // to the ISN and back (wire, encode, decode), excluding its queue
   // From the later of a batch's send and the previous batch's last answer to its own last
   // answer: when the next answer is due, whether the ISNs work in series or pipelined.
