@@ -289,8 +289,9 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
       EXPECT_EQ(c["in_gap"].get<bool>(), swap == CacheSwapTiming::kGaps) << c.dump();
     const auto& sw = lc["online_swaps"];
     EXPECT_EQ(sw["swap"], to_string(swap)) << sw.dump();
-    if (swap == CacheSwapTiming::kGaps)
+    if (swap == CacheSwapTiming::kGaps) {
       EXPECT_EQ(sw["swaps"].get<std::size_t>(), lc["online_changes"].size()) << sw.dump();
+    }
     const auto& ps = lc["online_policy"];
     EXPECT_GT(ps["plans"].get<std::uint64_t>(), 5u);
     // The engine marks every call: the planner (pausing by default) runs only between them.
