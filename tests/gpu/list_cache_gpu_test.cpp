@@ -233,9 +233,9 @@ TEST_F(GpuListCacheTest, WeakenedFinalityBoundGivesWrongAnswers) {
   EXPECT_GT(wrong, 0u) << "halving the bound past the horizon should lose documents";
 }
 
-// Both places a plan can go in: between calls on the engine's swapper thread (the default), and
-// at the start of the next call. Every answer stays the reference's either way.
-TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
+// The drifting test log of a generator spec like the fixture's, resolved on its shard (the
+// online policy's tests).
+std::vector<Query> drifting_queries(const ShardIndex& shard) {
   auto params = SyntheticParams::parse(
       "docs=40000,seed=13,train_queries=600,test_queries=600,"
       "mean_length=300,query_drift=1");
@@ -243,10 +243,17 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
   for (const auto& [id, text] : SyntheticCollection(params).queries(false)) {
     Query q;
     QueryProblem p;
-    if (resolve_query(shard(), QueryText{id, text, 0, {}}, QueryLimits{}, q, p, "drift") &&
+    if (resolve_query(shard, QueryText{id, text, 0, {}}, QueryLimits{}, q, p, "drift") &&
         !q.terms.empty())
       drifting.push_back(std::move(q));
   }
+  return drifting;
+}
+
+// Both places a plan can go in: between calls on the engine's swapper thread (the default), and
+// at the start of the next call. Every answer stays the reference's either way.
+TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
+  const std::vector<Query> drifting = drifting_queries(shard());
   const std::uint64_t budget = index_bytes() / 10;
   for (CacheSwapTiming swap : {CacheSwapTiming::kGaps, CacheSwapTiming::kCalls}) {
     SCOPED_TRACE(to_string(swap));
@@ -304,17 +311,7 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
 // The swapper applies plans while calls keep coming, with no settle between them: a call that
 // arrives during a swap waits for it, none sees a change in progress, every answer is exact.
 TEST_F(GpuListCacheTest, OnlinePlansSwappedInWhileCallsKeepComingStayExact) {
-  auto params = SyntheticParams::parse(
-      "docs=40000,seed=13,train_queries=600,test_queries=600,"
-      "mean_length=300,query_drift=1");
-  std::vector<Query> drifting;
-  for (const auto& [id, text] : SyntheticCollection(params).queries(false)) {
-    Query q;
-    QueryProblem p;
-    if (resolve_query(shard(), QueryText{id, text, 0, {}}, QueryLimits{}, q, p, "drift") &&
-        !q.terms.empty())
-      drifting.push_back(std::move(q));
-  }
+  const std::vector<Query> drifting = drifting_queries(shard());
   const std::uint64_t budget = index_bytes() / 10;
   auto e = engine(budget, index_bytes() / 20);
   e->apply_cache_plan(plan(CachePolicy::kVfb, budget, 0.5));

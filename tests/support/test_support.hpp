@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpusearch::testing {
@@ -84,6 +87,18 @@ inline std::filesystem::path shared_data(const std::string& rel) {
   if (const char* env = std::getenv("GPUSEARCH_SHARED_DATA"); env && *env)
     return std::filesystem::path(env) / rel;
   return std::filesystem::path(GPUSEARCH_SHARED_DATA_DIR) / rel;
+}
+
+// Waits until `done` holds, polling every millisecond; false after two minutes (only a hang gets
+// there on a loaded host). For tests that wait for a background thread to reach a state rather
+// than assert a time.
+inline bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 }  // namespace gpusearch::testing

@@ -23,18 +23,10 @@
 #include "test_support.hpp"
 
 using namespace gpusearch;
+using gpusearch::testing::eventually;
 using gpusearch::testing::TempDir;
 
 namespace {
-
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 class CacheSwapperTest : public ::testing::Test {
  protected:

@@ -82,6 +82,8 @@ class OnlineCacheGate : public ::testing::Test {
   static inline TempDir* tmp_ = nullptr;
   static inline Index* index_ = nullptr;
   static inline std::vector<Query>*train_ = nullptr, *drifting_ = nullptr, *steady_ = nullptr;
+  static std::pair<bool, nlohmann::json> serve_after_seed(const OnlinePolicyOptions& o,
+                                                          const std::vector<Query>& stream);
 };
 
 // The queries of `log` whose rarest term has an even (parity 0) or odd id: two topic mixes far
@@ -103,6 +105,30 @@ bool same_plan(const std::vector<CachedList>& a, const std::vector<CachedList>& 
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].term != b[i].term || a[i].blocks != b[i].blocks) return false;
   return true;
+}
+
+// A policy seeded with the training log's even mix, its plan in a cache the engine reports,
+// served `stream` (replayed and planned to the end): whether a new plan was handed over, and
+// the policy's stats.
+std::pair<bool, nlohmann::json> seed_then_serve(const ShardIndex& shard, std::uint64_t budget,
+                                                const std::vector<Query>& train,
+                                                const OnlinePolicyOptions& o,
+                                                const std::vector<Query>& stream) {
+  const DeviceBlockNumbering numbering(shard);
+  OnlineCachePolicy online(shard, o);
+  online.seed(mix(shard, train, 0));
+  ListCacheDirectory cache(shard, numbering, budget);
+  cache.apply(*online.take_plan());
+  online.report_cache(cache.held_lists());
+  online.observe(stream);
+  online.drain();
+  const bool handed = online.take_plan().has_value();
+  return {handed, online.stats()};
+}
+
+std::pair<bool, nlohmann::json> OnlineCacheGate::serve_after_seed(
+    const OnlinePolicyOptions& o, const std::vector<Query>& stream) {
+  return seed_then_serve(shard(), budget(), *train_, o, stream);
 }
 
 TEST_F(OnlineCacheGate, PlannerRunsAtIdlePriorityUnlessToldOtherwise) {
@@ -151,21 +177,11 @@ TEST_F(OnlineCacheGate, SeveralReplayThreadsMakeTheSamePlans) {
 // from the held one by the sample's noise and are withheld (without the gate they go); another
 // mix's plan saves enough to go, unless the horizon is too short to repay its copy.
 TEST_F(OnlineCacheGate, APlanGoesOnlyWhenItsSavingPaysForItsCopy) {
-  const DeviceBlockNumbering numbering(shard());
-  const std::vector<Query> seed_mix = mix(shard(), *train_, 0);
   auto run = [&](double min_payoff, double horizon, const std::vector<Query>& stream) {
     OnlinePolicyOptions o = options();
     o.min_payoff = min_payoff;
     o.payoff_horizon_queries = horizon;
-    OnlineCachePolicy online(shard(), o);
-    online.seed(seed_mix);
-    ListCacheDirectory cache(shard(), numbering, budget());
-    cache.apply(*online.take_plan());
-    online.report_cache(cache.held_lists());
-    online.observe(stream);
-    online.drain();
-    const bool handed = online.take_plan().has_value();
-    return std::make_pair(handed, online.stats());
+    return serve_after_seed(o, stream);
   };
   // The same mix: other queries of the seed's mix.
   const std::vector<Query> same = mix(shard(), *steady_, 0);
@@ -201,20 +217,11 @@ TEST_F(OnlineCacheGate, APlanGoesOnlyWhenItsSavingPaysForItsCopy) {
 // stream; on another mix the first plan goes in as before, and the interval is back at
 // replan_queries.
 TEST_F(OnlineCacheGate, WithheldPlansStretchTheIntervalToTheNext) {
-  const DeviceBlockNumbering numbering(shard());
-  const std::vector<Query> seed_mix = mix(shard(), *train_, 0);
   auto run = [&](unsigned backoff, const std::vector<Query>& stream) {
     OnlinePolicyOptions o = options();
     o.min_payoff = 1.0;
     o.replan_backoff_max = backoff;
-    OnlineCachePolicy online(shard(), o);
-    online.seed(seed_mix);
-    ListCacheDirectory cache(shard(), numbering, budget());
-    cache.apply(*online.take_plan());
-    online.report_cache(cache.held_lists());
-    online.observe(stream);
-    online.drain();
-    return std::make_pair(online.take_plan().has_value(), online.stats());
+    return serve_after_seed(o, stream);
   };
   auto made = [](const nlohmann::json& s) {
     return s["plans"].get<std::uint64_t>() - 1 + s["plans_withheld"].get<std::uint64_t>();

@@ -26,19 +26,10 @@
 #include "test_support.hpp"
 
 using namespace gpusearch;
+using gpusearch::testing::eventually;
 using gpusearch::testing::TempDir;
 
 namespace {
-
-// Waits until `done` holds; false after two minutes (only a hang gets there on a loaded host).
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 TEST(ServingGaps, APausePointWaitsOnlyWhileACallIsInFlight) {
   ServingGaps gaps;
