@@ -9,7 +9,10 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
+#include <fmt/format.h>
+
 #include "common/block_codec.hpp"
+#include "common/error.hpp"
 #include "common/scoring.hpp"
 
 namespace gpusearch {
@@ -96,6 +99,93 @@ KthImpactTable::KthImpactTable(const ShardIndex& shard, std::uint32_t min_df) {
     }
   });
   build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+KthImpactTable::KthImpactTable(std::vector<std::uint32_t> row_begin, std::vector<float> values)
+    : row_begin_(std::move(row_begin)), values_(std::move(values)) {
+  if (row_begin_.empty() || row_begin_.front() != 0 || row_begin_.back() != values_.size())
+    throw Error("KthImpactTable: rows do not cover the values");
+  for (std::size_t t = 0; t + 1 < row_begin_.size(); ++t)
+    if (row_begin_[t + 1] < row_begin_[t] || row_begin_[t + 1] - row_begin_[t] > kLadder.size())
+      throw Error(fmt::format("KthImpactTable: term {}'s row is not a prefix of the ladder", t));
+}
+
+KthImpactTable KthImpactTable::combine(std::span<const KthImpactTable* const> shards) {
+  if (shards.empty()) return KthImpactTable(std::vector<std::uint32_t>{0}, {});
+  const std::size_t n = shards.front()->num_terms();
+  for (const KthImpactTable* s : shards)
+    if (s->num_terms() != n)
+      throw Error(fmt::format("KthImpactTable::combine: shards of {} and {} terms (not one "
+                              "vocabulary)",
+                              n, s->num_terms()));
+  std::vector<std::uint32_t> row_begin(n + 1, 0);
+  std::vector<float> values;
+  std::vector<float> candidates;
+  for (std::size_t t = 0; t < n; ++t) {
+    candidates.clear();
+    for (const KthImpactTable* s : shards)
+      for (std::uint32_t i = s->row_begin_[t]; i < s->row_begin_[t + 1]; ++i)
+        if (s->values_[i] > 0) candidates.push_back(s->values_[i]);
+    std::sort(candidates.begin(), candidates.end(), std::greater<>());
+    // Postings of the collection known to have impact >= x: per shard, the largest ladder K
+    // whose bound is >= x.
+    const auto known_at_least = [&](float x) {
+      std::uint64_t count = 0;
+      for (const KthImpactTable* s : shards) {
+        std::uint32_t best = 0;
+        for (std::uint32_t i = s->row_begin_[t]; i < s->row_begin_[t + 1]; ++i)
+          if (s->values_[i] >= x) best = std::max(best, kLadder[i - s->row_begin_[t]]);
+        count += best;
+      }
+      return count;
+    };
+    // For each K of the ladder (ascending), the largest candidate reaching K; the candidates
+    // come in descending order and the counts grow as x falls, so one pass serves every K.
+    std::size_t c = 0;
+    for (std::uint32_t K : kLadder) {
+      while (c < candidates.size() && known_at_least(candidates[c]) < K) ++c;
+      if (c == candidates.size()) break;
+      values.push_back(candidates[c]);
+    }
+    row_begin[t + 1] = static_cast<std::uint32_t>(values.size());
+  }
+  return KthImpactTable(std::move(row_begin), std::move(values));
+}
+
+KthImpactTable::Rows KthImpactTable::rows() const {
+  Rows r;
+  r.num_terms = static_cast<std::uint32_t>(num_terms());
+  for (std::uint32_t t = 0; t < r.num_terms; ++t) {
+    const std::uint32_t count = row_begin_[t + 1] - row_begin_[t];
+    if (count == 0) continue;
+    r.terms.push_back(t);
+    r.counts.push_back(static_cast<std::uint8_t>(count));
+    r.values.insert(r.values.end(), values_.begin() + row_begin_[t],
+                    values_.begin() + row_begin_[t + 1]);
+  }
+  return r;
+}
+
+KthImpactTable KthImpactTable::from_rows(const Rows& r) {
+  if (r.terms.size() != r.counts.size())
+    throw Error("KthImpactTable: rows of terms and counts differ in length");
+  std::vector<std::uint32_t> row_begin(std::size_t(r.num_terms) + 1, 0);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < r.terms.size(); ++i) {
+    if (r.terms[i] >= r.num_terms || (i > 0 && r.terms[i] <= r.terms[i - 1]))
+      throw Error("KthImpactTable: row terms out of range or out of order");
+    row_begin[r.terms[i] + 1] = r.counts[i];
+    total += r.counts[i];
+  }
+  if (total != r.values.size()) throw Error("KthImpactTable: row counts do not cover the values");
+  for (std::size_t t = 0; t < r.num_terms; ++t) row_begin[t + 1] += row_begin[t];
+  return KthImpactTable(std::move(row_begin), r.values);
+}
+
+KthImpactTable KthImpactTable::scaled(double factor) const {
+  std::vector<float> v(values_.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(values_[i] * factor);
+  return KthImpactTable(row_begin_, std::move(v));
 }
 
 double KthImpactTable::lower_bound(TermId t, std::size_t k) const {

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/shard_index.hpp"
@@ -37,6 +38,33 @@ class KthImpactTable {
   // t has fewer than k postings, k is 0 or past the ladder, or t is not a term of the shard.
   // The stored floats are rounded down.
   double lower_bound(TermId t, std::size_t k) const;
+
+  // From rows already computed: term t's bounds are values[row_begin[t], row_begin[t + 1]), one
+  // per ladder K from the first (a prefix of kLadder; tests, and combine()).
+  KthImpactTable(std::vector<std::uint32_t> row_begin, std::vector<float> values);
+
+  // The tables of several docID-range shards of one collection that share a vocabulary (the
+  // same term ids): bounds of each term's K-th largest impact over the shards together, for
+  // pruning toward the collection's top-k (issue 16: four quarter-shard engines then start
+  // from the threshold one whole-shard engine starts from). Shard s has at least K_j postings
+  // of impact >= its bound L_s(K_j); so at least sum_s max{K_j : L_s(K_j) >= x} postings of the
+  // collection have impact >= x, and the K-th bound is the largest such x reaching K. Every
+  // table must have the same number of terms (else Error).
+  static KthImpactTable combine(std::span<const KthImpactTable* const> shards);
+
+  // The rows as flat arrays, and back (an MPI exchange between the ISNs of a node): the terms
+  // that have bounds, their bound counts, and the bounds in term order.
+  struct Rows {
+    std::uint32_t num_terms = 0;
+    std::vector<std::uint32_t> terms;
+    std::vector<std::uint8_t> counts;
+    std::vector<float> values;
+  };
+  Rows rows() const;
+  static KthImpactTable from_rows(const Rows& rows);
+
+  // Every bound times `factor` (a test's weakened bound: above 1 it is no longer a lower bound).
+  KthImpactTable scaled(double factor) const;
 
   std::size_t num_terms() const { return row_begin_.empty() ? 0 : row_begin_.size() - 1; }
   std::size_t bytes() const { return row_begin_.size() * 4 + values_.size() * 4; }

@@ -93,6 +93,13 @@ class BatchLoop {
 
   // Serves batches until a shutdown has been answered with the stats.
   void run();
+  // The node's combined K-th impact table (SharedThresholdWindow::combine_seed_tables): the
+  // sharing CPU engine's seed table from now on (nothing where this ISN does not share).
+  void use_collection_seeds(std::shared_ptr<const KthImpactTable> seeds) {
+    if (!sharing_engine_) return;
+    sharing_engine_->set_collection_seeds(seeds);
+    collection_seeds_ = std::move(seeds);
+  }
 
  private:
   void engine_thread_main();
@@ -127,6 +134,7 @@ class BatchLoop {
   // --share-thresholds: the node's slots, and the CPU engine that uses them (null: not sharing).
   const SharedThresholdWindow* thresholds_;
   cpu::CpuEngine* sharing_engine_ = nullptr;
+  std::shared_ptr<const KthImpactTable> collection_seeds_;  // use_collection_seeds
   std::vector<cpu::QueryThresholdSlots> slots_;  // the engine thread's
   std::uint64_t batches_shared_ = 0;
   std::uint64_t joint_calls_ = 0, batches_joined_ = 0;  // --coalesce-batches

@@ -152,6 +152,13 @@ int main(int argc, char** argv) {
                  "any of them has found (a shared-memory window); auto: on where more than one "
                  "ISN runs on the node")
       ->capture_default_str();  // checked at start-up: a bad value is the hello's error
+  std::string share_kth_seeds = "on";
+  app.add_option("--share-kth-seeds", share_kth_seeds,
+                 "with --share-thresholds: each shard starts a query from the node's combined "
+                 "K-th impact bounds (a lower bound of the collection's k-th score), not its "
+                 "own shard's")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -162,6 +169,7 @@ int main(int argc, char** argv) {
     return wire::end_after_flag_error(app, e);
   }
   o.verify_checksums = !no_verify;
+  o.share_kth_seeds = share_kth_seeds == "on";
   o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
   if (!run_mode.empty()) {
     try {

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "common/progress.hpp"
+#include "common/wire/wire.hpp"
+#include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/isn_batch_loop.hpp"
 #include "isn/isn_startup.hpp"
 #include "isn/ranker/second_stage.hpp"
@@ -171,6 +174,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"progress", pacer_.stats()},
                    {"share_thresholds",
                     {{"active", sharing_engine_ != nullptr},
+                     {"collection_seeds", collection_seeds_ != nullptr},
                      {"sharers", thresholds_ ? thresholds_->sharers() : 1},
                      {"batches_shared", batches_shared_}}},
                    {"coalesce",
@@ -211,9 +215,28 @@ int run_isn(const IsnOptions& options, MPI_Comm world) {
   Placement where = place_isn(options, world);
   const std::unique_ptr<SharedThresholdWindow> thresholds = open_threshold_window(where);
   StartedIsn started = start_isn(options, where, world);
+  // Sharing: the node's shards start each query from the collection's K-th impact bounds
+  // (collective over the node's ISNs, so before a failed one leaves).
+  std::shared_ptr<const KthImpactTable> collection_seeds;
+  if (thresholds) {
+    auto* cpu = started.engine ? dynamic_cast<cpu::CpuEngine*>(started.engine->active_primary())
+                               : nullptr;
+    const bool want = options.share_kth_seeds && cpu && cpu->kth_impacts();
+    const std::uint64_t vocabulary =
+        started.index ? std::hash<std::string>{}(wire::vocabulary_fingerprint(
+                            started.index->shard(0).manifest(), started.index->shard(0).num_terms()))
+                      : 0;
+    try {
+      collection_seeds =
+          thresholds->combine_seed_tables(want ? cpu->kth_impacts() : nullptr, vocabulary);
+    } catch (const std::exception& e) {
+      std::cerr << where.who << ": " << e.what() << "; each shard seeds from its own table\n";
+    }
+  }
   if (!started.engine) return 1;  // the aggregator reports the hello's error
   BatchLoop loop(options, where, started.index->shard(0), *started.engine, started.second.get(),
                  thresholds.get(), world);
+  if (collection_seeds) loop.use_collection_seeds(std::move(collection_seeds));
   loop.run();
   return 0;
 }

@@ -67,6 +67,8 @@ struct IsnOptions {
   // The node's ISNs share each query's running k-th score (isn/shared_thresholds.hpp); auto:
   // where more than one ISN runs on the node and the engine is the CPU engine.
   std::string share_thresholds = "auto";  // on, off or auto (parse_share_thresholds)
+  // Sharing: every shard seeds a query from the node's combined K-th impact bounds.
+  bool share_kth_seeds = true;
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

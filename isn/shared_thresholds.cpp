@@ -80,3 +80,67 @@ void SharedThresholdWindow::slots_for(std::uint64_t batch_id, std::size_t querie
 }
 
 }  // namespace gpusearch
+
+namespace gpusearch {
+
+namespace {
+
+// Every rank's block of `mine` (counts[r] elements of MPI type `type`), in rank order.
+template <typename T>
+std::vector<T> allgather_rows(MPI_Comm comm, const std::vector<T>& mine,
+                              const std::vector<int>& counts, MPI_Datatype type) {
+  std::vector<int> displs(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<T> all(std::size_t(displs.back() + counts.back()));
+  check(MPI_Allgatherv(mine.data(), int(mine.size()), type, all.data(), counts.data(),
+                       displs.data(), type, comm),
+        "MPI_Allgatherv (seed tables)");
+  return all;
+}
+
+}  // namespace
+
+std::shared_ptr<const KthImpactTable> SharedThresholdWindow::combine_seed_tables(
+    const KthImpactTable* mine, std::uint64_t vocabulary) const {
+  const KthImpactTable::Rows rows = mine ? mine->rows() : KthImpactTable::Rows{};
+  // Per rank: has a table, terms, row count, value count, the vocabulary's fingerprint.
+  const std::uint64_t header[5] = {mine != nullptr, rows.num_terms, rows.terms.size(),
+                                   rows.values.size(), vocabulary};
+  std::vector<std::uint64_t> headers(5 * std::size_t(sharers_));
+  check(MPI_Allgather(header, 5, MPI_UINT64_T, headers.data(), 5, MPI_UINT64_T, node_),
+        "MPI_Allgather (seed tables)");
+  std::vector<int> row_counts(static_cast<std::size_t>(sharers_)),
+      value_counts(static_cast<std::size_t>(sharers_));
+  bool usable = true;
+  for (int r = 0; r < sharers_; ++r) {
+    const std::uint64_t* h = &headers[5 * std::size_t(r)];
+    usable = usable && h[0] == 1 && h[1] == header[1] && h[4] == vocabulary;
+    row_counts[std::size_t(r)] = int(h[2]);
+    value_counts[std::size_t(r)] = int(h[3]);
+  }
+  if (!usable) return nullptr;  // every rank decides the same from the same headers
+  const auto terms = allgather_rows(node_, rows.terms, row_counts, MPI_UINT32_T);
+  const auto counts = allgather_rows(node_, rows.counts, row_counts, MPI_UINT8_T);
+  const auto values = allgather_rows(node_, rows.values, value_counts, MPI_FLOAT);
+  std::vector<KthImpactTable> tables;
+  std::size_t row = 0, value = 0;
+  for (int r = 0; r < sharers_; ++r) {
+    KthImpactTable::Rows theirs;
+    theirs.num_terms = rows.num_terms;
+    const std::size_t nr = std::size_t(row_counts[std::size_t(r)]);
+    const std::size_t nv = std::size_t(value_counts[std::size_t(r)]);
+    theirs.terms.assign(terms.begin() + std::ptrdiff_t(row), terms.begin() + std::ptrdiff_t(row + nr));
+    theirs.counts.assign(counts.begin() + std::ptrdiff_t(row),
+                         counts.begin() + std::ptrdiff_t(row + nr));
+    theirs.values.assign(values.begin() + std::ptrdiff_t(value),
+                         values.begin() + std::ptrdiff_t(value + nv));
+    row += nr;
+    value += nv;
+    tables.push_back(KthImpactTable::from_rows(theirs));
+  }
+  std::vector<const KthImpactTable*> ptrs;
+  for (const KthImpactTable& t : tables) ptrs.push_back(&t);
+  return std::make_shared<const KthImpactTable>(KthImpactTable::combine(ptrs));
+}
+
+}  // namespace gpusearch

@@ -16,11 +16,14 @@
 
 #include <mpi.h>
 
+#include <memory>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/kth_impact_table.hpp"
 #include "isn/cpu_engine/threshold_slot.hpp"
 
 namespace gpusearch {
@@ -49,6 +52,14 @@ class SharedThresholdWindow {
   static std::uint32_t sequence_of_batch(std::uint64_t batch_id) {
     return std::uint32_t(batch_id % 0xFFFFFFFFull) + 1;
   }
+
+  // Collective over the node's ISNs (every one calls it, also one that failed at start-up, with
+  // null): their CPU engines' K-th impact tables combined (KthImpactTable::combine), the seed a
+  // sharing query starts from on every shard (issue 16: a quarter shard's own table bounds its
+  // own k-th score, a quarter of the collection's). null where an ISN has no table, or the
+  // vocabularies differ (`vocabulary`: a fingerprint of the shard's; the term ids must agree).
+  std::shared_ptr<const KthImpactTable> combine_seed_tables(const KthImpactTable* mine,
+                                                            std::uint64_t vocabulary) const;
 
  private:
   MPI_Comm node_ = MPI_COMM_NULL;

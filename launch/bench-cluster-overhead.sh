@@ -26,6 +26,8 @@
 #                     and "_window" (--admission window: queries admitted a window ahead, batches
 #                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
 #                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0);
+#                     "_noseed" (--share-kth-seeds off: sharing ISNs seed a query from
+#                     their own shard's K-th impact bounds, not the node's combined ones);
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
 #                     session 29's default: --admission-quantile 0 --admission-lag 0.2) and
 #                     "_qNN" (--admission-quantile 0.NN instead of 0.95);
@@ -135,6 +137,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
     flags+=(--admission window); v=${v/_window/}
+  fi
+  if [[ $v == *_noseed* ]]; then  # sharing ISNs seed from their own shard's K-th impacts
+    flags+=(--share-kth-seeds off); v=${v/_noseed/}
   fi
   if [[ $v == *_mean* ]]; then  # just in time, session 29's aim: the mean compute, lag 0.2
     flags+=(--admission-quantile 0 --admission-lag 0.2); v=${v/_mean/}

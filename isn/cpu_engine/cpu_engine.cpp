@@ -183,7 +183,8 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   } else {
     // Pruning OR algorithms start from a lower bound of the k-th score (threshold_seed.hpp).
     if (a != Algorithm::kExhaustive && options_.seed_blocks_per_term > 0)
-      top.raise_floor(starting_threshold(query, params, ctx, cursors, whole_shard));
+      top.raise_floor(
+          starting_threshold(query, params, ctx, cursors, whole_shard, shared.has_external()));
     switch (a) {
       case Algorithm::kExhaustive:
         stats = ranked_or(ctx, cursors, top, counters);
@@ -219,16 +220,19 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
 double CpuEngine::starting_threshold(const Query& query, const SearchParams& params,
                                      const QueryContext& ctx,
                                      std::span<const PostingCursor> cursors,
-                                     bool whole_shard) const {
+                                     bool whole_shard, bool sharing) const {
   double floor = -std::numeric_limits<double>::infinity();
   std::uint32_t below_df = std::numeric_limits<std::uint32_t>::max();
-  if (kth_impacts_ && whole_shard && params.k <= KthImpactTable::kLadder.back()) {
+  // Sharing with the node's other shards: the collection's bounds (set_collection_seeds).
+  const KthImpactTable* table =
+      sharing && collection_seeds_ ? collection_seeds_.get() : kth_impacts_.get();
+  if (table && kth_impacts_ && whole_shard && params.k <= KthImpactTable::kLadder.back()) {
     // A long list's k-th largest impact (bounded below) times its weight: k documents of the
     // shard score at least that much for that term alone, so at least that much in all (the
     // scores add non-negative parts with monotone rounding; the float is rounded down). Short
     // lists (not in the table) decode their best block as below.
     for (std::size_t i = 0; i < cursors.size(); ++i) {
-      const double b = kth_impacts_->lower_bound(query.terms[i], params.k);
+      const double b = table->lower_bound(query.terms[i], params.k);
       if (b > 0) floor = std::max(floor, cursors[i].weight() * b);
     }
     below_df = kTableMinDf;
@@ -283,6 +287,13 @@ CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& p
   }
   merge_into(result.hits, params.k);
   return result;
+}
+
+void CpuEngine::set_collection_seeds(std::shared_ptr<const KthImpactTable> table) {
+  if (table && table->num_terms() != shard_.num_terms())
+    throw Error(fmt::format("set_collection_seeds: a table of {} terms for a shard of {}",
+                            table->num_terms(), shard_.num_terms()));
+  collection_seeds_ = std::move(table);
 }
 
 ShardResult CpuEngine::resume(const Query& query, const SearchParams& params, DocId from_doc,

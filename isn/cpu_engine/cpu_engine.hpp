@@ -99,6 +99,13 @@ class CpuEngine final : public QueryEngine {
               std::span<ShardResult> out, std::span<const QueryThresholdSlots> shared);
   ShardResult search_one(const Query& query, const SearchParams& params,
                          const QueryThresholdSlots& shared) const;
+  // The sharing search's seed table: bounds of each term's K-th largest impact over the shards
+  // that answer together (KthImpactTable::combine of their tables; the same vocabulary), used
+  // instead of this shard's own table where a query's slots are linked. Its seed is a lower bound
+  // of the collection's k-th score, which is what sharing prunes toward, so the merged answer
+  // stays exact for the reason above. null: this shard's table.
+  void set_collection_seeds(std::shared_ptr<const KthImpactTable> table);
+  const KthImpactTable* kth_impacts() const { return kth_impacts_.get(); }  // this shard's
   // The query over the documents [begin, end) only (end = kNoDoc: to the shard's end), as one
   // GPU of several holding a docID range of the shard answers it; the same contract as
   // search_one's over that range (and-or: or_hits when the range's and_matches < k). Merging
@@ -141,8 +148,10 @@ class CpuEngine final : public QueryEngine {
                     DocId end, SharedThreshold& shared, bool concurrent, bool whole_shard,
                     QueryCounters& counters) const;
   // The starting threshold of a pruning OR run (threshold_seed.hpp, kth_impact_table.hpp).
+  // `sharing`: the query's slots are linked (the collection's seed table applies).
   double starting_threshold(const Query& query, const SearchParams& params, const QueryContext& ctx,
-                            std::span<const PostingCursor> cursors, bool whole_shard) const;
+                            std::span<const PostingCursor> cursors, bool whole_shard,
+                            bool sharing) const;
 
   const ShardIndex& shard_;
   std::uint32_t shard_id_;
@@ -158,6 +167,7 @@ class CpuEngine final : public QueryEngine {
   std::vector<std::uint32_t> best_block_;
   // Per term, lower bounds of its K-th largest impacts (options_.seed_from_kth_impacts).
   std::unique_ptr<KthImpactTable> kth_impacts_;
+  std::shared_ptr<const KthImpactTable> collection_seeds_;  // set_collection_seeds
   std::vector<double> norm_table_;
   bool gs_ordered_ = false;
 };

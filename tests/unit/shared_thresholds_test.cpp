@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <thread>
@@ -154,9 +155,13 @@ class SharedThresholdEngines : public ::testing::Test {
   // The four shards' engines answer `queries`; sharing: through one slot pair per query (as one
   // batch in the node's window), the shards one after the other (`parallel` false: each starts
   // from the thresholds of the shards before it) or at once. `seed` raises the slots first.
+  // `collection_seeds` > 0: sharing engines seed from their tables combined
+  // (KthImpactTable::combine, as the ISNs of a node combine them), times that factor (1: as
+  // shipped; above 1 a weakened bound the check must catch).
   static Run run(const Index& index, const std::vector<Query>& queries, const SearchParams& p,
                  cpu::Algorithm a, bool sharing, bool parallel,
-                 const std::function<void(std::vector<cpu::QueryThresholdSlots>&)>& seed = {}) {
+                 const std::function<void(std::vector<cpu::QueryThresholdSlots>&)>& seed = {},
+                 double collection_seeds = 0) {
     std::vector<std::uint64_t> words(2 * queries.size(), 0);
     std::vector<cpu::QueryThresholdSlots> slots(queries.size());
     if (sharing)
@@ -168,6 +173,13 @@ class SharedThresholdEngines : public ::testing::Test {
     for (std::size_t s = 0; s < shards; ++s)
       engines.push_back(std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s),
                                                          cpu::CpuEngineOptions{a}));
+    if (collection_seeds > 0) {
+      std::vector<const KthImpactTable*> tables;
+      for (const auto& e : engines) tables.push_back(e->kth_impacts());
+      auto combined = std::make_shared<const KthImpactTable>(
+          KthImpactTable::combine(tables).scaled(collection_seeds));
+      for (const auto& e : engines) e->set_collection_seeds(combined);
+    }
     Run r;
     r.by_shard.assign(shards, std::vector<ShardResult>(queries.size()));
     auto one = [&](std::size_t s) { engines[s]->search(queries, p, r.by_shard[s], slots); };
@@ -321,3 +333,72 @@ TEST_F(SharedThresholdEngines, TwoStageRankingDoesNotShare) {
 }
 
 }  // namespace
+
+// The node's combined K-th impact bounds as every shard's seed: the merged answers stay the
+// reference's (every algorithm that seeds, both scorings, or and and-or, k 10 and 1000) and the
+// shards score fewer documents than sharing slots alone; the bounds times 1.5 (no longer lower
+// bounds) lose documents of the top-k, and the check sees it.
+TEST_F(SharedThresholdEngines, CollectionSeedsAreExactSaveWorkAndAWeakenedOneIsCaught) {
+  const Index index = Index::open(*dir_ / "four");
+  const auto qs = queries(index, 40);
+  for (cpu::Algorithm a : {cpu::Algorithm::kWand, cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
+                           cpu::Algorithm::kMaxScoreDaat})
+    for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr})
+      for (Mode mode : {Mode::kOr, Mode::kAndOr})
+        for (unsigned k : {10u, 1000u}) {
+          const SearchParams p{mode, scoring, 0.3, k};
+          const std::string what = describe(p, a, "collection seeds");
+          const Run seeded = run(index, qs, p, a, true, true, {}, 1.0);
+          ASSERT_EQ(count_wrong(index, qs, p, seeded, what, true), 0u) << what;
+        }
+  for (cpu::Algorithm a : {cpu::Algorithm::kMaxScore, cpu::Algorithm::kBmw}) {
+    const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+    const std::string what = describe(p, a, "collection seeds");
+    // In turn: the first shard finds no threshold in the slots, so what it saves is the seed's.
+    const Run slots_only = run(index, qs, p, a, true, false);
+    const Run seeded = run(index, qs, p, a, true, false, {}, 1.0);
+    EXPECT_LT(seeded.work.docs_scored, slots_only.work.docs_scored) << what;
+    std::cout << what << ": documents scored " << slots_only.work.docs_scored << " -> "
+              << seeded.work.docs_scored << ", postings decoded "
+              << slots_only.work.postings_decoded << " -> " << seeded.work.postings_decoded
+              << "\n";
+    const Run weakened = run(index, qs, p, a, true, false, {}, 1.5);
+    EXPECT_GT(count_wrong(index, qs, p, weakened, what + " x1.5", false), 0u)
+        << what << ": bounds 1.5x too high went unnoticed";
+  }
+}
+
+// combine(): a term's K-th bound over shards together is the largest x that the shards' ladders
+// show at least K postings at or above; rows() and from_rows() round-trip; tables of different
+// vocabularies are refused.
+TEST(KthImpactTableCombine, CountsPostingsAtOrAboveEachBoundAcrossShards) {
+  // Term 0: shard A's 1st, 2nd and 5th largest impacts are at least 9, 8, 5; shard B's 1st and
+  // 2nd at least 7, 6. Term 1: only in B. Term 2: neither.
+  const KthImpactTable a({0, 3, 3, 3}, {9.0f, 8.0f, 5.0f});
+  const KthImpactTable b({0, 2, 4, 4}, {7.0f, 6.0f, 3.0f, 2.0f});
+  const KthImpactTable* both[] = {&a, &b};
+  const KthImpactTable c = KthImpactTable::combine(both);
+  EXPECT_EQ(c.lower_bound(0, 1), 9.0);  // A alone
+  EXPECT_EQ(c.lower_bound(0, 2), 8.0);  // A's two
+  EXPECT_EQ(c.lower_bound(0, 5), 5.0);  // at 6: A's 2 + B's 2 = 4 < 5; at 5: A's 5 + B's 2
+  EXPECT_EQ(c.lower_bound(0, 10), 0.0);  // at most 7 known anywhere
+  EXPECT_EQ(c.lower_bound(1, 1), 3.0);
+  EXPECT_EQ(c.lower_bound(1, 2), 2.0);
+  EXPECT_EQ(c.lower_bound(1, 5), 0.0);
+  EXPECT_EQ(c.lower_bound(2, 1), 0.0);
+  // Four copies of A: 20 postings known at or above 5, 8 at or above 8.
+  const KthImpactTable* four[] = {&a, &a, &a, &a};
+  const KthImpactTable d = KthImpactTable::combine(four);
+  EXPECT_EQ(d.lower_bound(0, 5), 8.0);
+  EXPECT_EQ(d.lower_bound(0, 10), 5.0);
+  EXPECT_EQ(d.lower_bound(0, 20), 5.0);
+  EXPECT_EQ(d.lower_bound(0, 50), 0.0);
+  const KthImpactTable round = KthImpactTable::from_rows(c.rows());
+  for (TermId t = 0; t < 3; ++t)
+    for (std::size_t k : {1u, 2u, 5u, 10u}) EXPECT_EQ(round.lower_bound(t, k), c.lower_bound(t, k));
+  const KthImpactTable other({0, 1}, {1.0f});
+  const KthImpactTable* mixed[] = {&a, &other};
+  EXPECT_THROW(KthImpactTable::combine(mixed), Error);
+  EXPECT_THROW(KthImpactTable({0, 2}, {1.0f}), Error);
+}
+
