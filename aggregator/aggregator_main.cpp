@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   auto* listen_opt = app.add_option(
       "--listen", o.front_end.listen,
       "serve live queries over Cap'n Proto RPC on ADDR:PORT (e.g. 127.0.0.1:7300; port 0: any "
-      "free one) until a shutdown request or SIGTERM, instead of replaying --queries");
+      "free one) or unix:PATH (a Unix-domain socket, local clients only) until a shutdown request or SIGTERM, instead of replaying --queries");
   listen_opt->excludes(queries_opt);
   app.add_option("--address-file", o.front_end.address_file,
                  "with --listen: write the bound ADDR:PORT here once listening");

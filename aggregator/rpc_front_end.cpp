@@ -412,10 +412,11 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   try {
     const auto colon = options.listen.rfind(':');
     if (colon == std::string::npos || colon == 0)
-      throw Error("--listen " + options.listen + ": expected ADDR:PORT (e.g. 127.0.0.1:7300)");
+      throw Error("--listen " + options.listen +
+                  ": expected ADDR:PORT (e.g. 127.0.0.1:7300) or unix:PATH");
     auto addr = io.provider->getNetwork().parseAddress(options.listen.c_str()).wait(io.waitScope);
     listener = addr->listen();
-    bound = options.listen.substr(0, colon) + ":" + std::to_string(listener->getPort());
+    bound = gpusearch::bound_address(options.listen, listener->getPort());
   } catch (const kj::Exception& e) {
     started.set_exception(std::make_exception_ptr(
         Error(fmt::format("cannot listen on {}: {}", options.listen, e.getDescription().cStr()))));

@@ -5,6 +5,7 @@
 #
 #   launch/bench-frontend.sh --out DIR [--builds "before=DIR1 after=DIR2%0,rt"] [--rates "100 200 400"]
 #                            [--duration 10] [--repeats 1] [--docs 2000] [--isns 2]
+#                            [--transport tcp|unix]
 #
 # Builds are named NAME=BUILD_DIR[@SERVER_POLL[,CLIENT_POLL]][%THREAD] (binaries in BUILD_DIR/bin);
 # default after=build. A name starting with "floor" runs BUILD_DIR/bin/bench_rpc_floor instead of
@@ -16,11 +17,14 @@
 # gpusearch load, so that the client runs on the loop's CPU. Rounds alternate the builds (before,
 # after, floor, before, ...) so that a shared machine's load falls on all alike. Each round
 # starts a fresh cluster (cpu engine, 1 thread per ISN, and-or, k 10).
+# --transport unix: server and clients meet on a Unix-domain socket (unix:DIR/NAME-rR.sock)
+# instead of TCP over 127.0.0.1; a name ending in "-unix" or "-tcp" picks it for that build only.
 # DIR/NAME-rR-qpsQ.json per run; DIR/summary.md and DIR/summary.json (medians over rounds too),
 # with the CPU the client and the server's event loop used per second of the run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" builds="after=$root/build" rates="100 200 400" duration=10 repeats=1 docs=2000 isns=2
+transport=tcp
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --docs) docs=$2; shift 2 ;;
     --isns) isns=$2; shift 2 ;;
+    --transport) transport=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-frontend.sh: unknown flag $1" >&2; exit 2 ;;
   esac
@@ -65,13 +70,20 @@ for r in $(seq 1 "$repeats"); do
       client_poll+=(--rpc-poll "${polls#*,}")
     fi
     run=$out/$name-r$r
-    rm -f "$run.address"
+    rm -f "$run.address" "$run.sock"
+    how=$transport
+    case "$name" in *-unix) how=unix ;; *-tcp) how=tcp ;; esac
+    case "$how" in
+      tcp) listen=127.0.0.1:0 ;;
+      unix) listen=unix:$run.sock ;;
+      *) echo "bench-frontend.sh: --transport tcp or unix, not $how" >&2; exit 2 ;;
+    esac
     case "$name" in
     floor*)
-      "$dir/bin/bench_rpc_floor" --address-file "$run.address" "${server_poll[@]}" \
+      "$dir/bin/bench_rpc_floor" --listen "$listen" --address-file "$run.address" "${server_poll[@]}" \
         > "$run.cluster.log" 2>&1 & ;;
     *)
-      GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$index" --listen 127.0.0.1:0 \
+      GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$index" --listen "$listen" \
         --isns "$isns" --threads 1 --engine cpu --mode and-or --k 10 --run "$run.cluster-run.txt" \
         --metrics "$run.cluster-metrics.json" --address-file "$run.address" "${server_poll[@]}" \
         > "$run.cluster.log" 2>&1 & ;;

@@ -77,6 +77,11 @@ void LoopPoller::run_until(const std::function<bool()>& done, const std::functio
   }
 }
 
+std::string bound_address(const std::string& listen, unsigned port) {
+  if (listen.rfind("unix:", 0) == 0) return listen;
+  return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

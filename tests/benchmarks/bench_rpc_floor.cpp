@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0", address_file;
   unsigned hits = 10, spin_us = 5000;
   std::string poll = "block";
-  app.add_option("--listen", listen, "ADDR:PORT to listen on");
+  app.add_option("--listen", listen, "ADDR:PORT (or unix:PATH) to listen on");
   app.add_option("--address-file", address_file, "write the bound ADDR:PORT here");
   app.add_option("--hits", hits, "hits per answer")->check(CLI::Range(0u, 100000u));
   app.add_option("--rpc-poll", poll, "block, adaptive or spin (as the aggregator's)")
@@ -105,8 +105,7 @@ int main(int argc, char** argv) {
   auto io = kj::setupAsyncIo();
   auto listener =
       io.provider->getNetwork().parseAddress(listen.c_str()).wait(io.waitScope)->listen();
-  const std::string bound =
-      listen.substr(0, listen.rfind(':')) + ":" + std::to_string(listener->getPort());
+  const std::string bound = gpusearch::bound_address(listen, listener->getPort());
   if (!address_file.empty()) {
     std::ofstream(address_file + ".tmp") << bound << '\n';
     std::rename((address_file + ".tmp").c_str(), address_file.c_str());

@@ -163,6 +163,35 @@ TEST(RpcFrontEnd, AnswersLimitsAndShutdown) {
   std::filesystem::remove_all(dir);
 }
 
+// --listen unix:PATH: the front end serves on a Unix-domain socket, its bound address is that
+// address (a socket has no port), and a client connecting there is answered.
+TEST(RpcFrontEnd, ServesOnAUnixSocket) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("gpusearch-rpc-unix-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  FrontEndOptions o;
+  o.listen = "unix:" + (dir / "fe.sock").string();
+  o.token_file = dir / "token";
+  SearchParams defaults;
+  defaults.k = 10;
+  auto source = std::make_unique<RpcQuerySource>(o, defaults, [] {});
+  EXPECT_EQ(source->bound_address(), o.listen);
+  EXPECT_TRUE(std::filesystem::is_socket(dir / "fe.sock"));
+  auto io = kj::setupAsyncIo();
+  Client c(io, source->bound_address());
+  auto r = c.search("u1", "over a unix socket");
+  auto got = wait_for(*source, 1, io.waitScope, io.provider->getTimer());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].text.text, "over a unix socket");
+  source->answered(got[0].ticket, CachedAnswer{{{"doc1", 2.0}}, false}, false, got[0].arrival);
+  auto resp = r.wait(io.waitScope).getResponse();
+  EXPECT_EQ(std::string(resp.getId().cStr()), "u1");
+  ASSERT_EQ(resp.getHits().size(), 1u);
+  EXPECT_EQ(std::string(resp.getHits()[0].getDocid().cStr()), "doc1");
+  source.reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(RpcFrontEnd, ListenFailureNamesTheAddress) {
   FrontEndOptions o;
   o.listen = "no-port-here";
