@@ -89,8 +89,21 @@ void append_prefix_entries(const ShardIndex& shard, const DeviceBlockNumbering& 
 ListCacheDirectory::ListCacheDirectory(const ShardIndex& shard,
                                        const DeviceBlockNumbering& numbering,
                                        std::uint64_t capacity_bytes)
-    : shard_(shard), numbering_(numbering), capacity_words_(capacity_bytes / 4) {
+    : shard_(shard),
+      numbering_(numbering),
+      capacity_words_(capacity_bytes / 4),
+      blocks_by_term_(shard.num_terms(), 0) {
   clear();
+}
+
+void ListCacheDirectory::refresh_blocks_by_term() {
+  for (TermId t : terms_held_) blocks_by_term_[t] = 0;
+  terms_held_.clear();
+  terms_held_.reserve(entries_.size());
+  for (const auto& [t, e] : entries_) {
+    blocks_by_term_[t] = e.blocks;
+    terms_held_.push_back(t);
+  }
 }
 
 void ListCacheDirectory::clear() {
@@ -150,6 +163,13 @@ void ListCacheDirectory::place(TermId t, std::uint32_t blocks, std::uint64_t off
 
 CacheChange ListCacheDirectory::apply(std::span<const CachedList> target,
                                       std::uint64_t max_copy_bytes) {
+  CacheChange change = apply_entries(target, max_copy_bytes);
+  refresh_blocks_by_term();
+  return change;
+}
+
+CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target,
+                                              std::uint64_t max_copy_bytes) {
   CacheChange change;
   std::unordered_map<TermId, std::uint32_t> want;
   for (const CachedList& l : target) {
@@ -251,11 +271,6 @@ CacheChange ListCacheDirectory::apply(std::span<const CachedList> target,
   return change;
 }
 
-std::uint32_t ListCacheDirectory::cached_blocks(TermId t) const {
-  const auto it = entries_.find(t);
-  return it == entries_.end() ? 0 : it->second.blocks;
-}
-
 const CacheEntry* ListCacheDirectory::find(TermId t) const {
   const auto it = entries_.find(t);
   return it == entries_.end() ? nullptr : &it->second;
@@ -276,8 +291,8 @@ std::vector<CachedList> ListCacheDirectory::held_lists() const {
 }
 
 std::uint32_t ListBatch::available_blocks(const ListCacheDirectory& cache, TermId t) const {
-  const auto it = shipped_blocks.find(t);
-  return it != shipped_blocks.end() ? it->second : cache.cached_blocks(t);
+  const std::uint32_t* shipped = shipped_blocks.find(t);
+  return shipped ? *shipped : cache.cached_blocks(t);
 }
 
 DocId list_prefix_end(const ShardIndex& shard, TermId t, std::uint32_t available) {
@@ -304,7 +319,9 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
   std::vector<ListBatch> batches;
   ListBatch cur;
   std::vector<TermId> need;
-  auto words_of = [&](TermId t, std::uint32_t blocks) { return prefix_words(shard, t, blocks); };
+  auto words_of = [&](TermId t, std::uint32_t blocks) -> std::uint64_t {
+    return blocks == 0 ? 0 : prefix_words(shard, t, blocks);
+  };
   // A shipped prefix costs its words and its table entries (the blocks and the end); a list
   // cached in part and shipped whole also the cache's entries written back after the batch.
   auto cost_of = [&](TermId t, std::uint32_t blocks) {
@@ -317,8 +334,9 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
     const TermInfo& ti = shard.term(t);
     ShippedList s{t, blocks, {offsets[ti.first_block], words, cur.shipped_words}};
     append_prefix_entries(shard, cache.numbering(), t, blocks, cur.shipped_words, cur.patches);
-    if (const CacheEntry* e = cache.find(t))
-      append_prefix_entries(shard, cache.numbering(), t, e->blocks, e->word_offset, cur.restores);
+    if (cache.cached_blocks(t) > 0)  // shipped whole over its cached prefix (ship_tails)
+      if (const CacheEntry* e = cache.find(t))
+        append_prefix_entries(shard, cache.numbering(), t, e->blocks, e->word_offset, cur.restores);
     cur.shipped.push_back(s);
     cur.shipped_blocks[t] = blocks;
     cur.shipped_words += words;
@@ -331,7 +349,7 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
       for (TermId t : q.terms) {
         const TermInfo& ti = shard.term(t);
         const std::uint32_t cached = cache.cached_blocks(t);
-        if (ti.num_blocks == 0 || cur.shipped_blocks.count(t)) continue;
+        if (ti.num_blocks == 0 || cur.shipped_blocks.contains(t)) continue;
         // Cached in part: the prefix as it is (paper 000), or the whole list with ship_tails.
         if (cached > 0 && (!options.ship_tails || cached >= ti.num_blocks)) continue;
         if (std::find(need.begin(), need.end(), t) != need.end()) continue;
@@ -387,14 +405,15 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
     for (TermId t : q.terms) {
       const TermInfo& ti = shard.term(t);
       if (ti.num_blocks == 0) continue;
-      const bool shipped_here = cur.shipped_blocks.count(t) > 0;
+      const bool shipped_here = cur.shipped_blocks.contains(t);
       const std::uint32_t available = cur.available_blocks(cache, t);
       const std::uint32_t cached = shipped_here ? 0 : cache.cached_blocks(t);
       const std::uint32_t shipped = shipped_here ? available : 0;
       horizon = std::min(horizon, list_prefix_end(shard, t, available));
-      const std::uint64_t all_words = words_of(t, ti.num_blocks);
       const std::uint64_t hit_words = words_of(t, cached);
       const std::uint64_t shipped_words = words_of(t, shipped);
+      const std::uint64_t all_words =
+          available >= ti.num_blocks ? hit_words + shipped_words : words_of(t, ti.num_blocks);
       cur.blocks_hit += cached;
       cur.blocks_shipped += shipped;
       cur.blocks_unavailable += ti.num_blocks - available;

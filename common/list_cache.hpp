@@ -23,6 +23,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/cache_plan.hpp"
+#include "common/flat_term_map.hpp"
 #include "common/query.hpp"
 #include "common/search_result.hpp"
 #include "common/types.hpp"
@@ -87,7 +88,10 @@ class ListCacheDirectory {
   // while no batch that reads the cache is in flight.
   CacheChange apply(std::span<const CachedList> target, std::uint64_t max_copy_bytes = ~0ull);
 
-  std::uint32_t cached_blocks(TermId t) const;
+  // Read for every term of every query when a call is planned and packed: an array by term.
+  std::uint32_t cached_blocks(TermId t) const {
+    return t < blocks_by_term_.size() ? blocks_by_term_[t] : 0;
+  }
   const CacheEntry* find(TermId t) const;
   // Every table entry the cache defines (a fresh lane table's contents).
   std::vector<OffsetPatch> table_entries() const;
@@ -106,10 +110,15 @@ class ListCacheDirectory {
   void release(std::uint64_t offset, std::uint64_t words);
   void place(TermId t, std::uint32_t blocks, std::uint64_t offset, CacheChange& change);
   void clear();
+  CacheChange apply_entries(std::span<const CachedList> target, std::uint64_t max_copy_bytes);
+  // blocks_by_term_ from entries_ (after every change; only the terms held before and now).
+  void refresh_blocks_by_term();
   const ShardIndex& shard_;
   const DeviceBlockNumbering& numbering_;
   std::uint64_t capacity_words_ = 0, used_words_ = 0, cached_blocks_total_ = 0;
   std::unordered_map<TermId, CacheEntry> entries_;
+  std::vector<std::uint32_t> blocks_by_term_;    // entries_[t].blocks, 0 where t is not held
+  std::vector<TermId> terms_held_;               // the terms blocks_by_term_ has nonzero
   std::map<std::uint64_t, std::uint64_t> free_;  // offset -> words, coalesced
 };
 
@@ -140,7 +149,7 @@ struct ListBatch {
   std::uint32_t truncated_queries = 0;  // horizon below the shard's end
   // Blocks of term t the GPU sees in this batch.
   std::uint32_t available_blocks(const ListCacheDirectory& cache, TermId t) const;
-  std::unordered_map<TermId, std::uint32_t> shipped_blocks;
+  FlatTermMap shipped_blocks;
 };
 
 inline constexpr std::uint64_t kShipAlignmentBytes = 16;  // the table entries' alignment

@@ -1,5 +1,6 @@
 #include "common/online_cache_policy.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -99,7 +100,7 @@ void OnlineCachePolicy::seed(std::span<const Query> training) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<ListRead>> reads(training.size());
   tbb::parallel_for(std::size_t(0), training.size(), [&](std::size_t i) {
-    reads[i] = simulate_and_reads(shard_, training[i], options_.k, options_.scoring);
+    reads[i] = reads_of(training[i]);
   });
   // The log as the stream's past: served queries before position 0 weigh
   // integral of 2^(p/h) dp over p < 0 = h / ln 2 together; the log's queries share that.
@@ -242,6 +243,19 @@ void OnlineCachePolicy::add_reads(const Query& q, double log2_weight,
   if (options_.min_payoff > 0) halves_[served ? added_++ % 2 : 0].add(q, w, reads);
 }
 
+std::vector<ListRead> OnlineCachePolicy::reads_of(const Query& q) const {
+  if (options_.policy == CachePolicy::kVfb)
+    return simulate_and_reads(shard_, q, options_.k, options_.scoring);
+  std::vector<ListRead> reads;
+  for (TermId t : q.terms) {
+    const std::uint32_t blocks = shard_.term(t).num_blocks;
+    const bool repeated = std::any_of(reads.begin(), reads.end(),
+                                      [&](const ListRead& r) { return r.term == t; });
+    if (blocks > 0 && !repeated) reads.push_back({t, blocks});
+  }
+  return reads;
+}
+
 bool OnlineCachePolicy::replay(std::span<const Pending> work) {
   // Replays on planner_threads threads of the planner's priority (the expensive part; not on
   // TBB's workers, which serve), visits added in arrival order.
@@ -254,12 +268,15 @@ bool OnlineCachePolicy::replay(std::span<const Pending> work) {
         stopped.store(true, std::memory_order_relaxed);
         return;
       }
-      reads[i] = simulate_and_reads(shard_, work[i].query, options_.k, options_.scoring);
+      reads[i] = reads_of(work[i].query);
     }
   };
   std::vector<std::thread> helpers;
+  // Whole-list policies only count (reads_of replays nothing): no helper threads for that.
   const std::size_t extra =
-      std::min<std::size_t>(options_.planner_threads - 1, work.empty() ? 0 : work.size() - 1);
+      options_.policy != CachePolicy::kVfb
+          ? 0
+          : std::min<std::size_t>(options_.planner_threads - 1, work.empty() ? 0 : work.size() - 1);
   for (std::size_t h = 0; h < extra; ++h)
     helpers.emplace_back([&] {
       lower_this_thread(options_.planner_priority);

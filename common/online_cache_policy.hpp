@@ -33,6 +33,9 @@
 // and the replay and the planning stop at their next pause point while a call is in flight
 // (common/serving_gaps.hpp): a replayed query, or a few thousand steps of an admission. A call
 // never waits for the planner; under back-to-back calls the planner waits and the cache stays.
+//
+// With a whole-list policy (qtf, qtfdf) there is nothing to replay: a query adds its terms'
+// frequencies and its lists whole, so the policy follows the stream at the cost of counting.
 #pragma once
 
 #include <atomic>
@@ -158,6 +161,11 @@ class OnlineCachePolicy {
                  bool served);
   // false: stopped part-way (nothing added).
   bool replay(std::span<const Pending> work);
+  // What a query reads, for the admission: vfb the engine's early-terminating AND replayed
+  // (simulate_and_reads); qtf and qtfdf rank whole lists by query frequency alone, so each of
+  // the query's lists counts whole and nothing is replayed (the gate's payoff then weighs the
+  // bytes of whole lists, what an uncached list ships).
+  std::vector<ListRead> reads_of(const Query& q) const;
   // A pause point of the planner's work: blocks while a call is in flight (pause_while_serving);
   // false once the policy stops.
   bool pause_point() { return !options_.pause_while_serving || gaps_.pause_point(); }

@@ -80,6 +80,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
                                std::span<ShardResult> out) {
   Impl& m = *impl_;
   ScopedDevice scoped(m.device);
+  const auto planning_begins = std::chrono::steady_clock::now();
   m.start_call();
   CallPlan plan = m.plan_call(queries, params);
   m.answer_on_host(plan, out);
@@ -92,6 +93,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   m.reserve_lane_buffers(plan, scratch);
 
   m.call_host_start = std::chrono::steady_clock::now();
+  m.call_plan_seconds += std::chrono::duration<double>(m.call_host_start - planning_begins).count();
   m.call_start.record(m.lanes[0].stream.get());
   std::size_t launch = 0;
   for (; launch < plan.launches(); ++launch) {
@@ -130,8 +132,16 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     if (!any_pending) break;
     if (!finished_one) std::this_thread::yield();
   }
+  const auto finishing_begins = std::chrono::steady_clock::now();
   if (m.post) m.post->wait();
-  if (m.online) m.online->observe(queries);
+  m.call_finish_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - finishing_begins).count();
+  if (m.online) {
+    const auto t0 = std::chrono::steady_clock::now();
+    m.online->observe(queries);
+    m.observe_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 }
 
 void GpuEngine::Impl::start_call() {

@@ -153,6 +153,10 @@ struct GpuEngine::Impl {
   mutable std::mutex call_mutex;
   std::uint64_t calls_waited_for_swap = 0;
   double call_wait_seconds = 0;
+  double observe_seconds = 0;  // inside calls: handing the served queries to the online policy
+  // Host time of the calls outside their launch pipeline: planning (queries to launches, the
+  // list batches against the cache directory, buffers) and finishing (post-processing's wait).
+  double call_plan_seconds = 0, call_finish_seconds = 0;
   // Applies the online plans between calls (CacheSwapTiming::kGaps); stopped first in
   // ~GpuEngine, before the cache it writes to.
   std::unique_ptr<CacheSwapper> swapper;

@@ -111,6 +111,8 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
 void GpuEngine::clear_stats() {
   batches_.clear();
   impl_->counters = ListCacheCounters{};
+  impl_->observe_seconds = 0;
+  impl_->call_plan_seconds = impl_->call_finish_seconds = 0;
   if (impl_->post) impl_->post_busy_at_clear = impl_->post->busy_seconds();
 }
 
@@ -244,6 +246,8 @@ nlohmann::json GpuEngine::stats() const {
       {"postings_bytes_read", total.postings_bytes_read},
       {"postings_decoded", total.postings_decoded},
       {"early_termination_rounds_saved", total.early_termination_rounds_saved},
+      {"call_plan_seconds", impl_ ? impl_->call_plan_seconds : 0.0},
+      {"call_finish_seconds", impl_ ? impl_->call_finish_seconds : 0.0},
       {"postings_read_gb_per_s",
        total.kernel_ms > 0 ? double(total.postings_bytes_read) / (total.kernel_ms * 1e6) : 0.0}};
   nlohmann::json per_batch = nlohmann::json::array();
@@ -286,6 +290,7 @@ nlohmann::json GpuEngine::stats() const {
                                           : nlohmann::json{{"swap", "calls"}};
       lc["online_swaps"]["calls_waited"] = impl_->calls_waited_for_swap;
       lc["online_swaps"]["call_wait_seconds"] = impl_->call_wait_seconds;
+      lc["online_observe_seconds"] = impl_->observe_seconds;
     }
     j["list_cache"] = std::move(lc);
   }

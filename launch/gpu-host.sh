@@ -74,7 +74,8 @@
 #                plans copied in at the start of the next call, as before session 30;
 #                idle:0:0:gaps:gaps, every plan), DRIFT_ROUNDS (3) alternating
 #                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, every query replayed
-#                (sample 1, half-life 8000, re-plan every 1000, 4 replay threads); CACHE_ARGS added
+#                (sample 1, half-life 8000, re-plan every 1000, 4 replay threads), both arms
+#                admitting with DRIFT_POLICY (vfb:1; qtf: whole lists, nothing replayed); CACHE_ARGS added
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
 #                mean length 900 about twice that, past one call's 10 minutes) in /tmp
@@ -628,8 +629,9 @@ EOF
         --drift-replan 1000 --drift-max-pending 4000 --drift-planner-threads 4 \
         --drift-rounds "${DRIFT_ROUNDS:-3}" \
         --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps:gaps,idle:1:0.02:gaps:calls,idle:0:0:gaps:gaps}" \
+        --drift-policy "${DRIFT_POLICY:-vfb:1}" \
         ${CACHE_ARGS:-} > "$OUT/cache_drift.log" 2>&1 || status=1
-      grep -E "^(baselines|drifting|  online policy|  swaps|  offline plan|wrong|bench_list_cache)" "$OUT/cache_drift.log"
+      grep -E "^(baselines|drifting|  online policy|  swaps|  call ms|  offline plan|wrong|bench_list_cache)" "$OUT/cache_drift.log"
       echo "cache-drift done: $(elapsed)"
       ;;
     cache25m-index)

@@ -66,7 +66,7 @@ struct Settings {
   std::string mode = "and-or", scoring = "bm25";
   unsigned k = 10, cpu_workers = 0, gpu_max_batch = 4096, deadline_ms = 500, max_runs = 14;
   std::size_t limit = 4000, train_limit = 600;
-  double seconds_per_rate = 1.5, rate_step = 1.5, start_rate = 0, urgent_fraction = 0.5,
+  double seconds_per_rate = 1.5, rate_step = 1.5, bisect_to = 0, start_rate = 0, urgent_fraction = 0.5,
          preference_ratio = 1.2;
   std::int64_t lbd_blocks = -1;  // -1: the median of the test queries' total blocks
   std::string lbd_short_on = "gpu";
@@ -277,6 +277,10 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", s.train_limit, "training queries")->capture_default_str();
   app.add_option("--seconds-per-rate", s.seconds_per_rate)->capture_default_str();
   app.add_option("--rate-step", s.rate_step)->capture_default_str();
+  app.add_option("--bisect-to", s.bisect_to,
+                 "bisect until the first failed rate is within this factor of the best passed "
+                 "one (0: rate-step^0.3, about two bisections; e.g. 1.03)")
+      ->check(CLI::Range(0.0, 2.0));
   app.add_option("--start-rate", s.start_rate, "first rate (0: a quarter of the estimate)");
   app.add_option("--max-runs", s.max_runs, "runs per configuration")->capture_default_str();
   app.add_option("--seed", s.seed)->capture_default_str();
@@ -480,13 +484,14 @@ int main(int argc, char** argv) {
           rate *= far ? s.rate_step * s.rate_step : s.rate_step;
         } else {
           // Bisect (geometrically) between the best pass and the first failure until they are
-          // within rate_step^0.3 (about two bisections).
+          // within --bisect-to (default rate_step^0.3, about two bisections).
           if (best_pass == 0) {
             rate = first_fail / 2;
             if (rate < 0.5) break;
             continue;
           }
-          if (first_fail / best_pass < std::pow(s.rate_step, 0.3)) break;
+          if (first_fail / best_pass < (s.bisect_to > 1 ? s.bisect_to : std::pow(s.rate_step, 0.3)))
+            break;
           rate = std::sqrt(best_pass * first_fail);
         }
       }

@@ -50,6 +50,10 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
                 std::span<ShardResult>(out.data(), warm));
   if (auto* g = dynamic_cast<gpu::GpuEngine*>(&engine)) g->clear_stats();
   std::vector<double> call_ms;
+  // Per call, from the engine's launch timelines: host time before the first launch is packed
+  // (planning the call), and after the last launch is unpacked (post-processing, the online
+  // policy's hand-over), so that a slower call can be placed.
+  std::vector<double> pre_launch_ms, tail_ms;
   nlohmann::json at_split;  // the list-cache counters at the split (outside the timed calls)
   double split_secs = 0;
   std::size_t split_queries = 0;
@@ -61,10 +65,21 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
       std::this_thread::sleep_until(
           t0 + std::chrono::duration_cast<Clock::duration>(
                    std::chrono::duration<double>(double(i + n) / arrivals_per_s)));
+    const std::size_t launches_before = gpu_engine ? gpu_engine->batch_stats().size() : 0;
     const auto c0 = Clock::now();
     engine.search(std::span<const Query>(qs.data() + i, n), b.params,
                   std::span<ShardResult>(out.data() + i, n));
     call_ms.push_back(1e3 * seconds_since(c0));
+    if (gpu_engine && gpu_engine->batch_stats().size() > launches_before) {
+      const auto& bs = gpu_engine->batch_stats();
+      double first = 1e300, last = 0;
+      for (std::size_t l = launches_before; l < bs.size(); ++l) {
+        first = std::min(first, bs[l].timeline.host_pack_begin);
+        last = std::max(last, bs[l].timeline.host_unpack_end);
+      }
+      pre_launch_ms.push_back(first);
+      tail_ms.push_back(std::max(0.0, call_ms.back() - last));
+    }
     if (split > 0 && gpu_engine && at_split.is_null() && i + n >= split) {
       const auto s0 = Clock::now();
       const nlohmann::json st = gpu_engine->stats();
@@ -82,6 +97,9 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
                       {"arrivals_per_second", arrivals_per_s},
                       {"busy_queries_per_second", busy_ms > 0 ? 1e3 * double(qs.size()) / busy_ms : 0.0},
                       {"call_ms_p50", metrics::percentile(call_ms, 50)},
+                      {"call_pre_launch_ms_p50",
+                       pre_launch_ms.empty() ? 0.0 : metrics::percentile(pre_launch_ms, 50)},
+                      {"call_tail_ms_p50", tail_ms.empty() ? 0.0 : metrics::percentile(tail_ms, 50)},
                       {"wrong", b.wrong(out, refs, qs)},
                       {"checked", std::min(refs.size(), qs.size())}};
   if (auto* g = dynamic_cast<gpu::GpuEngine*>(&engine)) {
@@ -97,6 +115,8 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
     j["h2d_seconds"] = h2d_ms / 1e3;
     j["kernel_seconds"] = kernel_ms / 1e3;
     const nlohmann::json stats = g->stats();
+    j["call_plan_seconds"] = stats.value("call_plan_seconds", 0.0);
+    j["call_finish_seconds"] = stats.value("call_finish_seconds", 0.0);
     if (stats.contains("list_cache")) {
       nlohmann::json lc = stats["list_cache"];
       if (lc.contains("online_changes")) {
@@ -125,6 +145,22 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
 }
 
 // Declared in bench_list_cache.hpp.
+PolicyCase PolicyCase::parse(std::string name) {
+  const std::string given = name;
+  const bool tails = name.size() > 6 && name.substr(name.size() - 6) == "+tails";
+  if (tails) name.resize(name.size() - 6);
+  if (name.rfind("vfb:", 0) != 0) return {parse_cache_policy(name), 1.0, tails};
+  double lambda = 0;
+  try {
+    lambda = std::stod(name.substr(4));
+  } catch (const std::exception&) {
+    lambda = -1;
+  }
+  if (!(lambda > 0 && lambda <= 1))
+    throw InputError("--policies", 0, "'" + given + "': vfb's lambda must be in (0, 1]");
+  return {CachePolicy::kVfb, lambda, tails};
+}
+
 std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double cache_share,
                                               const std::vector<CachedList>& lists,
                                               unsigned batch_size, bool tails) {
@@ -407,14 +443,7 @@ int main(int argc, char** argv) {
                  report["gpu_all_resident"]["queries_per_second"].get<double>());
     }
     std::vector<PolicyCase> cases;
-    for (std::string p : split(policies)) {
-      const bool tails = p.size() > 6 && p.substr(p.size() - 6) == "+tails";
-      if (tails) p.resize(p.size() - 6);
-      if (p.rfind("vfb:", 0) == 0)
-        cases.push_back({CachePolicy::kVfb, std::stod(p.substr(4)), tails});
-      else
-        cases.push_back({parse_cache_policy(p), 1.0, tails});
-    }
+    for (const std::string& p : split(policies)) cases.push_back(PolicyCase::parse(p));
     std::vector<double> share_list, ratio_list;
     for (const auto& s : split(shares)) share_list.push_back(std::stod(s));
     for (const auto& r : split(ratios)) ratio_list.push_back(std::stod(r));

@@ -83,6 +83,8 @@ struct PolicyCase {
                                         : std::string(to_string(policy))) +
            (tails ? "+tails" : "");
   }
+  // "vfb:LAMBDA", "qtf" or "qtfdf", each optionally with "+tails".
+  static PolicyCase parse(std::string name);
 };
 
 // The engine at one split of `memory` (posting bytes the GPU may hold: cache + batch buffer).
@@ -99,6 +101,8 @@ struct DriftOptions {
   unsigned rounds = 3, sample = 4, planner_threads = 4, replan_backoff = 8;
   // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls[:BACKOFF]]],...
   std::string online = "idle:1:0.02";
+  // The admission both arms use (PolicyCase::parse): the offline plan's and the online policy's.
+  std::string policy = "vfb:1";
 };
 
 // Registers the --drift-* flags (defaults: DriftOptions').

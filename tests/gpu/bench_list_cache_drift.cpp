@@ -60,11 +60,17 @@ void add_drift_options(CLI::App& app, DriftOptions& o) {
   // the JSON and the summary).
   app.add_option("--drift-online", o.online,
                  "online policy variants, each PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always"
-                 "[:gaps|calls[:BACKOFF]]] (idle|normal: the planning threads' class; --cache-min-payoff, "
+                 "[:gaps|calls[:BACKOFF[:SAMPLE]]]] (idle|normal: the planning threads' class; --cache-min-payoff, "
                  "--cache-min-gain, 0:0 every plan; gaps (default): planning only between calls, "
                  "always: also during them, --cache-planner-pause; then where plans are copied "
                  "in, --cache-swap: gaps (default) between calls, calls: inside the next call; "
-                 "then --cache-replan-backoff, default --drift-replan-backoff), comma-separated")
+                 "then --cache-replan-backoff, default --drift-replan-backoff; then --cache-sample, "
+                 "default --drift-sample), comma-separated")
+      ->capture_default_str();
+  app.add_option("--drift-policy", o.policy,
+                 "the admission of both arms, the offline plan and the online policy: vfb:LAMBDA, "
+                 "qtf or qtfdf (whole lists: the online policy then counts query frequencies and "
+                 "replays nothing)")
       ->capture_default_str();
   app.add_option("--drift-planner-threads", o.planner_threads,
                  "online policy: replay threads (--cache-planner-threads)")
@@ -75,7 +81,7 @@ void add_drift_options(CLI::App& app, DriftOptions& o) {
 }
 
 nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double postings) {
-  // Online against offline on the drifting log, at --drift-ratio, VFB.
+  // Online against offline on the drifting log, at --drift-ratio, with --drift-policy.
   // Later keys override earlier ones: the spec's documents, then the drift.
   SyntheticParams sp =
       SyntheticParams::parse(o.spec + ",query_drift=1" + (o.log.empty() ? "" : "," + o.log));
@@ -96,7 +102,8 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     drift_refs[j] = reference_answer(b.index, drifting[j * stride], b.params, 2 * b.params.k + 20);
   });
   const double memory = postings / o.ratio;
-  const PolicyCase pc{CachePolicy::kVfb, 1.0, false};
+  const PolicyCase pc = PolicyCase::parse(o.policy);
+  if (pc.tails) throw InputError("--drift-policy", 0, "'" + o.policy + "': no +tails here");
   const double share = 0.8;
   VisitLog visits = b.visits;
   const auto lists =
@@ -114,6 +121,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     bool pause_while_serving = true;
     CacheSwapTiming swap = CacheSwapTiming::kGaps;
     unsigned replan_backoff = 8;
+    unsigned sample = 0;  // 0: --drift-sample
     std::vector<double> rates;
     nlohmann::json last;
   };
@@ -127,8 +135,8 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     while (std::getline(ss, part, ':')) parts.push_back(part);
     const std::string bad = "'" + spec +
                             "' is not PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls["
-                            ":BACKOFF]]]";
-    if (parts.size() < 3 || parts.size() > 6) throw InputError("--drift-online", 0, bad);
+                            ":BACKOFF[:SAMPLE]]]]";
+    if (parts.size() < 3 || parts.size() > 7) throw InputError("--drift-online", 0, bad);
     if (parts.size() >= 4) {
       if (parts[3] != "gaps" && parts[3] != "always") throw InputError("--drift-online", 0, bad);
       v.pause_while_serving = parts[3] == "gaps";
@@ -138,13 +146,21 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
       v.swap = parse_cache_swap_timing(parts[4]);
     }
     v.replan_backoff = o.replan_backoff;
-    if (parts.size() == 6) {
+    if (parts.size() >= 6) {
       try {
         v.replan_backoff = unsigned(std::stoul(parts[5]));
       } catch (const std::exception&) {
         throw InputError("--drift-online", 0, bad);
       }
       if (v.replan_backoff == 0) throw InputError("--drift-online", 0, bad + " (BACKOFF >= 1)");
+    }
+    if (parts.size() == 7) {
+      try {
+        v.sample = unsigned(std::stoul(parts[6]));
+      } catch (const std::exception&) {
+        throw InputError("--drift-online", 0, bad);
+      }
+      if (v.sample == 0) throw InputError("--drift-online", 0, bad + " (SAMPLE >= 1)");
     }
     v.priority = parse_planner_priority(parts[0]);
     try {
@@ -164,13 +180,14 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
       std::shared_ptr<OnlineCachePolicy> policy;
       if (online) {
         OnlinePolicyOptions oo;
+        oo.policy = pc.policy;
         oo.lambda = pc.lambda;
         oo.budget_bytes = std::uint64_t(share * memory);
         oo.k = b.params.k;
         oo.scoring = b.params.scoring;
         oo.half_life_queries = o.half_life;
         oo.replan_queries = o.replan;
-        oo.sample_every = o.sample;
+        oo.sample_every = variant.sample > 0 ? variant.sample : o.sample;
         oo.replan_backoff_max = variant.replan_backoff;
         oo.max_pending = o.max_pending;
         oo.planner_priority = variant.priority;
@@ -204,6 +221,14 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
           lc["hit_rate_bytes"].get<double>(), lc.value("hit_rate_bytes_first_half", 0.0),
           lc.value("hit_rate_bytes_second_half", 0.0), lc["post_processed_fraction"].get<double>(),
           run["wrong"].get<std::size_t>());
+      // Where a call's time goes (medians, ms): before the first launch, launches, after the last.
+      fmt::print("  call ms p50 {:.3f}: before the first launch {:.3f}, after the last {:.3f}; "
+                 "launch p50 {:.3f}; in all: planning {:.4f} s, finishing {:.4f} s, handing "
+                 "queries to the online policy {:.4f} s\n",
+                 run["call_ms_p50"].get<double>(), run.value("call_pre_launch_ms_p50", 0.0),
+                 run.value("call_tail_ms_p50", 0.0), run.value("batch_ms_p50", 0.0),
+                 run.value("call_plan_seconds", 0.0), run.value("call_finish_seconds", 0.0),
+                 lc.value("online_observe_seconds", 0.0));
       if (policy) {
         run["online_policy"] = policy->stats();  // at the end of the run: what lagged
         const auto& ps = run["online_policy"];
@@ -258,9 +283,9 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     const Variant& v = variants[arm];
     const double med_on = metrics::percentile(v.rates, 50);
     fmt::print(
-        "drifting log at {}x, {} rounds: online {} / offline = {:.3f} (medians {:.0f} / {:.0f} "
-        "{})\n",
-        o.ratio, o.rounds, v.spec, med_on / med_off, med_on, med_off, rate);
+        "drifting log at {}x, {}, {} rounds: online {} / offline = {:.3f} (medians {:.0f} / "
+        "{:.0f} {})\n",
+        o.ratio, pc.name(), o.rounds, v.spec, med_on / med_off, med_on, med_off, rate);
     // The first variant's last run is the report's "online" (not repeated: wrong counted once).
     online_json["variants"].push_back({{"spec", v.spec},
                                        {"rates", v.rates},
@@ -281,6 +306,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
   online_json["drifting_queries"] = drifting.size();
   online_json["drift_log"] = sp.to_json();
   online_json["online_variants"] = o.online;
+  online_json["policy"] = pc.name();
   online_json["planner_threads"] = o.planner_threads;
   return online_json;
 }
