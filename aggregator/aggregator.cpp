@@ -229,11 +229,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     const auto t_admit = Clock::now();
     source->poll(t_run, now, room, arrived);
     for (auto& p : source->take_problems()) admission.skip(std::move(p));
-    // A batch's term look-ups after an idle gap miss the caches three times a term, one after
-    // the other; asking for every term's lines in three rounds first overlaps the misses (the
-    // same work, inside the queries' latency: it runs from `now`).
+    // A batch's term look-ups after an idle gap miss the caches (the dictionary's slot and
+    // record, then the term's TermInfo), one after the other; asking for every term's lines in
+    // rounds first overlaps the misses (the same work, inside the queries' latency: it runs
+    // from `now`).
     if (arrived.size() > 1)
-      for (int stage = 0; stage < 3; ++stage)
+      for (int stage = 0; stage < TermDictionary::kPrefetchStages; ++stage)
         for (const ArrivedQuery& a : arrived)
           for_each_token(a.text.text,
                          [&](std::string_view tok) { dictionary.prefetch(tok, stage); });

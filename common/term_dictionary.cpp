@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <limits>
 
 #include <xxhash.h>
@@ -13,6 +14,8 @@ namespace gpusearch {
 
 namespace {
 
+constexpr std::size_t kRecordHeader = sizeof(TermId) + sizeof(std::uint32_t);  // ID, length
+
 std::uint64_t hash_term(std::string_view term) {
   return XXH3_64bits(term.data(), term.size());
 }
@@ -23,13 +26,27 @@ TermDictionary::TermDictionary(const ShardIndex& shard) : shard_(shard) {
   const TermId n = shard.num_terms();
   if (n == std::numeric_limits<TermId>::max())
     throw Error("TermDictionary: the vocabulary has too many terms");
-  slots_.assign(std::bit_ceil(std::max<std::uint64_t>(16, 2 * std::uint64_t(n))), 0);
+  std::uint64_t record_bytes = 0;
+  for (TermId t = 0; t < n; ++t) record_bytes += kRecordHeader + shard.term_string(t).size();
+  if (record_bytes >= std::numeric_limits<std::uint32_t>::max())
+    throw Error("TermDictionary: the vocabulary's strings exceed 4 GiB");
+  records_ = HugePageArray<char>(record_bytes);
+  slots_ = HugePageArray<std::uint64_t>(
+      std::bit_ceil(std::max<std::uint64_t>(16, 2 * std::uint64_t(n))));
   mask_ = slots_.size() - 1;
+  std::uint64_t offset = 0;
   for (TermId t = 0; t < n; ++t) {
-    const std::uint64_t h = hash_term(shard.term_string(t));
+    const std::string_view term = shard.term_string(t);
+    const auto length = std::uint32_t(term.size());
+    char* record = records_.data() + offset;
+    std::memcpy(record, &t, sizeof t);
+    std::memcpy(record + sizeof t, &length, sizeof length);
+    std::memcpy(record + kRecordHeader, term.data(), term.size());
+    const std::uint64_t h = hash_term(term);
     std::uint64_t i = h & mask_;
     while (slots_[i] != 0) i = (i + 1) & mask_;
-    slots_[i] = (h >> 32) << 32 | (std::uint64_t(t) + 1);
+    slots_[i] = (h >> 32) << 32 | (offset + 1);
+    offset += kRecordHeader + term.size();
   }
   size_ = n;
 }
@@ -44,7 +61,14 @@ void TermDictionary::prefetch(std::string_view term, int stage) const {
   // The first probe's slot only (most terms sit there).
   const std::uint64_t slot = slots_[i];
   if (slot == 0 || slot >> 32 != h >> 32) return;
-  shard_.prefetch_term(TermId((slot & 0xffffffffu) - 1), stage);
+  const char* record = records_.data() + ((slot & 0xffffffffu) - 1);
+  if (stage == 1) {
+    __builtin_prefetch(record);
+    return;
+  }
+  TermId t = 0;  // a fingerprint's namesake: the hint may be for another term, never wrong
+  std::memcpy(&t, record, sizeof t);
+  __builtin_prefetch(&shard_.term(t));
 }
 
 std::optional<TermId> TermDictionary::find(std::string_view term) const {
@@ -54,8 +78,13 @@ std::optional<TermId> TermDictionary::find(std::string_view term) const {
     const std::uint64_t slot = slots_[i];
     if (slot == 0) return std::nullopt;
     if (slot >> 32 == fingerprint) {
-      const TermId t = TermId((slot & 0xffffffffu) - 1);
-      if (shard_.term_string(t) == term) return t;
+      const char* record = records_.data() + ((slot & 0xffffffffu) - 1);
+      TermId t = 0;
+      std::uint32_t length = 0;
+      std::memcpy(&t, record, sizeof t);
+      std::memcpy(&length, record + sizeof t, sizeof length);
+      if (length == term.size() && std::memcmp(record + kRecordHeader, term.data(), length) == 0)
+        return t;
     }
   }
 }

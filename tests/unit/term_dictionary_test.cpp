@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "common/huge_page_array.hpp"
 #include "common/query.hpp"
 #include "common/shard_index.hpp"
 #include "common/term_dictionary.hpp"
@@ -68,4 +69,22 @@ TEST(TermDictionary, FindsWhatTheLexiconFinds) {
     EXPECT_EQ(a.terms, b.terms) << qt.id;
     EXPECT_EQ(a.unknown_tokens, b.unknown_tokens);
   }
+}
+
+// The dictionary's storage: zero-filled, writable, moved without a copy, freed once.
+TEST(HugePageArray, ZeroFilledWritableAndMovable) {
+  HugePageArray<std::uint64_t> a(3u << 20);  // 24 MiB: several huge pages where given
+  ASSERT_EQ(a.size(), 3u << 20);
+  for (std::size_t i = 0; i < a.size(); i += 4099) ASSERT_EQ(a[i], 0u) << i;
+  for (std::size_t i = 0; i < a.size(); i += 4099) a[i] = i + 1;
+  const std::uint64_t* data = a.data();
+  HugePageArray<std::uint64_t> b(std::move(a));
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(b.data(), data);
+  for (std::size_t i = 0; i < b.size(); i += 4099) ASSERT_EQ(b[i], i + 1) << i;
+  HugePageArray<std::uint64_t> c(5);
+  c = std::move(b);
+  EXPECT_EQ(c.data(), data);
+  EXPECT_EQ(HugePageArray<char>(0).size(), 0u);
 }
