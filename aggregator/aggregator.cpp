@@ -216,7 +216,12 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
           next_cut -
           std::chrono::duration_cast<Clock::duration>(
               std::chrono::duration<double, std::micro>(admission_us_per_query * double(missing)));
-      if (admit_at <= now && in_flight.size() < depth) room = missing;
+      // The merge thread must keep up too: answered batches it has not merged yet count
+      // against the depth. Without that, a starved merge thread (a loaded 2-core machine) let
+      // admission run ahead of the result cache: a repeat arrived before its original's answer
+      // was cached (mpi.cluster.exact_1_isn saw 0 cache hits where 60-81 are usual).
+      const bool merger_keeps_up = merger.queries() < options.batching.batch_size * depth;
+      if (admit_at <= now && in_flight.size() < depth && merger_keeps_up) room = missing;
     } else {
       const std::size_t window =
           options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
