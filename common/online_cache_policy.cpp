@@ -99,9 +99,8 @@ void OnlineCachePolicy::seed(std::span<const Query> training) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<ListRead>> reads(training.size());
-  tbb::parallel_for(std::size_t(0), training.size(), [&](std::size_t i) {
-    reads[i] = reads_of(training[i]);
-  });
+  tbb::parallel_for(std::size_t(0), training.size(),
+                    [&](std::size_t i) { reads[i] = reads_of(training[i]); });
   // The log as the stream's past: served queries before position 0 weigh
   // integral of 2^(p/h) dp over p < 0 = h / ln 2 together; the log's queries share that.
   const double w =
@@ -246,13 +245,12 @@ void OnlineCachePolicy::add_reads(const Query& q, double log2_weight,
 std::vector<ListRead> OnlineCachePolicy::reads_of(const Query& q) const {
   if (options_.policy == CachePolicy::kVfb)
     return simulate_and_reads(shard_, q, options_.k, options_.scoring);
+  // resolve_query makes a Query's terms distinct; a repeat from elsewhere only weighs twice.
   std::vector<ListRead> reads;
-  for (TermId t : q.terms) {
-    const std::uint32_t blocks = shard_.term(t).num_blocks;
-    const bool repeated = std::any_of(reads.begin(), reads.end(),
-                                      [&](const ListRead& r) { return r.term == t; });
-    if (blocks > 0 && !repeated) reads.push_back({t, blocks});
-  }
+  reads.reserve(q.terms.size());
+  for (TermId t : q.terms)
+    if (const std::uint32_t blocks = shard_.term(t).num_blocks; blocks > 0)
+      reads.push_back({t, blocks});
   return reads;
 }
 
@@ -363,8 +361,8 @@ void OnlineCachePolicy::run() {
     // At most what completes the next plan: a backlog is worked off plan by plan, each on the
     // queue's oldest (still recent: the queue keeps the newest) queries.
     const std::uint64_t replan = options_.replan_queries * replan_scale_;
-    const std::size_t n = std::min<std::size_t>(
-        pending_.size(), replan > since_plan_ ? replan - since_plan_ : 1);
+    const std::size_t n =
+        std::min<std::size_t>(pending_.size(), replan > since_plan_ ? replan - since_plan_ : 1);
     std::vector<Pending> work(std::make_move_iterator(pending_.begin()),
                               std::make_move_iterator(pending_.begin() + std::ptrdiff_t(n)));
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(n));

@@ -280,7 +280,14 @@ int main(int argc, char** argv) {
   app.add_option("--bisect-to", s.bisect_to,
                  "bisect until the first failed rate is within this factor of the best passed "
                  "one (0: rate-step^0.3, about two bisections; e.g. 1.03)")
-      ->check(CLI::Range(0.0, 2.0));
+      ->check([](const std::string& v) -> std::string {
+        double x = -1;
+        try {
+          x = std::stod(v);
+        } catch (const std::exception&) {
+        }
+        return x == 0 || (x > 1 && x <= 2) ? "" : "must be 0 or in (1, 2], not '" + v + "'";
+      });
   app.add_option("--start-rate", s.start_rate, "first rate (0: a quarter of the estimate)");
   app.add_option("--max-runs", s.max_runs, "runs per configuration")->capture_default_str();
   app.add_option("--seed", s.seed)->capture_default_str();
@@ -490,7 +497,7 @@ int main(int argc, char** argv) {
             if (rate < 0.5) break;
             continue;
           }
-          if (first_fail / best_pass < (s.bisect_to > 1 ? s.bisect_to : std::pow(s.rate_step, 0.3)))
+          if (first_fail / best_pass < (s.bisect_to > 0 ? s.bisect_to : std::pow(s.rate_step, 0.3)))
             break;
           rate = std::sqrt(best_pass * first_fail);
         }

@@ -145,11 +145,15 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
 }
 
 // Declared in bench_list_cache.hpp.
-PolicyCase PolicyCase::parse(std::string name) {
+PolicyCase PolicyCase::parse(std::string name, const std::string& flag) {
   const std::string given = name;
   const bool tails = name.size() > 6 && name.substr(name.size() - 6) == "+tails";
   if (tails) name.resize(name.size() - 6);
-  if (name.rfind("vfb:", 0) != 0) return {parse_cache_policy(name), 1.0, tails};
+  if (name.rfind("vfb:", 0) != 0) {
+    if (name != "qtf" && name != "qtfdf")
+      throw InputError(flag, 0, "unknown cache policy '" + given + "' (vfb:LAMBDA, qtf, qtfdf)");
+    return {parse_cache_policy(name), 1.0, tails};
+  }
   double lambda = 0;
   try {
     lambda = std::stod(name.substr(4));
@@ -157,7 +161,7 @@ PolicyCase PolicyCase::parse(std::string name) {
     lambda = -1;
   }
   if (!(lambda > 0 && lambda <= 1))
-    throw InputError("--policies", 0, "'" + given + "': vfb's lambda must be in (0, 1]");
+    throw InputError(flag, 0, "'" + given + "': vfb's lambda must be in (0, 1]");
   return {CachePolicy::kVfb, lambda, tails};
 }
 
@@ -443,7 +447,7 @@ int main(int argc, char** argv) {
                  report["gpu_all_resident"]["queries_per_second"].get<double>());
     }
     std::vector<PolicyCase> cases;
-    for (const std::string& p : split(policies)) cases.push_back(PolicyCase::parse(p));
+    for (const std::string& p : split(policies)) cases.push_back(PolicyCase::parse(p, "--policies"));
     std::vector<double> share_list, ratio_list;
     for (const auto& s : split(shares)) share_list.push_back(std::stod(s));
     for (const auto& r : split(ratios)) ratio_list.push_back(std::stod(r));

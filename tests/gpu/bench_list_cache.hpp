@@ -83,8 +83,8 @@ struct PolicyCase {
                                         : std::string(to_string(policy))) +
            (tails ? "+tails" : "");
   }
-  // "vfb:LAMBDA", "qtf" or "qtfdf", each optionally with "+tails".
-  static PolicyCase parse(std::string name);
+  // "vfb:LAMBDA", "qtf" or "qtfdf", each optionally with "+tails"; errors name `flag`.
+  static PolicyCase parse(std::string name, const std::string& flag);
 };
 
 // The engine at one split of `memory` (posting bytes the GPU may hold: cache + batch buffer).

@@ -71,6 +71,14 @@ void add_drift_options(CLI::App& app, DriftOptions& o) {
                  "the admission of both arms, the offline plan and the online policy: vfb:LAMBDA, "
                  "qtf or qtfdf (whole lists: the online policy then counts query frequencies and "
                  "replays nothing)")
+      ->check([](const std::string& v) -> std::string {
+        try {  // at parsing: before the device and the index are set up
+          PolicyCase::parse(v, "--drift-policy");
+          return "";
+        } catch (const std::exception&) {
+          return "'" + v + "' is not vfb:LAMBDA (LAMBDA in (0, 1]), qtf or qtfdf";
+        }
+      })
       ->capture_default_str();
   app.add_option("--drift-planner-threads", o.planner_threads,
                  "online policy: replay threads (--cache-planner-threads)")
@@ -102,7 +110,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
     drift_refs[j] = reference_answer(b.index, drifting[j * stride], b.params, 2 * b.params.k + 20);
   });
   const double memory = postings / o.ratio;
-  const PolicyCase pc = PolicyCase::parse(o.policy);
+  const PolicyCase pc = PolicyCase::parse(o.policy, "--drift-policy");
   if (pc.tails) throw InputError("--drift-policy", 0, "'" + o.policy + "': no +tails here");
   const double share = 0.8;
   VisitLog visits = b.visits;
