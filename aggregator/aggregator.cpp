@@ -177,7 +177,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   const bool just_in_time = source->closed_loop() && options.window == 0 &&
                             options.admission == ClosedLoopAdmission::kJustInTime;
   BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get(),
-                      merge_placement, just_in_time ? options.admission_quantile : 0.0},
+                      merge_placement, just_in_time ? options.admission_quantile : 0.0,
+                      options.pacing.handoff_hot()},
                      isns, cache, bar, [&pacer] { pacer.notify(); });
   std::uint64_t next_sequence = 0;
 
@@ -363,6 +364,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       // answer or its deadline.
       const auto give_up = predicted + 2 * service + std::chrono::milliseconds(1);
       if (now3 < give_up) due = std::min(due, predicted);
+      // The merge thread polls for them too, from a little before their expected time (not
+      // this thread's early start: on a small machine a poller takes an engine's core).
+      const auto expected = std::max(oldest.sent, in_flight.last_batch_done()) + service;
+      const auto lead = std::min<Clock::duration>(
+          service / 4, std::chrono::microseconds(options.pacing.spin_us));
+      merger.expect_answers(std::max(predicted, expected - lead), give_up);
+    } else {
+      merger.expect_answers(Clock::time_point::max(), Clock::time_point::min());
     }
     // A cut by wait or deadline needs room (just in time, the batch's time to leave decides).
     if (!just_in_time && !batcher.empty() && in_flight.size() < depth)
@@ -401,6 +410,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   outcome.metrics = aggregator_metrics({options, params, admission, in_flight, merger, isns, cache,
                                         pacer.stats(), send_term_ids, start_seconds, run_seconds,
                                         stuck, batcher.deadline_cuts(), source->stats()});
+  outcome.metrics["merge_handoff"] = merger.handoff_stats();  // the thread has stopped
   outcome.metrics["admission"] = {
       {"mode", just_in_time            ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
                : source->closed_loop() ? std::string(to_string(ClosedLoopAdmission::kWindow))

@@ -35,7 +35,7 @@ BatchMerger::~BatchMerger() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  ready_.notify_one();
+  handoff_.notify_one();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -44,7 +44,7 @@ void BatchMerger::push(MergeJob job) {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(job));
   }
-  ready_.notify_one();
+  handoff_.notify_one();
 }
 
 void BatchMerger::submit(InFlightBatch&& batch) {
@@ -76,7 +76,7 @@ void BatchMerger::stop() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  ready_.notify_one();
+  handoff_.notify_one();
   if (thread_.joinable()) thread_.join();
   writer_.finish();  // every answer handed over is in the run file, flushed
   rethrow_if_failed();
@@ -93,7 +93,7 @@ void BatchMerger::loop() {
       MergeJob job;
       {
         std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        handoff_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) return;
         job = std::move(queue_.front());
         queue_.pop_front();

@@ -35,6 +35,7 @@
 #include "common/progress.hpp"
 #include "common/search_result.hpp"
 #include "common/thread_placement.hpp"
+#include "common/wire/handoff_wait.hpp"
 #include "common/wire/result_view.hpp"
 
 namespace gpusearch {
@@ -106,6 +107,8 @@ class BatchMerger {
     // The model's compute_aim_us: this quantile of the slowest ISN's compute over the last
     // SlidingQuantile::kWindow batches (0: none, the cut aims at the mean).
     double aim_quantile = 0;
+    // --handoff: the merge thread polls while the MPI thread expects answers (expect_answers).
+    bool hot_handoff = false;
   };
   // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
   BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,
@@ -116,6 +119,13 @@ class BatchMerger {
   void submit(InFlightBatch&& batch);
   void submit_answer(std::uint64_t sequence, std::uint64_t ticket, std::string qid,
                      CachedAnswer answer, AggregatorClock::time_point arrival);
+  // The MPI thread: the oldest batch's answers are due from `from`, worth hot polling until
+  // `until` (Clock::time_point::max(), min(): none expected). The merge thread polls then,
+  // not from a condition variable's wake-up (common/wire/handoff_wait.hpp).
+  void expect_answers(AggregatorClock::time_point from, AggregatorClock::time_point until) {
+    handoff_.expect(from, until);
+  }
+  nlohmann::json handoff_stats() const { return handoff_.stats(); }
   // Queries handed over and not yet written.
   std::size_t queries() const { return merging_queries_; }
   // Rethrows what made the merge thread fail, if anything did.
@@ -158,6 +168,7 @@ class BatchMerger {
   std::atomic<std::size_t> merging_queries_{0};
   std::mutex mutex_;
   std::condition_variable ready_;
+  wire::HandoffWait handoff_{mutex_, ready_, setup_.hot_handoff, std::chrono::microseconds(0)};
   std::deque<MergeJob> queue_;
   bool stop_ = false;
   std::exception_ptr error_;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/shard_index.hpp"
+#include "common/wire/handoff_wait.hpp"
 #include "common/wire/mpi_transport.hpp"
 #include "common/wire/progress_pacer.hpp"
 #include "isn/batch_pipeline.hpp"
@@ -87,7 +88,7 @@ class BatchLoop {
       pipeline_ = std::make_unique<BatchPipeline>(
           *scheduler, options.scheduler.batches_in_flight, [this] {
             { std::lock_guard lock(mutex_); }  // the engine thread waits, or sees the change
-            work_ready_.notify_one();
+            engine_wait_.notify_one();
           });
   }
 
@@ -144,6 +145,10 @@ class BatchLoop {
   // Shared between the MPI thread and the engine thread, under mutex_.
   std::mutex mutex_;
   std::condition_variable work_ready_;
+  // How the engine thread waits for work: polling for --spin-us after each batch (--handoff hot:
+  // just in time, the next batch comes tens of microseconds after the answer), else asleep.
+  HandoffWait engine_wait_{mutex_, work_ready_, options_.pacing.handoff_hot(),
+                           std::chrono::microseconds(options_.pacing.spin_us)};
   std::deque<Inbound> inbox_;
   // Ranker-cache commands by the batch they prepare; received before that batch (MPI keeps
   // the aggregator's order), applied by the engine thread just before it ranks it.

@@ -229,7 +229,7 @@ void BatchLoop::engine_thread_main() {
     {
       std::unique_lock lock(mutex_);
       engine_busy_ = false;
-      work_ready_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
+      engine_wait_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
       if (inbox_.empty()) return;  // stop, nothing left
       // The batches already waiting come along (--coalesce-batches), to share one engine call.
       do {
@@ -245,6 +245,7 @@ void BatchLoop::engine_thread_main() {
     search_joined(open);
     for (auto& b : open) send_answer(*b);
     idle_since = Clock::now();
+    engine_wait_.worked(idle_since);
   }
 }
 
@@ -256,7 +257,7 @@ void BatchLoop::pipelined_engine_thread_main() {
     {
       std::unique_lock lock(mutex_);
       engine_busy_ = !pipeline_->empty();
-      work_ready_.wait(lock, [&] {
+      engine_wait_.wait(lock, [&] {
         return pipeline_->front_complete() || (!inbox_.empty() && pipeline_->has_room()) ||
                (stop_ && inbox_.empty() && pipeline_->empty());
       });
@@ -286,6 +287,7 @@ void BatchLoop::pipelined_engine_thread_main() {
       }
       send_answer(*done);
       if (pipeline_->empty()) idle_since = Clock::now();
+      engine_wait_.worked(Clock::now());
       continue;
     }
     auto b = open_batch(std::move(in), idle_since);
@@ -300,6 +302,7 @@ void BatchLoop::pipelined_engine_thread_main() {
     }
     search_now(*b);
     send_answer(*b);
+    engine_wait_.worked(Clock::now());
   }
 }
 

@@ -70,7 +70,7 @@ bool BatchLoop::receive_messages() {
         std::lock_guard lock(mutex_);
         inbox_.push_back({std::move(*m), received});
       }
-      work_ready_.notify_one();
+      engine_wait_.notify_one();
     } else if (m->tag == kTagControl) {
       on_control(*m, received);
     } else {
@@ -91,7 +91,7 @@ void BatchLoop::run() {
         std::lock_guard lock(loop.mutex_);
         loop.stop_ = true;
       }
-      loop.work_ready_.notify_all();
+      loop.engine_wait_.notify_all();
       t.join();
     }
   } join_on_exit{*this, engine_thread};
@@ -172,6 +172,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"fallback_reason", engine_.failure()},
                    {"batches_on_fallback", engine_.batches_on_fallback()},
                    {"progress", pacer_.stats()},
+                   {"engine_handoff", engine_wait_.stats()},
                    {"share_thresholds",
                     {{"active", sharing_engine_ != nullptr},
                      {"collection_seeds", collection_seeds_ != nullptr},

@@ -31,6 +31,8 @@
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
 #                     session 29's default: --admission-quantile 0 --admission-lag 0.2) and
 #                     "_qNN" (--admission-quantile 0.NN instead of 0.95);
+#                     "_sleephand" (--handoff sleep: the merge and engine threads always
+#                     wait for work on a condition variable, as before session 32);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -137,6 +139,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_window* ]]; then  # closed loop: a window of queries admitted ahead
     flags+=(--admission window); v=${v/_window/}
+  fi
+  if [[ $v == *_sleephand* ]]; then  # merge and engine threads always sleep for work
+    flags+=(--handoff sleep); v=${v/_sleephand/}
   fi
   if [[ $v == *_noseed* ]]; then  # sharing ISNs seed from their own shard's K-th impacts
     flags+=(--share-kth-seeds off); v=${v/_noseed/}

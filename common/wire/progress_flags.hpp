@@ -1,5 +1,5 @@
 // The MPI progress flags the aggregator and the ISN share (--progress, --spin-us, --hot-poll-us,
-// --max-sleep-us), defined once so that both programs document and parse them alike. Header
+// --max-sleep-us, --handoff), defined once so that both programs document and parse them alike. Header
 // only: used by the command-line mains, which link CLI11.
 #pragma once
 
@@ -29,6 +29,12 @@ inline void add_progress_flags(CLI::App& app, std::string& mode_name, ProgressOp
   app.add_option("--max-sleep-us", pacing.max_sleep_us,
                  "adaptive and backoff: longest sleep between polling rounds")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--handoff", [&pacing](const std::string& s) { pacing.hot_handoff = s == "hot"; },
+         "how the merge thread (aggregator) and the engine thread (ISN) wait for work: hot (poll "
+         "around when it is due, else sleep; not with --progress backoff) or sleep")
+      ->check(CLI::IsMember({"hot", "sleep"}))
+      ->default_str("hot");
 }
 
 // Ends an MPI main whose flags did not parse: --help (CLI11's exit code 0) finalizes and

@@ -43,6 +43,11 @@ struct ProgressOptions {
   unsigned hot_poll_us = 0;        // adaptive: the polling period while hot; 0: yield and poll
   unsigned max_sleep_us = 1000;    // adaptive: longest sleep when nothing is due
   unsigned backoff_first_us = 50;  // backoff: first sleep (doubles to max_sleep_us)
+  // --handoff: whether the worker threads (the aggregator's merge thread, the ISN's engine
+  // thread) poll around the moments work is due (common/wire/handoff_wait.hpp); never in
+  // backoff mode.
+  bool hot_handoff = true;
+  bool handoff_hot() const { return hot_handoff && mode != ProgressMode::kBackoff; }
 };
 
 class ProgressPacer {
