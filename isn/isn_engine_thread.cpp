@@ -69,7 +69,7 @@ void BatchLoop::search_now(PipelinedBatch& b) {
   try {
     // Two-stage ranking keeps each shard's own top candidates: no sharing there.
     if (sharing_engine_ && !engine_.fallback_active() && b.params.candidates == 0) {
-      thresholds_->slots_for(b.header.batch_id, b.queries.size(), slots_);
+      thresholds_->slots_for(b.header.batch_id, b.queries.size(), slots_, options_.share_unions);
       try {
         sharing_engine_->search(b.queries, b.params, b.results, slots_);
         ++batches_shared_;

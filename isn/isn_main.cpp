@@ -159,6 +159,13 @@ int main(int argc, char** argv) {
                  "own shard's")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  std::string share_unions = "on";
+  app.add_option("--share-unions", share_unions,
+                 "with --share-thresholds: the shards also share each query's best scores (up "
+                 "to k = 15), and prune against the k-th of them all, as one engine over the "
+                 "node's documents would")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -170,6 +177,7 @@ int main(int argc, char** argv) {
   }
   o.verify_checksums = !no_verify;
   o.share_kth_seeds = share_kth_seeds == "on";
+  o.share_unions = share_unions == "on";
   o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
   if (!run_mode.empty()) {
     try {

@@ -176,6 +176,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"share_thresholds",
                     {{"active", sharing_engine_ != nullptr},
                      {"collection_seeds", collection_seeds_ != nullptr},
+                     {"unions", options_.share_unions},
                      {"sharers", thresholds_ ? thresholds_->sharers() : 1},
                      {"batches_shared", batches_shared_}}},
                    {"coalesce",

@@ -69,6 +69,9 @@ struct IsnOptions {
   std::string share_thresholds = "auto";  // on, off or auto (parse_share_thresholds)
   // Sharing: every shard seeds a query from the node's combined K-th impact bounds.
   bool share_kth_seeds = true;
+  // --share-unions: with shared thresholds, each query's slots also keep the best scores any
+  // shard has found (ThresholdSlot::publish), whose k-th raises the threshold.
+  bool share_unions = true;
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

@@ -8,9 +8,10 @@
 //
 // The slots live in an MPI shared-memory window over the node's ISNs (MPI_Comm_split_type
 // MPI_COMM_TYPE_SHARED, MPI_Win_allocate_shared): a ring of kBatchRing batches of
-// kQueriesPerBatch queries, two slots (AND, OR) per query in a cache line of its own (the ISNs
-// work on neighbouring queries of a batch at the same time: slots of several queries in one line
-// would bounce it between their cores at every raise). Batch b uses ring entry b mod kBatchRing
+// kQueriesPerBatch queries, two slots (AND, OR) per query, each with its union of published
+// scores in two cache lines of their own (the ISNs work on neighbouring queries of a batch at the
+// same time: slots of several queries in one line would bounce it between their cores at every
+// raise); 32 MB in all. Batch b uses ring entry b mod kBatchRing
 // under sequence number b + 1 (mod 2^32, never 0); a query past kQueriesPerBatch shares nothing.
 #pragma once
 
@@ -35,7 +36,10 @@ class SharedThresholdWindow {
  public:
   static constexpr std::size_t kBatchRing = 32;
   static constexpr std::size_t kQueriesPerBatch = 4096;
-  static constexpr std::size_t kWordsPerQuery = 8;  // 64 bytes: AND, OR, padding
+  // Per query two phases (AND, OR), each a slot and its union of the best published scores
+  // (ThresholdSlot::publish): 16 words, two cache lines.
+  static constexpr std::size_t kWordsPerPhase = 1 + cpu::ThresholdSlot::kUnionCapacity;
+  static constexpr std::size_t kWordsPerQuery = 2 * kWordsPerPhase;
 
   // Collective over `node` (the node's ISNs, every one of which must construct it); takes
   // ownership of `node` (freed in the destructor, also when this throws). Throws Error with MPI's
@@ -46,9 +50,10 @@ class SharedThresholdWindow {
   SharedThresholdWindow& operator=(const SharedThresholdWindow&) = delete;
 
   int sharers() const { return sharers_; }
-  // The slot pairs of batch `batch_id`'s queries 0..queries-1 (unlinked past kQueriesPerBatch).
+  // The slot pairs of batch `batch_id`'s queries 0..queries-1 (unlinked past kQueriesPerBatch);
+  // `unions`: with their unions of published scores (--share-unions).
   void slots_for(std::uint64_t batch_id, std::size_t queries,
-                 std::vector<cpu::QueryThresholdSlots>& out) const;
+                 std::vector<cpu::QueryThresholdSlots>& out, bool unions = true) const;
   static std::uint32_t sequence_of_batch(std::uint64_t batch_id) {
     return std::uint32_t(batch_id % 0xFFFFFFFFull) + 1;
   }

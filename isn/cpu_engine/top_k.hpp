@@ -46,6 +46,10 @@ class SharedThreshold {
     }
     external_.raise(x);
   }
+  // A document that entered a top-k of k (ThresholdSlot::publish): into the external slot's
+  // union, if it has one for this k.
+  bool publishes(std::size_t k) const { return external_.publishes(k); }
+  void publish(double score, std::size_t k) { external_.publish(score, k); }
 
  private:
   std::atomic<double> value_{-std::numeric_limits<double>::infinity()};
@@ -66,7 +70,8 @@ class TopK {
         k_(k),
         capacity_(k + k / 2),
         buffered_(k >= kBufferedFrom),
-        shared_(concurrent ? shared : nullptr) {
+        shared_(concurrent ? shared : nullptr),
+        publish_(shared_ && !buffered_ && shared_->publishes(k)) {
     entries_.reserve(std::min<std::size_t>(buffered_ ? capacity_ : k, 1 << 17));
     seed_ = shared ? shared->get() : kMinusInf;
     threshold_ = k == 0 ? std::numeric_limits<double>::infinity() : seed_;
@@ -98,10 +103,12 @@ class TopK {
     if (entries_.size() < k_) {
       entries_.push_back(e);
       sift_up(entries_.size() - 1);
+      if (publish_) shared_->publish(score, k_);
       if (entries_.size() == k_) set_threshold(entries_[0].score);
       return;
     }
     if (k_ == 0 || !better(e, entries_[0])) return;
+    if (publish_) shared_->publish(score, k_);
     entries_[0] = e;
     sift_down(0);
     set_threshold(entries_[0].score);
@@ -255,6 +262,7 @@ class TopK {
   std::size_t k_, capacity_;
   bool buffered_;
   SharedThreshold* shared_;
+  bool publish_;  // each document that enters goes to the shared union (SharedThreshold::publish)
   double seed_ = kMinusInf;
   double threshold_ = kMinusInf;
   std::vector<Entry> entries_;

@@ -238,6 +238,7 @@ case "$case_name" in
         [ "$(metric "$tmp/m-4-$mode-$k.json" 'all(i["stats"]["share_thresholds"]["active"] and
             i["stats"]["share_thresholds"]["sharers"] == 4 and
             i["stats"]["share_thresholds"]["collection_seeds"] and
+            i["stats"]["share_thresholds"]["unions"] and
             i["stats"]["share_thresholds"]["batches_shared"] == i["stats"]["batches"] > 0
             for i in m["isn"])')" = True ] || fail "$mode k $k: not every ISN shared every batch"
         cp "$tmp/m-4-$mode-$k.json" "$tmp/on-$mode-$k.json"
@@ -249,6 +250,12 @@ case "$case_name" in
       --engine cpu --share-thresholds on --share-kth-seeds off
     [ "$(metric "$tmp/m-4-or-10.json" 'not any(i["stats"]["share_thresholds"]["collection_seeds"] for i in m["isn"])')" = True ] ||
       fail "--share-kth-seeds off still seeded from the node's tables"
+    # The slots without their unions of published scores (as before session 32): the same
+    # answers.
+    check_equal "$tmp/idx" "$tmp/q.tsv" 4 and-or 10 --batch-size 16 --max-in-flight 3 \
+      --engine cpu --share-thresholds on --share-unions off
+    [ "$(metric "$tmp/m-4-and-or-10.json" 'not any(i["stats"]["share_thresholds"]["unions"] for i in m["isn"])')" = True ] ||
+      fail "--share-unions off still shared the unions"
     # The work saved: the same runs without sharing score more documents and decode more
     # postings (summed over the ISNs), and give the same answers.
     for mode in or and-or; do

@@ -5,6 +5,7 @@
 // final k-th score (a weakened bound) gives answers the check catches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iostream>
@@ -113,6 +114,52 @@ TEST(ThresholdSlot, ConcurrentRaisesKeepTheMaximum) {
   EXPECT_EQ(ThresholdSlot(&word, 9).get(), double(ThresholdSlot::round_down(max)));
 }
 
+// publish(): the union keeps the k best scores published under its sequence number, raises the
+// slot to their smallest once it holds k (rounded down), ignores what does not improve it, counts
+// an older batch's entries as empty and leaves a later batch's alone; from several threads at
+// once the final slot is the k-th of everything published.
+TEST(ThresholdSlot, UnionRaisesTheSlotToTheKthPublished) {
+  std::uint64_t w[1 + ThresholdSlot::kUnionCapacity] = {};
+  ThresholdSlot slot(&w[0], 5, &w[1], ThresholdSlot::kUnionCapacity);
+  EXPECT_TRUE(slot.publishes(10));
+  EXPECT_FALSE(slot.publishes(16));
+  EXPECT_FALSE(ThresholdSlot(&w[0], 5).publishes(10));
+  for (int i = 1; i <= 9; ++i) slot.publish(i, 10);
+  EXPECT_EQ(slot.get(), -std::numeric_limits<double>::infinity());  // 9 of 10
+  slot.publish(0.5, 10);
+  EXPECT_EQ(slot.get(), 0.5);
+  slot.publish(0.25, 10);  // not among the best 10
+  EXPECT_EQ(slot.get(), 0.5);
+  slot.publish(1.0 / 3.0, 10);
+  EXPECT_EQ(slot.get(), 0.5);
+  slot.publish(20.0 / 3.0, 10);  // evicts 0.5; the 10th best is now 1
+  EXPECT_EQ(slot.get(), 1.0);
+  // The next batch in this ring place: the old entries count as empty.
+  ThresholdSlot next(&w[0], 6, &w[1], ThresholdSlot::kUnionCapacity);
+  for (int i = 0; i < 9; ++i) next.publish(100 + i, 10);
+  EXPECT_EQ(next.get(), -std::numeric_limits<double>::infinity());
+  next.publish(2.0 / 3.0, 10);
+  EXPECT_EQ(next.get(), double(ThresholdSlot::round_down(2.0 / 3.0)));
+  // The old batch no longer changes anything.
+  slot.publish(1000, 10);
+  EXPECT_EQ(next.get(), double(ThresholdSlot::round_down(2.0 / 3.0)));
+
+  std::uint64_t c[1 + ThresholdSlot::kUnionCapacity] = {};
+  constexpr int kThreads = 4, kEach = 5000;
+  std::vector<double> all;
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < kEach; ++i) all.push_back(std::ldexp(double((i * 7919 + t * 104729) % 1000003), -7) + t * 1e-3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      ThresholdSlot mine(&c[0], 1, &c[1], ThresholdSlot::kUnionCapacity);
+      for (int i = 0; i < kEach; ++i) mine.publish(all[std::size_t(t * kEach + i)], 12);
+    });
+  for (auto& th : threads) th.join();
+  std::sort(all.begin(), all.end(), std::greater<>());
+  EXPECT_EQ(ThresholdSlot(&c[0], 1).get(), double(ThresholdSlot::round_down(all[11])));
+}
+
 TEST(SharedThreshold, LinkedReadsTheLargerAndRaisesBoth) {
   std::uint64_t word = 0;
   ThresholdSlot other(&word, 3);
@@ -161,12 +208,17 @@ class SharedThresholdEngines : public ::testing::Test {
   static Run run(const Index& index, const std::vector<Query>& queries, const SearchParams& p,
                  cpu::Algorithm a, bool sharing, bool parallel,
                  const std::function<void(std::vector<cpu::QueryThresholdSlots>&)>& seed = {},
-                 double collection_seeds = 0) {
-    std::vector<std::uint64_t> words(2 * queries.size(), 0);
+                 double collection_seeds = 0, bool unions = true) {
+    constexpr std::size_t phase = 1 + ThresholdSlot::kUnionCapacity;
+    std::vector<std::uint64_t> words(2 * phase * queries.size(), 0);
     std::vector<cpu::QueryThresholdSlots> slots(queries.size());
+    auto slot = [&](std::uint64_t* w) {
+      return unions ? ThresholdSlot(w, 1, w + 1, ThresholdSlot::kUnionCapacity)
+                    : ThresholdSlot(w, 1);
+    };
     if (sharing)
       for (std::size_t q = 0; q < queries.size(); ++q)
-        slots[q] = {ThresholdSlot(&words[2 * q], 1), ThresholdSlot(&words[2 * q + 1], 1)};
+        slots[q] = {slot(&words[2 * phase * q]), slot(&words[2 * phase * q + phase])};
     if (seed) seed(slots);
     const std::size_t shards = index.num_open_shards();
     std::vector<std::unique_ptr<cpu::CpuEngine>> engines;
@@ -279,6 +331,42 @@ TEST_F(SharedThresholdEngines, SharingSavesWork) {
             << alone.work.docs_scored << " documents scored)";
       }
     }
+}
+
+// The union of published scores: the four shards' engines with it against the slots alone, in
+// turn (each shard after the ones before it: the union then holds their best documents, the slot
+// only the best of their k-th scores) and at once; exact with every algorithm, both scorings,
+// every mode (the answers at k = 10, where unions publish; k = 1000 is beyond their capacity and
+// runs as before), and fewer documents scored.
+TEST_F(SharedThresholdEngines, UnionsOfPublishedScoresAreExactAndSaveWork) {
+  const Index index = Index::open(*dir_ / "four");
+  const auto qs = queries(index, 40);
+  for (cpu::Algorithm a : {cpu::Algorithm::kExhaustive, cpu::Algorithm::kWand, cpu::Algorithm::kBmw,
+                           cpu::Algorithm::kMaxScore, cpu::Algorithm::kMaxScoreDaat})
+    for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr})
+      for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+        const SearchParams p{mode, scoring, 0.3, 10};
+        // The node's combined seeds as the ISNs use them (exhaustive OR has no table).
+        const double seeds = a == cpu::Algorithm::kExhaustive ? 0.0 : 1.0;
+        for (bool parallel : {false, true}) {
+          const std::string what = describe(p, a, parallel ? "unions, at once" : "unions, in turn");
+          const Run with = run(index, qs, p, a, true, parallel, {}, seeds, true);
+          ASSERT_EQ(count_wrong(index, qs, p, with, what, true), 0u) << what;
+          if (parallel || a == cpu::Algorithm::kExhaustive) continue;
+          const Run without = run(index, qs, p, a, true, parallel, {}, seeds, false);
+          EXPECT_LE(with.work.docs_scored, without.work.docs_scored) << what;
+          if (mode == Mode::kOr)
+            std::cout << what << ": documents scored " << without.work.docs_scored << " -> "
+                      << with.work.docs_scored << ", postings decoded "
+                      << without.work.postings_decoded << " -> " << with.work.postings_decoded
+                      << "\n";
+        }
+      }
+  // OR, in turn: the union's k-th is the k-th of the earlier shards' documents together.
+  const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  const Run with = run(index, qs, p, cpu::Algorithm::kMaxScore, true, false, {}, 1.0, true);
+  const Run without = run(index, qs, p, cpu::Algorithm::kMaxScore, true, false, {}, 1.0, false);
+  EXPECT_LT(with.work.docs_scored, without.work.docs_scored);
 }
 
 // The tightest legal threshold, the final k-th score (rounded down, as every slot is): ties at it
