@@ -57,6 +57,7 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     cpu::CpuEngineOptions o;
     o.algorithm = cpu::parse_algorithm(options.algorithm);
     o.intra_query_threads = options.intra_query_threads;
+    o.shared_threshold_refresh = options.shared_threshold_refresh;
     return std::make_unique<cpu::CpuEngine>(shard, shard_id, o);
   }
   if (options.engine == "gpu" && options.list_cache.enabled())

@@ -34,6 +34,7 @@ struct EngineOptions {
   // ISN only (isn_engine_stack): a probe of the cluster's own cost; repeats are answered from
   // memory (isn/memo_engine.hpp, --probe-memo-answers).
   bool probe_memo_answers = false;
+  unsigned shared_threshold_refresh = 4;  // cpu: CpuEngineOptions::shared_threshold_refresh
 };
 
 // CUDA devices this process sees (0 without a CUDA build or device).

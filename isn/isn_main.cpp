@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
   app.add_option("--algorithm", o.engine.algorithm, "engine algorithm (default: the engine's)");
   app.add_option("--intra-query", o.engine.intra_query_threads, "cpu: threads per query")
       ->capture_default_str();
+  app.add_option("--share-refresh", o.engine.shared_threshold_refresh,
+                 "cpu: a threshold shared with other runs (--intra-query, --share-thresholds) "
+                 "is re-read every this many checks (1: every check)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--fallback-engine", o.fallback_engine, "CPU engine used after a failure")
       ->capture_default_str();
   app.add_option("--threads", threads, "worker threads (default: all cores)");

@@ -51,7 +51,7 @@ SharedThresholdWindow::SharedThresholdWindow(MPI_Comm node) : node_(node) {
     if (std::size_t(size) < words * sizeof(std::uint64_t))
       throw Error(fmt::format("--share-thresholds: the shared window holds {} bytes, not {}", size,
                               words * sizeof(std::uint64_t)));
-    slots_ = static_cast<std::uint64_t*>(base);  // page-aligned: a query's slots, four lines
+    slots_ = static_cast<std::uint64_t*>(base);  // page-aligned: a query's words, six lines
     // Sequence number 0 everywhere: every slot empty before any ISN reads one.
     if (rank == 0)
       for (std::size_t i = 0; i < words; ++i)
@@ -79,8 +79,9 @@ void SharedThresholdWindow::slots_for(std::uint64_t batch_id, std::size_t querie
     std::uint64_t* and_words = batch + kWordsPerQuery * q;
     std::uint64_t* or_words = and_words + kWordsPerPhase;
     const std::uint32_t capacity = unions ? cpu::ThresholdSlot::kUnionCapacity : 0;
-    out[q] = {cpu::ThresholdSlot(and_words, sequence, unions ? and_words + 1 : nullptr, capacity),
-              cpu::ThresholdSlot(or_words, sequence, unions ? or_words + 1 : nullptr, capacity)};
+    out[q] = {
+        cpu::ThresholdSlot(and_words, sequence, unions ? and_words + kSlotWords : nullptr, capacity),
+        cpu::ThresholdSlot(or_words, sequence, unions ? or_words + kSlotWords : nullptr, capacity)};
   }
 }
 

@@ -8,10 +8,10 @@
 //
 // The slots live in an MPI shared-memory window over the node's ISNs (MPI_Comm_split_type
 // MPI_COMM_TYPE_SHARED, MPI_Win_allocate_shared): a ring of kBatchRing batches of
-// kQueriesPerBatch queries, two slots (AND, OR) per query, each with its union of published
-// scores in two cache lines of their own (the ISNs work on neighbouring queries of a batch at the
-// same time: slots of several queries in one line would bounce it between their cores at every
-// raise); 32 MB in all. Batch b uses ring entry b mod kBatchRing
+// kQueriesPerBatch queries, two slots (AND, OR) per query, each in a cache line of its own and
+// with its union of published scores in two more (the ISNs work on neighbouring queries of a
+// batch at the same time: slots of several queries in one line would bounce it between their
+// cores at every raise); 48 MB in all. Batch b uses ring entry b mod kBatchRing
 // under sequence number b + 1 (mod 2^32, never 0); a query past kQueriesPerBatch shares nothing.
 #pragma once
 
@@ -36,9 +36,13 @@ class SharedThresholdWindow {
  public:
   static constexpr std::size_t kBatchRing = 32;
   static constexpr std::size_t kQueriesPerBatch = 4096;
-  // Per query two phases (AND, OR), each a slot and its union of the best published scores
-  // (ThresholdSlot::publish): 16 words, two cache lines.
-  static constexpr std::size_t kWordsPerPhase = 1 + cpu::ThresholdSlot::kUnionCapacity;
+  // Per query two phases (AND, OR), each a slot in a cache line of its own (read at almost every
+  // candidate of every sharer: written only when the threshold rises) and its union of the best
+  // published scores (ThresholdSlot::publish) in the next two lines (written at every
+  // publication): 24 words.
+  static constexpr std::size_t kSlotWords = 8;
+  static constexpr std::size_t kWordsPerPhase = kSlotWords + 16;
+  static_assert(cpu::ThresholdSlot::kUnionCapacity <= 16);
   static constexpr std::size_t kWordsPerQuery = 2 * kWordsPerPhase;
 
   // Collective over `node` (the node's ISNs, every one of which must construct it); takes

@@ -175,7 +175,8 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
     cursors[i].open(shard_, query.terms[i], w.term_weight[i], begin, end, &counters,
                     options_.bound_scale);
 
-  TopK top(params.k, &shared, concurrent, shard_.global_ranks().data());
+  TopK top(params.k, &shared, concurrent, shard_.global_ranks().data(),
+           options_.shared_threshold_refresh);
   RunStats stats;
   const Algorithm a = options_.algorithm;
   if (conjunctive) {

@@ -68,6 +68,15 @@ struct CpuEngineOptions {
   // Multiplies every term upper bound the pruning algorithms use (list and block maxima). 1;
   // tests set it below 1 to prove that a weakened bound gives a wrong answer they catch.
   double bound_scale = 1.0;
+  // A top-k that other runs raise concurrently (intra-query parts; other processes' shards
+  // through shared slots) re-reads the shared threshold every this many checks, and uses its
+  // last reading in between (a lower bound still: thresholds only rise). 1: at every check.
+  // The shared words are written by other cores; each re-read after a write is a cache miss.
+  // 4: with the slot and its union in one cache line, four ISNs on quarter shards at batch 1,024
+  // (H200 host) went from 0.83x to 0.93x one ISN's throughput at 16 against 1; with the slot in
+  // a line of its own, 1, 4 and 16 gave 0.91x, 0.93x and 0.89x (within the reps' spread), 4 for
+  // 0.2% more documents scored than 1 (NOTES-cluster.md, session 32).
+  unsigned shared_threshold_refresh = 4;
 };
 
 class CpuEngine final : public QueryEngine {

@@ -40,7 +40,7 @@ class ThresholdSlot {
                 std::uint32_t union_capacity)
       : word_(word), sequence_(sequence), union_(union_words), union_capacity_(union_capacity) {}
 
-  static constexpr std::uint32_t kUnionCapacity = 15;  // with the slot: two cache lines
+  static constexpr std::uint32_t kUnionCapacity = 15;
   // Whether publish() does anything for top-k runs of this k.
   bool publishes(std::size_t k) const { return union_ && k > 0 && k <= union_capacity_; }
 

@@ -65,7 +65,10 @@ class TopK {
   // `ranks` (the shard's global ranks, indexed by docID) decides ties; it is read only for
   // documents that tie on the score and for the answer (a rank read per offered document is a
   // cache miss on a large shard).
-  TopK(std::size_t k, SharedThreshold* shared, bool concurrent, const GlobalRank* ranks)
+  // `refresh`: with `concurrent`, threshold() re-reads the shared threshold every this many calls
+  // (CpuEngineOptions::shared_threshold_refresh).
+  TopK(std::size_t k, SharedThreshold* shared, bool concurrent, const GlobalRank* ranks,
+       unsigned refresh = 1)
       : ranks_(ranks),
         k_(k),
         capacity_(k + k / 2),
@@ -75,6 +78,8 @@ class TopK {
     entries_.reserve(std::min<std::size_t>(buffered_ ? capacity_ : k, 1 << 17));
     seed_ = shared ? shared->get() : kMinusInf;
     threshold_ = k == 0 ? std::numeric_limits<double>::infinity() : seed_;
+    refresh_every_ = std::max(1u, refresh);
+    shared_seen_ = seed_;
   }
 
   // Raises the threshold to `floor`, a lower bound of the final k-th score (k documents of the
@@ -88,7 +93,14 @@ class TopK {
   }
 
   // A document whose score is below the threshold cannot enter; one equal to it may (on rank).
-  double threshold() const { return shared_ ? std::max(threshold_, shared_->get()) : threshold_; }
+  double threshold() const {
+    if (!shared_) return threshold_;
+    if (--until_refresh_ == 0) {
+      until_refresh_ = refresh_every_;
+      shared_seen_ = shared_->get();
+    }
+    return std::max(threshold_, shared_seen_);
+  }
 
   // Offers a document; callers test `score < threshold()` first. The heap decides ties on the
   // rank at once, the buffer at its next cut.
@@ -263,6 +275,9 @@ class TopK {
   bool buffered_;
   SharedThreshold* shared_;
   bool publish_;  // each document that enters goes to the shared union (SharedThreshold::publish)
+  unsigned refresh_every_ = 1;
+  mutable unsigned until_refresh_ = 1;  // threshold() calls until it re-reads shared_
+  mutable double shared_seen_;          // shared_'s value at the last read
   double seed_ = kMinusInf;
   double threshold_ = kMinusInf;
   std::vector<Entry> entries_;
