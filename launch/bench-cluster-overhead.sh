@@ -31,6 +31,7 @@
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
 #                     session 29's default: --admission-quantile 0 --admission-lag 0.2) and
 #                     "_qNN" (--admission-quantile 0.NN instead of 0.95);
+#                     "_threadsN" (--threads N: engine threads per ISN, instead of cores / N);
 #                     "_refreshN" (--share-refresh N: the shared threshold re-read every N
 #                     checks);
 #                     "_nounion" (--share-unions off: the slots alone, as before session 32);
@@ -145,6 +146,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_sleephand* ]]; then  # merge and engine threads always sleep for work
     flags+=(--handoff sleep); v=${v/_sleephand/}
+  fi
+  if [[ $v =~ _threads([0-9]+) ]]; then  # N engine threads per ISN (cluster.sh: cores / ISNs)
+    flags+=(--threads "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v =~ _refresh([0-9]+) ]]; then  # the shared threshold re-read every N checks
     flags+=(--share-refresh "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
