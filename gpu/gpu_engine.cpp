@@ -115,6 +115,15 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     }
     m.copy_results_back(lane, plan, layout);
   }
+  // The online cache policy sees the call's queries while the last launches run: it needs only
+  // the queries, and at the end of the call its 0.2 ms (1,000 queries, H200) were on every
+  // call's time (0.97x the offline plan's throughput on the drifting log, session 31).
+  if (m.online) {
+    const auto t0 = std::chrono::steady_clock::now();
+    m.online->observe(queries);
+    m.observe_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   // The last launches, each unpacked as soon as it is back: the host polls rather than waits for
   // the oldest, which holds the longest queries and is often the last back (H100, k = 1000,
   // and-or: the other two launches were back 5 and 15 ms before it and waited to be unpacked).
@@ -136,12 +145,6 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   if (m.post) m.post->wait();
   m.call_finish_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - finishing_begins).count();
-  if (m.online) {
-    const auto t0 = std::chrono::steady_clock::now();
-    m.online->observe(queries);
-    m.observe_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
 }
 
 void GpuEngine::Impl::start_call() {
