@@ -13,14 +13,23 @@ namespace gpusearch {
 using nlohmann::json;
 
 std::string_view to_string(SplitMode m) {
-  return m == SplitMode::kInputRanges ? "input-ranges" : "gs-tiers";
+  switch (m) {
+    case SplitMode::kInputRanges:
+      return "input-ranges";
+    case SplitMode::kGsTiers:
+      return "gs-tiers";
+    case SplitMode::kRoundRobin:
+      return "round-robin";
+  }
+  return "?";
 }
 
 SplitMode parse_split_mode(std::string_view s) {
   if (s == "input-ranges") return SplitMode::kInputRanges;
   if (s == "gs-tiers") return SplitMode::kGsTiers;
+  if (s == "round-robin") return SplitMode::kRoundRobin;
   throw InputError("--split", 0, "unknown split mode '" + std::string(s) +
-                                     "' (input-ranges, gs-tiers)");
+                                     "' (input-ranges, gs-tiers, round-robin)");
 }
 
 std::string shard_dir_name(std::uint32_t shard_id) { return fmt::format("shard-{:04d}", shard_id); }

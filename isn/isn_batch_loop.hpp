@@ -51,6 +51,7 @@ struct Inbound {
 struct EngineCounters {
   std::uint64_t batches = 0, queries = 0, compute_us = 0, unknown_terms = 0, rejected = 0,
                 failed_batches = 0, idle_us = 0, encode_us = 0, answer_bytes = 0, queries_by_id = 0;
+  QueryCounters work;  // this shard's share of the answers' counters (how even the shards are)
 };
 
 // Two threads: this one (the caller's, the only one that calls MPI: MPI_THREAD_FUNNELED)

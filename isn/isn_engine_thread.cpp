@@ -210,6 +210,7 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
   counters_.idle_us += header.idle_us;
   counters_.encode_us += micros(Clock::now() - t1);
   counters_.answer_bytes += message->bytes();
+  for (const ShardResult& r : b.results) counters_.work.add(r.counters);
   ++counters_.batches;
   counters_.queries += b.queries.size();
   {

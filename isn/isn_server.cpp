@@ -158,6 +158,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"shard", where_.shard_id},
                    {"batches", c.batches},
                    {"queries", c.queries},
+                   {"work", to_json(c.work)},
                    {"queries_sent_as_term_ids", c.queries_by_id},
                    {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
                    {"idle_seconds", c.idle_us / 1e6},

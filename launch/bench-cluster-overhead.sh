@@ -41,6 +41,8 @@
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
 #                     uses an existing 1-shard index instead; N-ISN runs re-shard it (partition)
+#   --split           how N-ISN runs re-shard the index: input-ranges (default), round-robin
+#                     or gs-tiers (gpusearch partition --split)
 #   --queries         the first N test queries (default 8000)
 #   --reps            repeats of every configuration, interleaved (default 3); medians reported
 #   --summarize-only  no runs: rebuild the JSON and the table from OUT's runs
@@ -58,6 +60,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" build="$root/build" before="" before_ref=410011d engine=cpu docs=200000 seed=7 nq=8000
 batches="64 1024" isns="1 4" reps=3 variants="before adaptive" index="" mode=and-or k=10
+split=input-ranges
 probe_reps=3 latency_reps=0 summarize_only=0
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
@@ -80,6 +83,7 @@ while [ $# -gt 0 ]; do
     --index) index=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
     --k) k=$2; shift 2 ;;
+    --split) split=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "bench-cluster-overhead: unknown flag $1" >&2; usage 2 ;;
   esac
@@ -176,8 +180,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
 }
 index_for() {  # the index with N shards
   [ "$1" = 1 ] && { echo "$index"; return; }
-  local d="$out/index-s$1"
-  [ -f "$d/manifest.json" ] || "$gs" -q partition --index "$index" --out "$d" --shards "$1" --force >&2
+  local d="$out/index-s$1"; [ "$split" = input-ranges ] || d="$out/index-s$1-$split"
+  [ -f "$d/manifest.json" ] ||
+    "$gs" -q partition --index "$index" --out "$d" --shards "$1" --split "$split" --force >&2
   echo "$d"
 }
 head -"$nq" "$index/queries.test.tsv" > "$out/queries.tsv"

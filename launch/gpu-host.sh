@@ -36,7 +36,7 @@
 #                with the CPU engine, then the GPU engine, 1 and 4 ISNs, batches 64 and 1,024
 #                (OVERHEAD_BEFORE: a build of the code before issue 16, else checked out and
 #                built here; OVERHEAD_VARIANTS, OVERHEAD_QUERIES, OVERHEAD_REPS, OVERHEAD_DOCS,
-#                OVERHEAD_ISNS ("1 4"), OVERHEAD_BATCHES ("64 1024");
+#                OVERHEAD_ISNS ("1 4"), OVERHEAD_BATCHES ("64 1024"), OVERHEAD_SPLIT (input-ranges);
 #                OVERHEAD_ENGINES, default "cpu gpu"; variants "X_noshare": --share-thresholds off;
 #                OVERHEAD_PROBE_REPS (3), OVERHEAD_LATENCY_REPS (3): the closed-loop latency
 #                check, one batch of 64 in flight, p50 latency over the slowest ISN's compute)
@@ -463,6 +463,7 @@ EOF
         launch/bench-cluster-overhead.sh --out "$OUT/overhead-$engine" --build "$build_dir" \
           "${ov_before[@]}" --engine $engine "${ov_index[@]}" --queries "${OVERHEAD_QUERIES:-20000}" \
           --batches "${OVERHEAD_BATCHES:-64 1024}" --isns "${OVERHEAD_ISNS:-1 4}" --reps "${OVERHEAD_REPS:-3}" \
+          --split "${OVERHEAD_SPLIT:-input-ranges}" \
           --variants "${OVERHEAD_VARIANTS:-before adaptive spin}" \
           --probe-reps "${OVERHEAD_PROBE_REPS:-3}" --latency-reps "${OVERHEAD_LATENCY_REPS:-3}" \
           > "$OUT/overhead_$engine.log" 2>&1 \

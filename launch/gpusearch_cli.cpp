@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   corpus_opt->excludes(synth_opt);
   idx->add_option("--out", bo.out_dir, "index directory")->required();
   idx->add_option("--shards", bo.num_shards, "docID-range shards, one per ISN")->capture_default_str();
-  idx->add_option("--split", split, "input-ranges (default) or gs-tiers")->capture_default_str();
+  idx->add_option("--split", split, "input-ranges (default), gs-tiers or round-robin")
+      ->capture_default_str();
   idx->add_option("--codec", codec_name, "pfor128 (default) or bp128")->capture_default_str();
   idx->add_option("--alpha", bo.gs_alpha, "alpha of GS(d) and the docID order (paper 000, eq. 4)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
@@ -124,7 +125,8 @@ int main(int argc, char** argv) {
   part->add_option("--index", part_in, "input index")->required()->check(CLI::ExistingDirectory);
   part->add_option("--out", part_out, "output index directory")->required();
   part->add_option("--shards", part_shards, "shards")->capture_default_str();
-  part->add_option("--split", part_split, "input-ranges or gs-tiers")->capture_default_str();
+  part->add_option("--split", part_split, "input-ranges, gs-tiers or round-robin")
+      ->capture_default_str();
   part->add_option("--codec", part_codec, "re-encode with this codec (default: keep)");
   part->add_flag("--force", part_force, "replace an existing index in --out");
 

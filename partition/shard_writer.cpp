@@ -142,9 +142,13 @@ nlohmann::json write_index(const fs::path& dir, const DocTable& docs, const Post
   std::vector<std::uint32_t> by_rank(n);
   for (std::uint32_t p = 0; p < n; ++p) by_rank[docs.global_rank[p]] = p;
   auto range_begin = [&](std::uint32_t s) { return std::uint32_t(std::uint64_t(n) * s / S); };
-  for (std::uint32_t s = 0; s < S; ++s) {
-    for (std::uint32_t p = range_begin(s); p < range_begin(s + 1); ++p) {
-      shard_of[options.split == SplitMode::kInputRanges ? p : by_rank[p]] = s;
+  if (options.split == SplitMode::kRoundRobin) {
+    for (std::uint32_t p = 0; p < n; ++p) shard_of[p] = p % S;
+  } else {
+    for (std::uint32_t s = 0; s < S; ++s) {
+      for (std::uint32_t p = range_begin(s); p < range_begin(s + 1); ++p) {
+        shard_of[options.split == SplitMode::kInputRanges ? p : by_rank[p]] = s;
+      }
     }
   }
   for (std::uint32_t r = 0; r < n; ++r) {  // visiting by rank numbers each shard in GS order
