@@ -157,20 +157,20 @@ int main(int argc, char** argv) {
                  "any of them has found (a shared-memory window); auto: on where more than one "
                  "ISN runs on the node")
       ->capture_default_str();  // checked at start-up: a bad value is the hello's error
-  std::string share_kth_seeds = "on";
-  app.add_option("--share-kth-seeds", share_kth_seeds,
-                 "with --share-thresholds: each shard starts a query from the node's combined "
-                 "K-th impact bounds (a lower bound of the collection's k-th score), not its "
-                 "own shard's")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
-  std::string share_unions = "on";
-  app.add_option("--share-unions", share_unions,
-                 "with --share-thresholds: the shards also share each query's best scores (up "
-                 "to k = 15), and prune against the k-th of them all, as one engine over the "
-                 "node's documents would")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+  // An on|off flag into a bool (default: the bool's value).
+  auto on_off = [&app](const char* name, bool& value, const char* description) {
+    app.add_option_function<std::string>(
+           name, [&value](const std::string& s) { value = s == "on"; }, description)
+        ->check(CLI::IsMember({"on", "off"}))
+        ->default_str(value ? "on" : "off");
+  };
+  on_off("--share-kth-seeds", o.share_kth_seeds,
+         "with --share-thresholds: each shard starts a query from the node's combined K-th "
+         "impact bounds (a lower bound of the collection's k-th score), not its own shard's");
+  on_off("--share-unions", o.share_unions,
+         "with --share-thresholds: the shards also share each query's best scores (up to k = "
+         "15), and prune against the k-th of them all, as one engine over the node's documents "
+         "would");
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -181,8 +181,6 @@ int main(int argc, char** argv) {
     return wire::end_after_flag_error(app, e);
   }
   o.verify_checksums = !no_verify;
-  o.share_kth_seeds = share_kth_seeds == "on";
-  o.share_unions = share_unions == "on";
   o.ranking.cache_bytes = std::uint64_t(ranker_cache_mb * 1048576.0);
   if (!run_mode.empty()) {
     try {
