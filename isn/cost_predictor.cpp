@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "isn/boosted_cost_model.hpp"
 
 namespace gpusearch {
 
@@ -39,8 +40,7 @@ std::array<double, CostModel::kFeatures> regressors(const QueryFeatures& f) {
   return {1.0, std::log1p(f.shortest), std::log1p(f.second_shortest), std::log1p(f.total), f.terms};
 }
 
-// Costs below a microsecond are timer noise; the logarithm needs a floor.
-constexpr double kMinSeconds = 1e-7;
+constexpr double kMinSeconds = kMinCostSeconds;
 
 }  // namespace
 
@@ -83,12 +83,18 @@ CostModel CostModel::fit(std::span<const CostSample> samples) {
 
 double CostModel::relative_error_scale(const CostModel& model,
                                        std::span<const CostSample> samples) {
+  return best_relative_error_scale(
+      samples, [&](const QueryFeatures& f) { return model.predict_seconds(f); });
+}
+
+double best_relative_error_scale(std::span<const CostSample> samples,
+                                 const std::function<double(const QueryFeatures&)>& predict) {
   // sum_i |s p_i - y_i| / y_i = sum_i (p_i / y_i) |s - y_i / p_i|: minimized by the median of
   // the ratios y_i / p_i weighted by p_i / y_i.
   std::vector<std::pair<double, double>> ratio_weight;
   double total = 0;
   for (const CostSample& c : samples) {
-    const double y = std::max(c.seconds, kMinSeconds), p = model.predict_seconds(c.features);
+    const double y = std::max(c.seconds, kMinSeconds), p = predict(c.features);
     ratio_weight.push_back({y / p, p / y});
     total += p / y;
   }
@@ -129,19 +135,66 @@ std::size_t ProcessorCostModel::leaf(const QueryFeatures& f) {
   return std::min<std::size_t>(kLeaves, std::max<std::size_t>(1, std::size_t(f.terms))) - 1;
 }
 
-ProcessorCostModel ProcessorCostModel::fit(std::span<const CostSample> samples) {
+CostModelKind parse_cost_model_kind(std::string_view name) {
+  if (name == "linear") return CostModelKind::kLinear;
+  if (name == "trees") return CostModelKind::kTrees;
+  if (name == "best") return CostModelKind::kBest;
+  throw InputError("--scheduler-cost-model", 0,
+                   fmt::format("'{}': give linear, trees or best", name));
+}
+
+std::string_view to_string(CostModelKind k) {
+  switch (k) {
+    case CostModelKind::kLinear:
+      return "linear";
+    case CostModelKind::kTrees:
+      return "trees";
+    case CostModelKind::kBest:
+      return "best";
+  }
+  return "?";
+}
+
+ProcessorCostModel ProcessorCostModel::fit(std::span<const CostSample> samples,
+                                           CostModelKind kind) {
   ProcessorCostModel m;
   m.overall_ = CostModel::fit(samples);
   std::array<std::vector<CostSample>, kLeaves> by_leaf;
   for (const CostSample& s : samples) by_leaf[leaf(s.features)].push_back(s);
   for (std::size_t i = 0; i < kLeaves; ++i)
     if (by_leaf[i].size() >= kMinLeafSamples) m.leaves_[i] = CostModel::fit(by_leaf[i]);
+  if (kind == CostModelKind::kTrees) {
+    m.trees_ = std::make_shared<const BoostedCostModel>(BoostedCostModel::fit(samples));
+  } else if (kind == CostModelKind::kBest && samples.size() >= 4 * BoostedCostModel::kMinSamples / 3) {
+    // Both kinds fitted on three quarters, judged on the fourth; the better one refitted on all.
+    std::vector<CostSample> fit_part, held_out;
+    for (std::size_t s = 0; s < samples.size(); ++s)
+      (s % 4 == 3 ? held_out : fit_part).push_back(samples[s]);
+    const double linear = ProcessorCostModel::fit(fit_part).mean_relative_error(held_out);
+    const double trees = BoostedCostModel::fit(fit_part).mean_relative_error(held_out);
+    m.choice_ = {{"linear_held_out_error", linear}, {"trees_held_out_error", trees}};
+    if (trees < linear)
+      m.trees_ = std::make_shared<const BoostedCostModel>(BoostedCostModel::fit(samples));
+  }
   return m;
 }
 
-double ProcessorCostModel::predict_seconds(const QueryFeatures& f) const {
+ProcessorCostModel ProcessorCostModel::refit(std::span<const CostSample> samples) const {
+  ProcessorCostModel m = fit(samples, CostModelKind::kLinear);
+  if (trees_) {
+    m.trees_ = std::make_shared<const BoostedCostModel>(trees_->rescaled(samples));
+    m.choice_ = choice_;
+  }
+  return m;
+}
+
+double ProcessorCostModel::linear_seconds(const QueryFeatures& f) const {
   const auto& l = leaves_[leaf(f)];
   return l ? l->predict_seconds(f) : overall_.predict_seconds(f);
+}
+
+double ProcessorCostModel::predict_seconds(const QueryFeatures& f) const {
+  return trees_ ? trees_->predict_seconds(f) : linear_seconds(f);
 }
 
 double ProcessorCostModel::mean_relative_error(std::span<const CostSample> samples) const {
@@ -155,7 +208,10 @@ double ProcessorCostModel::mean_relative_error(std::span<const CostSample> sampl
 }
 
 nlohmann::json ProcessorCostModel::to_json() const {
-  nlohmann::json j = {{"overall", overall_.to_json()}, {"by_terms", nlohmann::json::object()}};
+  nlohmann::json j = {{"overall", overall_.to_json()}, {"by_terms", nlohmann::json::object()},
+                      {"predicts_with", trees_ ? "trees" : "linear"}};
+  if (trees_) j["trees"] = trees_->to_json();
+  if (!choice_.is_null()) j["choice"] = choice_;
   for (std::size_t i = 0; i < kLeaves; ++i)
     if (leaves_[i])
       j["by_terms"][i + 1 == kLeaves ? fmt::format("{}+", kLeaves) : std::to_string(i + 1)] =
@@ -164,7 +220,8 @@ nlohmann::json ProcessorCostModel::to_json() const {
 }
 
 CostPredictor CostPredictor::train(std::span<const CostSample> cpu_log,
-                                   std::span<const CostSample> gpu_log, nlohmann::json* report) {
+                                   std::span<const CostSample> gpu_log, nlohmann::json* report,
+                                   CostModelKind kind) {
   CostPredictor p;
   const std::array<std::span<const CostSample>, kProcessors> logs{cpu_log, gpu_log};
   for (std::size_t i = 0; i < kProcessors; ++i) {
@@ -173,10 +230,10 @@ CostPredictor CostPredictor::train(std::span<const CostSample> cpu_log,
       (s % 4 == 3 ? held_out : fit_part).push_back(logs[i][s]);
     double held_out_error = NAN, held_out_error_single = NAN;
     if (fit_part.size() >= 2 * CostModel::kFeatures && !held_out.empty()) {
-      held_out_error = ProcessorCostModel::fit(fit_part).mean_relative_error(held_out);
+      held_out_error = ProcessorCostModel::fit(fit_part, kind).mean_relative_error(held_out);
       held_out_error_single = CostModel::fit(fit_part).mean_relative_error(held_out);
     }
-    p.models_[i] = ProcessorCostModel::fit(logs[i]);
+    p.models_[i] = ProcessorCostModel::fit(logs[i], kind);
     if (report)
       (*report)[std::string(to_string(Processor(i)))] = {
           {"samples", logs[i].size()},

@@ -12,6 +12,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -46,11 +48,19 @@ struct QueryFeatures {
 };
 QueryFeatures query_features(const ShardIndex& shard, const Query& query);
 
+// Costs below a microsecond are timer noise; logarithms and relative errors need a floor.
+inline constexpr double kMinCostSeconds = 1e-7;
+
 struct CostSample {
   QueryFeatures features;
   double seconds = 0;
   bool or_ran = false;  // and-or: the AND answer was short of k, so the OR phase ran too
 };
+
+// The factor s that minimizes paper 001's mean relative error, the sum of |s p_i - y_i| / y_i
+// over the samples, for predictions p_i = predict(features_i) of measured costs y_i.
+double best_relative_error_scale(std::span<const CostSample> samples,
+                                 const std::function<double(const QueryFeatures&)>& predict);
 
 // ln(seconds) = w . x(features), fitted by least squares (normal equations with a tiny ridge
 // term, solved by Gaussian elimination with partial pivoting: five unknowns); then the intercept
@@ -76,22 +86,41 @@ class CostModel {
   std::array<double, kFeatures> w_{};
 };
 
+class BoostedCostModel;  // boosted_cost_model.hpp
+
+// Which model a processor's costs get: the linear ones below; boosted trees
+// (boosted_cost_model.hpp); or whichever of the two misses less on a held-out quarter of the
+// samples (the default, --scheduler-cost-model).
+enum class CostModelKind { kLinear, kTrees, kBest };
+CostModelKind parse_cost_model_kind(std::string_view name);  // throws InputError
+std::string_view to_string(CostModelKind k);
+
 // One processor's model: a CostModel per term count (1, 2, 3, 4+) where the log has at least
-// kMinLeafSamples of them, else the CostModel fitted on every sample.
+// kMinLeafSamples of them, else the CostModel fitted on every sample; with kTrees (or kBest
+// where they miss less), boosted trees predict instead.
 class ProcessorCostModel {
  public:
   static constexpr std::size_t kLeaves = 4;
   static constexpr std::size_t kMinLeafSamples = 6 * CostModel::kFeatures;
-  static ProcessorCostModel fit(std::span<const CostSample> samples);
+  static ProcessorCostModel fit(std::span<const CostSample> samples,
+                                CostModelKind kind = CostModelKind::kLinear);
+  // An online refit on recent costs: the linear models are fitted again; trees keep their
+  // shape and only their scale follows the samples (training trees at every refit would cost
+  // tens of milliseconds, every 512 CPU jobs).
+  ProcessorCostModel refit(std::span<const CostSample> samples) const;
   double predict_seconds(const QueryFeatures& f) const;
   double mean_relative_error(std::span<const CostSample> samples) const;
   const CostModel& overall() const { return overall_; }
+  bool uses_trees() const { return trees_ != nullptr; }
   nlohmann::json to_json() const;
 
  private:
   static std::size_t leaf(const QueryFeatures& f);
+  double linear_seconds(const QueryFeatures& f) const;
   CostModel overall_;
   std::array<std::optional<CostModel>, kLeaves> leaves_;
+  std::shared_ptr<const BoostedCostModel> trees_;  // null: the linear models predict
+  nlohmann::json choice_;  // how kBest chose (held-out errors), for the report
 };
 
 struct CostEstimate {
@@ -106,7 +135,8 @@ class CostPredictor {
   // error on the held-out fourth (`report`: per processor, samples, held-out error, weights),
   // then refits on every sample for use.
   static CostPredictor train(std::span<const CostSample> cpu_log,
-                             std::span<const CostSample> gpu_log, nlohmann::json* report);
+                             std::span<const CostSample> gpu_log, nlohmann::json* report,
+                             CostModelKind kind = CostModelKind::kBest);
   CostEstimate predict(const QueryFeatures& f) const;
   const ProcessorCostModel& model(Processor p) const { return models_[std::size_t(p)]; }
   // This predictor with processor p's model replaced (an online refit).

@@ -131,10 +131,12 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
       if (co.intra_query_threads > 1) cost_log.clock[std::size_t(Processor::kCpu)] = CostClock::kWall;
       sched.observe_clock = cost_log.clock;
       const std::size_t refit_every = so.refit_every;
-      trainer = [queries, &shard, cost_log, refit_every](const SearchParams& p, QueryEngine& cpu,
-                                                         QueryEngine& gpu, nlohmann::json& report) {
+      const CostModelKind kind = parse_cost_model_kind(so.cost_model);
+      trainer = [queries, &shard, cost_log, refit_every, kind](
+                    const SearchParams& p, QueryEngine& cpu, QueryEngine& gpu,
+                    nlohmann::json& report) {
         CostLog log = log_query_costs(shard, *queries, p, cpu, gpu, cost_log);
-        CostPredictor first = CostPredictor::train(log.samples[0], log.samples[1], &report);
+        CostPredictor first = CostPredictor::train(log.samples[0], log.samples[1], &report, kind);
         // Refitted online from the CPU jobs' own costs (isn/online_cost_predictor.hpp).
         return OnlineCostPredictor::hooks(std::make_shared<OnlineCostPredictor>(
             std::move(log), std::move(first), refit_every));

@@ -40,6 +40,8 @@ struct IsnSchedulerOptions {
   // queues, best-serial: the CPU model is refitted after every refit_every CPU jobs on the
   // training log and the newest jobs' costs (isn/online_cost_predictor.hpp); 0: never.
   std::size_t refit_every = 512;
+  // The cost models (isn/cost_predictor.hpp, CostModelKind): linear, trees or best.
+  std::string cost_model = "best";
 };
 
 struct IsnEngineStackOptions {

@@ -112,6 +112,12 @@ int main(int argc, char** argv) {
                  "scheduler queues: refit the CPU cost model after this many CPU jobs, on the "
                  "training costs and the newest jobs' own (0: never)")
       ->capture_default_str();
+  app.add_option("--scheduler-cost-model", so.cost_model,
+                 "scheduler: each processor's cost model: linear (least squares on the features' "
+                 "logarithms), trees (boosted, XGBoost) or best (whichever misses less on a "
+                 "held-out quarter of the training costs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linear", "trees", "best"}));
   app.add_option("--gpu-max-batch", so.gpu_max_batch,
                  "scheduler: most queries per call of the GPU-side engine")
       ->capture_default_str();

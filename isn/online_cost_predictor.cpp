@@ -47,7 +47,7 @@ void OnlineCostPredictor::observe(Processor p, const QueryFeatures& f, double se
   }
   // Fitted outside the lock: the scheduler's classifications go on meanwhile.
   auto next = std::make_shared<const CostPredictor>(
-      used->with_model(Processor::kCpu, ProcessorCostModel::fit(fit)));
+      used->with_model(Processor::kCpu, used->model(Processor::kCpu).refit(fit)));
   std::lock_guard lock(mutex_);
   current_ = std::move(next);
   ++refits_;

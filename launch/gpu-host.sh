@@ -120,7 +120,7 @@ if [[ ${steps[0]} == fetch ]]; then
   mkdir -p .deps .gpuhost/data
   (cd .deps && apt-get download libcapnp-dev libcapnp-0.9.2 capnproto libtbb-dev libtbb12 \
      libtbbmalloc2 libtbbbind-2-5 libcli11-dev libfmt-dev libfmt9 nlohmann-json3-dev \
-     libxxhash-dev libxxhash0 libgtest-dev zlib1g-dev)
+     libxxhash-dev libxxhash0 libgtest-dev zlib1g-dev libxgboost-dev libxgboost0 libdmlc0 libgomp1)
   for d in cranfield msmarco-queries-sample; do
     [[ -d ../shared/data/$d ]] && cp -r ../shared/data/$d .gpuhost/data/
   done

@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libcapnp-dev capnproto
           libtbb-dev libgtest-dev libgmock-dev libcli11-dev libfmt-dev libspdlog-dev
           nlohmann-json3-dev zlib1g-dev libxxhash-dev libbenchmark-dev python3-matplotlib lz4
-          python3-xgboost)
+          python3-xgboost libxgboost-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -72,6 +72,7 @@ struct Settings {
   std::string lbd_short_on = "gpu";
   unsigned seed = 1;
   unsigned cost_repeats = CostLogOptions{}.repeats;
+  std::string cost_model = "best";
   std::string cpu_cost_clock = "thread", gpu_cost_clock = "wall";
   std::filesystem::path cost_log_path;
   gpusearch::testing::SimulatedCosts simulated;  // the GPU side's
@@ -291,6 +292,11 @@ int main(int argc, char** argv) {
   app.add_option("--start-rate", s.start_rate, "first rate (0: a quarter of the estimate)");
   app.add_option("--max-runs", s.max_runs, "runs per configuration")->capture_default_str();
   app.add_option("--seed", s.seed)->capture_default_str();
+  app.add_option("--cost-model", s.cost_model,
+                 "each processor's cost model: linear, trees (boosted, XGBoost) or best "
+                 "(whichever misses less on a held-out quarter of the training costs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linear", "trees", "best"}));
   app.add_option("--cost-repeats", s.cost_repeats,
                  "timed runs per query and processor when logging costs (the median is kept)")
       ->capture_default_str();
@@ -379,7 +385,8 @@ int main(int argc, char** argv) {
     const CostLog train_log =
         log_query_costs(shard, train, params, cpu_engine, *gpu_engine, cost_options);
     const CostPredictor predictor =
-        CostPredictor::train(train_log.samples[0], train_log.samples[1], &predictor_report);
+        CostPredictor::train(train_log.samples[0], train_log.samples[1], &predictor_report,
+                             parse_cost_model_kind(s.cost_model));
     const double train_seconds = train_watch.seconds();
     // Its error on the test queries, each timed alone on both processors as the training
     // queries were (also the per-query costs behind the rate estimates).

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/reference_engine.hpp"
+#include "isn/boosted_cost_model.hpp"
 #include "isn/coprocessor_scheduler.hpp"
 #include "isn/cost_predictor.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
@@ -164,4 +165,56 @@ TEST(OnlineCostPredictor, FollowsTheCpuCostsTheSchedulerObserves) {
   EXPECT_EQ(frozen.stats()["refits"].get<std::uint64_t>(), 0u);
   EXPECT_NEAR(frozen.predict(q).on(Processor::kCpu), trained, 0.05 * trained);
   EXPECT_NEAR(frozen.stats()["cpu_mean_relative_error_online"].get<double>(), 2.0 / 3, 0.05);
+}
+
+// Boosted trees (isn/boosted_cost_model.hpp): where the dear queries are told apart by a
+// feature, but not linearly (and-or's OR phase runs where the AND estimate is below 1: four
+// times the cost), the trees see it and the linear models cannot; `best` picks the trees on the
+// held-out quarter; an online refit keeps the trees and follows a change of scale; too few
+// samples and an unknown kind are refused.
+TEST(BoostedCostModel, LearnsWhatLinearModelsCannotAndBestPicksIt) {
+  std::mt19937 rng(7);
+  std::lognormal_distribution<double> len(8.0, 1.5);
+  std::uniform_real_distribution<double> estimate(-3, 3);
+  std::vector<CostSample> samples;
+  for (int i = 0; i < 1200; ++i) {
+    QueryFeatures f;
+    f.terms = 3;
+    f.shortest = len(rng);
+    f.second_shortest = f.shortest * 1.5;
+    f.total = f.shortest * 4;
+    f.total_blocks = std::uint64_t(f.total / 128) + 3;
+    f.and_estimate = std::pow(10.0, estimate(rng));
+    const bool or_runs = f.and_estimate < 1;
+    samples.push_back({f, 2e-7 * std::pow(f.total, 0.7) * (or_runs ? 4.0 : 1.0), or_runs});
+  }
+  const std::span<const CostSample> all(samples);
+  const auto fit = all.first(900), held_out = all.subspan(900);
+  const double linear = ProcessorCostModel::fit(fit).mean_relative_error(held_out);
+  const ProcessorCostModel trees = ProcessorCostModel::fit(fit, CostModelKind::kTrees);
+  ASSERT_TRUE(trees.uses_trees());
+  const double boosted = trees.mean_relative_error(held_out);
+  EXPECT_GT(linear, 0.3);
+  EXPECT_LT(boosted, 0.1) << trees.to_json().dump();
+  const ProcessorCostModel best = ProcessorCostModel::fit(fit, CostModelKind::kBest);
+  EXPECT_TRUE(best.uses_trees()) << best.to_json().dump();
+  EXPECT_FALSE(ProcessorCostModel::fit(fit, CostModelKind::kLinear).uses_trees());
+  for (const CostSample& s : held_out) {
+    const double p = trees.predict_seconds(s.features);
+    ASSERT_TRUE(std::isfinite(p) && p > 0);
+  }
+
+  // Costs twice as high under load: the refit keeps the trees, and the predictions double.
+  std::vector<CostSample> doubled(samples.begin(), samples.begin() + 300);
+  for (CostSample& s : doubled) s.seconds *= 2;
+  const ProcessorCostModel refit = trees.refit(doubled);
+  EXPECT_TRUE(refit.uses_trees());
+  for (std::size_t i = 900; i < 920; ++i)
+    EXPECT_NEAR(refit.predict_seconds(samples[i].features),
+                2 * trees.predict_seconds(samples[i].features),
+                0.1 * trees.predict_seconds(samples[i].features));
+
+  EXPECT_THROW(BoostedCostModel::fit(all.first(10)), Error);
+  EXPECT_THROW(parse_cost_model_kind("forest"), InputError);
+  EXPECT_EQ(parse_cost_model_kind("best"), CostModelKind::kBest);
 }
