@@ -27,7 +27,8 @@ using DMatrix = std::unique_ptr<void, DMatrixFree>;
 using Booster = std::unique_ptr<void, BoosterFree>;
 
 void check(int rc, const char* what) {
-  if (rc != 0) throw Error(fmt::format("cost model: XGBoost {} failed: {}", what, XGBGetLastError()));
+  if (rc != 0)
+    throw Error(fmt::format("cost model: XGBoost {} failed: {}", what, XGBGetLastError()));
 }
 
 }  // namespace
@@ -109,13 +110,8 @@ double BoostedCostModel::predict_seconds(const QueryFeatures& f) const {
 }
 
 double BoostedCostModel::mean_relative_error(std::span<const CostSample> samples) const {
-  if (samples.empty()) return 0;
-  double sum = 0;
-  for (const CostSample& s : samples) {
-    const double measured = std::max(s.seconds, kMinCostSeconds);
-    sum += std::abs(predict_seconds(s.features) - measured) / measured;
-  }
-  return sum / double(samples.size());
+  return mean_relative_error_of(samples,
+                                [this](const QueryFeatures& f) { return predict_seconds(f); });
 }
 
 nlohmann::json BoostedCostModel::to_json() const {

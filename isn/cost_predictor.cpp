@@ -87,6 +87,17 @@ double CostModel::relative_error_scale(const CostModel& model,
       samples, [&](const QueryFeatures& f) { return model.predict_seconds(f); });
 }
 
+double mean_relative_error_of(std::span<const CostSample> samples,
+                              const std::function<double(const QueryFeatures&)>& predict) {
+  if (samples.empty()) return 0;
+  double sum = 0;
+  for (const CostSample& s : samples) {
+    const double measured = std::max(s.seconds, kMinSeconds);
+    sum += std::abs(predict(s.features) - measured) / measured;
+  }
+  return sum / double(samples.size());
+}
+
 double best_relative_error_scale(std::span<const CostSample> samples,
                                  const std::function<double(const QueryFeatures&)>& predict) {
   // sum_i |s p_i - y_i| / y_i = sum_i (p_i / y_i) |s - y_i / p_i|: minimized by the median of
@@ -116,13 +127,8 @@ double CostModel::predict_seconds(const QueryFeatures& f) const {
 }
 
 double CostModel::mean_relative_error(std::span<const CostSample> samples) const {
-  if (samples.empty()) return 0;
-  double sum = 0;
-  for (const CostSample& s : samples) {
-    const double measured = std::max(s.seconds, kMinSeconds);
-    sum += std::abs(predict_seconds(s.features) - measured) / measured;
-  }
-  return sum / double(samples.size());
+  return mean_relative_error_of(samples,
+                                [this](const QueryFeatures& f) { return predict_seconds(f); });
 }
 
 nlohmann::json CostModel::to_json() const {
@@ -165,7 +171,8 @@ ProcessorCostModel ProcessorCostModel::fit(std::span<const CostSample> samples,
     if (by_leaf[i].size() >= kMinLeafSamples) m.leaves_[i] = CostModel::fit(by_leaf[i]);
   if (kind == CostModelKind::kTrees) {
     m.trees_ = std::make_shared<const BoostedCostModel>(BoostedCostModel::fit(samples));
-  } else if (kind == CostModelKind::kBest && samples.size() >= 4 * BoostedCostModel::kMinSamples / 3) {
+  } else if (kind == CostModelKind::kBest &&
+             samples.size() >= 4 * BoostedCostModel::kMinSamples / 3) {
     // Both kinds fitted on three quarters, judged on the fourth; the better one refitted on all.
     std::vector<CostSample> fit_part, held_out;
     for (std::size_t s = 0; s < samples.size(); ++s)
@@ -198,17 +205,13 @@ double ProcessorCostModel::predict_seconds(const QueryFeatures& f) const {
 }
 
 double ProcessorCostModel::mean_relative_error(std::span<const CostSample> samples) const {
-  if (samples.empty()) return 0;
-  double sum = 0;
-  for (const CostSample& s : samples) {
-    const double measured = std::max(s.seconds, kMinSeconds);
-    sum += std::abs(predict_seconds(s.features) - measured) / measured;
-  }
-  return sum / double(samples.size());
+  return mean_relative_error_of(samples,
+                                [this](const QueryFeatures& f) { return predict_seconds(f); });
 }
 
 nlohmann::json ProcessorCostModel::to_json() const {
-  nlohmann::json j = {{"overall", overall_.to_json()}, {"by_terms", nlohmann::json::object()},
+  nlohmann::json j = {{"overall", overall_.to_json()},
+                      {"by_terms", nlohmann::json::object()},
                       {"predicts_with", trees_ ? "trees" : "linear"}};
   if (trees_) j["trees"] = trees_->to_json();
   if (!choice_.is_null()) j["choice"] = choice_;

@@ -57,6 +57,10 @@ struct CostSample {
   bool or_ran = false;  // and-or: the AND answer was short of k, so the OR phase ran too
 };
 
+// Paper 001's measure: the mean of |predict(features) - measured| / measured over the samples
+// (costs floored at kMinCostSeconds).
+double mean_relative_error_of(std::span<const CostSample> samples,
+                              const std::function<double(const QueryFeatures&)>& predict);
 // The factor s that minimizes paper 001's mean relative error, the sum of |s p_i - y_i| / y_i
 // over the samples, for predictions p_i = predict(features_i) of measured costs y_i.
 double best_relative_error_scale(std::span<const CostSample> samples,

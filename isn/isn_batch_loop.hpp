@@ -86,8 +86,8 @@ class BatchLoop {
     }
     auto* scheduler = dynamic_cast<SchedulerEngine*>(engine_.active_primary());
     if (scheduler && options.scheduler.batches_in_flight > 1)
-      pipeline_ = std::make_unique<BatchPipeline>(
-          *scheduler, options.scheduler.batches_in_flight, [this] {
+      pipeline_ =
+          std::make_unique<BatchPipeline>(*scheduler, options.scheduler.batches_in_flight, [this] {
             { std::lock_guard lock(mutex_); }  // the engine thread waits, or sees the change
             engine_wait_.notify_one();
           });
@@ -137,7 +137,7 @@ class BatchLoop {
   const SharedThresholdWindow* thresholds_;
   cpu::CpuEngine* sharing_engine_ = nullptr;
   std::shared_ptr<const KthImpactTable> collection_seeds_;  // use_collection_seeds
-  std::vector<cpu::QueryThresholdSlots> slots_;  // the engine thread's
+  std::vector<cpu::QueryThresholdSlots> slots_;             // the engine thread's
   std::uint64_t batches_shared_ = 0;
   std::uint64_t joint_calls_ = 0, batches_joined_ = 0;  // --coalesce-batches
   MPI_Comm world_;

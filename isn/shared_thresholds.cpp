@@ -80,7 +80,8 @@ void SharedThresholdWindow::slots_for(std::uint64_t batch_id, std::size_t querie
     std::uint64_t* or_words = and_words + kWordsPerPhase;
     const std::uint32_t capacity = unions ? cpu::ThresholdSlot::kUnionCapacity : 0;
     out[q] = {
-        cpu::ThresholdSlot(and_words, sequence, unions ? and_words + kSlotWords : nullptr, capacity),
+        cpu::ThresholdSlot(and_words, sequence, unions ? and_words + kSlotWords : nullptr,
+                           capacity),
         cpu::ThresholdSlot(or_words, sequence, unions ? or_words + kSlotWords : nullptr, capacity)};
   }
 }
@@ -135,7 +136,8 @@ std::shared_ptr<const KthImpactTable> SharedThresholdWindow::combine_seed_tables
     theirs.num_terms = rows.num_terms;
     const std::size_t nr = std::size_t(row_counts[std::size_t(r)]);
     const std::size_t nv = std::size_t(value_counts[std::size_t(r)]);
-    theirs.terms.assign(terms.begin() + std::ptrdiff_t(row), terms.begin() + std::ptrdiff_t(row + nr));
+    theirs.terms.assign(terms.begin() + std::ptrdiff_t(row),
+                        terms.begin() + std::ptrdiff_t(row + nr));
     theirs.counts.assign(counts.begin() + std::ptrdiff_t(row),
                          counts.begin() + std::ptrdiff_t(row + nr));
     theirs.values.assign(values.begin() + std::ptrdiff_t(value),

@@ -8,7 +8,8 @@ namespace gpusearch::wire {
 
 void HandoffWait::expect(Clock::time_point from, Clock::time_point until) {
   const std::int64_t f = ns(from), u = ns(until);
-  if (from_ns_.load(std::memory_order_relaxed) == f && until_ns_.load(std::memory_order_relaxed) == u)
+  if (from_ns_.load(std::memory_order_relaxed) == f &&
+      until_ns_.load(std::memory_order_relaxed) == u)
     return;
   until_ns_.store(u, std::memory_order_relaxed);
   from_ns_.store(f);
@@ -30,8 +31,7 @@ HandoffWait::Clock::time_point HandoffWait::hot_until(Clock::time_point now) con
   return end;
 }
 
-HandoffWait::Clock::time_point HandoffWait::next_from(Clock::time_point now,
-                                                     std::int64_t from_ns) {
+HandoffWait::Clock::time_point HandoffWait::next_from(Clock::time_point now, std::int64_t from_ns) {
   const auto from = at(from_ns);
   return from > now ? from : Clock::time_point::max();
 }

@@ -20,8 +20,8 @@
 // wrongly). Sequence number 0 marks an empty slot.
 #pragma once
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

@@ -192,10 +192,9 @@ class TopK {
     entries_.resize(kept);
     const std::size_t need = k_ - kept;
     if (ties_.size() > need)
-      std::nth_element(ties_.begin(), ties_.begin() + std::ptrdiff_t(need - 1), ties_.end(),
-                       [this](const Entry& a, const Entry& b) {
-                         return ranks_[a.doc] < ranks_[b.doc];
-                       });
+      std::nth_element(
+          ties_.begin(), ties_.begin() + std::ptrdiff_t(need - 1), ties_.end(),
+          [this](const Entry& a, const Entry& b) { return ranks_[a.doc] < ranks_[b.doc]; });
     entries_.insert(entries_.end(), ties_.begin(), ties_.begin() + std::ptrdiff_t(need));
     set_threshold(kth);
   }
