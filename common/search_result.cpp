@@ -11,7 +11,8 @@ nlohmann::json to_json(const QueryCounters& c) {
           {"blocks_decoded", c.blocks_decoded},
           {"blocks_skipped", c.blocks_skipped},
           {"docs_scored", c.docs_scored},
-          {"early_terminations", c.early_terminations}};
+          {"early_terminations", c.early_terminations},
+          {"or_phases_stopped", c.or_phases_stopped}};
 }
 
 void TopKHeap::push(const RankedDoc& d) {

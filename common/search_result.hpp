@@ -46,12 +46,16 @@ struct QueryCounters {
   std::uint64_t blocks_skipped = 0;
   std::uint64_t docs_scored = 0;
   std::uint64_t early_terminations = 0;  // queries that stopped before the end of their lists
+  // and-or on shards sharing thresholds: OR phases stopped (and dropped) once the shards' AND
+  // matches came to k (SharedThreshold's moot slot). Counted in process, not on the wire.
+  std::uint64_t or_phases_stopped = 0;
   void add(const QueryCounters& o) {
     postings_decoded += o.postings_decoded;
     blocks_decoded += o.blocks_decoded;
     blocks_skipped += o.blocks_skipped;
     docs_scored += o.docs_scored;
     early_terminations += o.early_terminations;
+    or_phases_stopped += o.or_phases_stopped;
   }
 };
 nlohmann::json to_json(const QueryCounters& c);

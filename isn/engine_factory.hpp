@@ -35,6 +35,7 @@ struct EngineOptions {
   // memory (isn/memo_engine.hpp, --probe-memo-answers).
   bool probe_memo_answers = false;
   unsigned shared_threshold_refresh = 4;  // cpu: CpuEngineOptions::shared_threshold_refresh
+  bool sharing_and_phases_first = true;   // cpu: CpuEngineOptions::sharing_and_phases_first
 };
 
 // CUDA devices this process sees (0 without a CUDA build or device).

@@ -177,6 +177,9 @@ int main(int argc, char** argv) {
          "with --share-thresholds: the shards also share each query's best scores (up to k = "
          "15), and prune against the k-th of them all, as one engine over the node's documents "
          "would");
+  on_off("--share-and-first", o.engine.sharing_and_phases_first,
+         "with --share-thresholds, and-or: every query's AND phase before any OR phase, so that "
+         "a shard skips an OR phase that the other shards' AND matches make moot");
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);

@@ -35,6 +35,8 @@
 #                     "_refreshN" (--share-refresh N: the shared threshold re-read every N
 #                     checks);
 #                     "_nounion" (--share-unions off: the slots alone, as before session 32);
+#                     "_perquery" (--share-and-first off: and-or sharing ISNs run each query's
+#                     OR phase right after its AND phase, as before session 33);
 #                     "_sleephand" (--handoff sleep: the merge and engine threads always
 #                     wait for work on a condition variable, as before session 32);
 #                     default "before adaptive"
@@ -156,6 +158,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v =~ _refresh([0-9]+) ]]; then  # the shared threshold re-read every N checks
     flags+=(--share-refresh "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
+  fi
+  if [[ $v == *_perquery* ]]; then  # and-or sharing: each query's AND and OR phases together
+    flags+=(--share-and-first off); v=${v/_perquery/}
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}

@@ -77,6 +77,14 @@ struct CpuEngineOptions {
   // a line of its own, 1, 4 and 16 gave 0.91x, 0.93x and 0.89x (within the reps' spread), 4 for
   // 0.2% more documents scored than 1 (NOTES-cluster.md, session 32).
   unsigned shared_threshold_refresh = 4;
+  // and-or with thresholds shared between shards (search() with linked slots): every query's
+  // AND phase first, then the OR phases still needed, so that a shard whose own AND matches are
+  // fewer than k sees whether the other shards' complete the k before it runs an OR phase that
+  // the merge would drop. false: each query's two phases back to back (an OR phase already
+  // running still stops once the AND answer is certain). Four quarter shards of the 1M
+  // synthetic index, k = 10: 1.05x one engine's documents scored -> 1.01x (NOTES-cluster.md,
+  // session 33, "AND phases first").
+  bool sharing_and_phases_first = true;
 };
 
 class CpuEngine final : public QueryEngine {
@@ -148,9 +156,18 @@ class CpuEngine final : public QueryEngine {
   };
   ModeRun run_mode(const Query& query, const SearchParams& params, bool conjunctive, DocId from_doc,
                    std::span<const RankedDoc> running, QueryCounters& counters,
-                   const ThresholdSlot& external) const;
+                   const ThresholdSlot& external, const ThresholdSlot& moot = {}) const;
   ShardResult resume_sharing(const Query& query, const SearchParams& params, DocId from_doc,
                              const ShardResult& running, const QueryThresholdSlots& shared) const;
+  // and-or's two phases into r (`early` set where one stopped early): the AND phase; then the OR
+  // phase unless the AND answer is certain (r's own k AND matches, or the shared AND slot
+  // finite), stopped and dropped if it becomes certain meanwhile.
+  void and_phase_sharing(const Query& query, const SearchParams& params, DocId from_doc,
+                         const ShardResult& running, const QueryThresholdSlots& shared,
+                         ShardResult& r, bool& early) const;
+  void or_phase_sharing(const Query& query, const SearchParams& params, DocId from_doc,
+                        const ShardResult& running, const QueryThresholdSlots& shared,
+                        ShardResult& r, bool& early) const;
   // `whole_shard`: the run is part of a query over every document of the shard (not a resume
   // from a docID, not a docID range), so a bound on the shard's k-th score holds for it.
   ModeRun run_range(const Query& query, const SearchParams& params, bool conjunctive, DocId begin,

@@ -29,15 +29,25 @@ namespace gpusearch::cpu {
 // each heap's k-th score is a lower bound of the query's final k-th score. Linked to an
 // external slot (other processes' shards of the same query, threshold_slot.hpp), it reads the
 // larger of the two and raises both.
+//
+// `moot`: a slot whose going finite makes this run's answer unused, so that the run may stop:
+// an and-or query's OR phase is dropped by the merge once the shards together hold k AND
+// matches, which the AND slot going finite proves (some shard's k-th, or k distinct documents
+// in its union). get() is then +inf, every candidate is pruned and the run ends at its next
+// check; the caller drops what it found (CpuEngine::resume_sharing). Without it a shard whose
+// own AND matches are fewer than k runs its whole OR phase for nothing whenever the other
+// shards' matches complete the k (issue 16: about one OR phase in nine on four shards).
 class SharedThreshold {
  public:
   SharedThreshold() = default;
-  explicit SharedThreshold(ThresholdSlot external) : external_(external) {}
+  explicit SharedThreshold(ThresholdSlot external, ThresholdSlot moot = {})
+      : external_(external), moot_(moot) {}
 
-  bool has_external() const { return external_.linked(); }
+  bool has_external() const { return external_.linked() || moot_.linked(); }
   double get() const {
     const double local = value_.load(std::memory_order_relaxed);
-    if (!external_.linked()) return local;
+    if (!has_external()) return local;
+    if (moot_.get() > kMootBelow) return std::numeric_limits<double>::infinity();
     return std::max(local, external_.get());
   }
   void raise(double x) {
@@ -52,8 +62,10 @@ class SharedThreshold {
   void publish(double score, std::size_t k) { external_.publish(score, k); }
 
  private:
+  static constexpr double kMootBelow = -std::numeric_limits<double>::infinity();
   std::atomic<double> value_{-std::numeric_limits<double>::infinity()};
   ThresholdSlot external_;
+  ThresholdSlot moot_;  // unlinked: never moot
 };
 
 class TopK {

@@ -178,6 +178,30 @@ TEST(SharedThreshold, LinkedReadsTheLargerAndRaisesBoth) {
   EXPECT_EQ(alone.get(), 1.0);
 }
 
+TEST(SharedThreshold, AMootSlotGoingFiniteStopsTheRunAndNothingElse) {
+  std::uint64_t or_word = 0, and_word = 0;
+  ThresholdSlot and_slot(&and_word, 4);
+  cpu::SharedThreshold or_phase(ThresholdSlot(&or_word, 4), ThresholdSlot(&and_word, 4));
+  EXPECT_TRUE(or_phase.has_external());
+  or_phase.raise(3.0);
+  EXPECT_EQ(or_phase.get(), 3.0);  // not moot yet: the OR slot's value
+  and_slot.raise(0.5);             // another shard: k AND matches, however low their k-th
+  EXPECT_EQ(or_phase.get(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(ThresholdSlot(&or_word, 4).get(), 3.0) << "the OR slot itself was changed";
+  // A later batch's value in the AND slot does not make this batch's run moot.
+  std::uint64_t and_word2 = 0, or_word2 = 0;
+  ThresholdSlot(&and_word2, 9).raise(1.0);
+  cpu::SharedThreshold older(ThresholdSlot(&or_word2, 8), ThresholdSlot(&and_word2, 8));
+  EXPECT_EQ(older.get(), kMinusInf);
+  // A top-k reading the moot threshold refuses every document from its next refresh on.
+  std::uint64_t or_word3 = 0, and_word3 = 0;
+  cpu::SharedThreshold t(ThresholdSlot(&or_word3, 2), ThresholdSlot(&and_word3, 2));
+  cpu::TopK top(3, &t, /*concurrent=*/true, nullptr, /*refresh=*/1);
+  EXPECT_EQ(top.threshold(), kMinusInf);
+  ThresholdSlot(&and_word3, 2).raise(0.1);
+  EXPECT_EQ(top.threshold(), std::numeric_limits<double>::infinity());
+}
+
 // ---- Four engines on four shards --------------------------------------------------------------
 
 class SharedThresholdEngines : public ::testing::Test {
