@@ -68,6 +68,7 @@ struct Settings {
   std::size_t limit = 4000, train_limit = 600;
   double seconds_per_rate = 1.5, rate_step = 1.5, bisect_to = 0, start_rate = 0, urgent_fraction = 0.5,
          preference_ratio = 1.2;
+  double close_fraction = CapacityRoutingOptions{}.close_fraction;
   std::int64_t lbd_blocks = -1;  // -1: the median of the test queries' total blocks
   std::string lbd_short_on = "gpu";
   unsigned seed = 1;
@@ -271,6 +272,13 @@ int main(int argc, char** argv) {
   app.add_option("--deadline-ms", s.deadline_ms)->capture_default_str();
   app.add_option("--urgent-fraction", s.urgent_fraction)->capture_default_str();
   app.add_option("--preference-ratio", s.preference_ratio)->capture_default_str();
+  app.add_option("--close-fraction", s.close_fraction,
+                 "capacity routing (queues): expected completions within this fraction of the "
+                 "larger are decided by relative advantage (1: every query, so that the CPU takes "
+                 "the queries of lowest CPU/GPU cost ratio, as many as balance its wait with the "
+                 "GPU's)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--lbd-blocks", s.lbd_blocks, "LBD threshold S (-1: median of the test log)")
       ->capture_default_str();
   app.add_option("--lbd-short-on", s.lbd_short_on)->capture_default_str();
@@ -446,6 +454,7 @@ int main(int argc, char** argv) {
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;
+      o.capacity.close_fraction = s.close_fraction;
       o.lbd_threshold_blocks = lbd_blocks;
       o.lbd_short_on = s.lbd_short_on == "cpu" ? Processor::kCpu : Processor::kGpu;
       o.estimate = [&predictor](const QueryFeatures& f) { return predictor.predict(f); };
