@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <exception>
 #include <future>
 
@@ -49,12 +50,22 @@ std::string_view to_string(SchedulerPolicy p) {
 QueuesRouting parse_queues_routing(std::string_view name) {
   if (name == "capacity") return QueuesRouting::kCapacity;
   if (name == "lone-cost") return QueuesRouting::kLoneCost;
-  throw InputError("--scheduler-routing", 0,
-                   fmt::format("unknown routing '{}' (one of: capacity, lone-cost)", name));
+  if (name == "specialize") return QueuesRouting::kSpecialize;
+  throw InputError(
+      "--scheduler-routing", 0,
+      fmt::format("unknown routing '{}' (one of: capacity, lone-cost, specialize)", name));
 }
 
 std::string_view to_string(QueuesRouting r) {
-  return r == QueuesRouting::kCapacity ? "capacity" : "lone-cost";
+  switch (r) {
+    case QueuesRouting::kCapacity:
+      return "capacity";
+    case QueuesRouting::kLoneCost:
+      return "lone-cost";
+    case QueuesRouting::kSpecialize:
+      return "specialize";
+  }
+  return "?";
 }
 
 std::string_view to_string(JobQueue q) {
@@ -113,7 +124,10 @@ struct CoProcessorScheduler::Taken {
 
 CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlot cpu,
                                            ProcessorSlot gpu, SchedulerOptions options)
-    : shard_(shard), options_(std::move(options)), slots_{cpu, gpu} {
+    : shard_(shard),
+      options_(std::move(options)),
+      slots_{cpu, gpu},
+      log_theta_(options_.specialize_log_theta) {
   const bool needs_estimate = options_.policy == SchedulerPolicy::kQueues ||
                               options_.policy == SchedulerPolicy::kBestSerial;
   if (needs_estimate && !options_.estimate)
@@ -194,6 +208,10 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(const Query
         const Processor to = route ? router_->route(e).to : router_->choose(e).to;
         return {own_queue(to), to};
       }
+      if (options_.routing == QueuesRouting::kSpecialize) {
+        const Processor to = cpu < std::exp(log_theta_) * gpu ? Processor::kCpu : Processor::kGpu;
+        return {own_queue(to), to};
+      }
       if (cpu >= options_.preference_ratio * gpu) return {JobQueue::kGpuPreferred, Processor::kGpu};
       if (gpu >= options_.preference_ratio * cpu) return {JobQueue::kCpuPreferred, Processor::kCpu};
       return {JobQueue::kEither, preferred};
@@ -220,8 +238,9 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
   job->done = std::move(done);
   // Capacity routing reads and moves the router's state: under the lock. The other rules depend
   // on the query alone: outside it (LBD's features cost more than the lock should be held).
-  const bool by_capacity =
-      options_.policy == SchedulerPolicy::kQueues && options_.routing == QueuesRouting::kCapacity;
+  const bool by_capacity = options_.policy == SchedulerPolicy::kQueues &&
+                           (options_.routing == QueuesRouting::kCapacity ||
+                            options_.routing == QueuesRouting::kSpecialize);
   const CostEstimate* estimate = job->has_estimate ? &job->estimate : nullptr;
   if (!by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
   {
@@ -298,12 +317,15 @@ void CoProcessorScheduler::worker_main(Processor p) {
   std::vector<Query> queries;
   std::vector<ShardResult> results;
   std::vector<JobOutcome> outcomes;
+  const bool specialize = options_.policy == SchedulerPolicy::kQueues &&
+                          options_.routing == QueuesRouting::kSpecialize;
   std::unique_lock lock(mutex_);
   ++idle_workers_[std::size_t(p)];
   ready_.notify_all();
   for (;;) {
     // Urgency needs no timer: it changes only the order in which a worker takes jobs, never
     // whether it can take one.
+    if (specialize && p == Processor::kCpu && !can_take(p)) cpu_idled_ = true;
     wake_[std::size_t(p)].wait(lock, [&] { return stop_ || can_take(p); });
     if (stop_) return;
     batch.clear();
@@ -317,7 +339,25 @@ void CoProcessorScheduler::worker_main(Processor p) {
       batch.push_back(std::move(t));
       params = &batch.front().job->params;
     }
-    if (batch.empty()) continue;
+    if (batch.empty()) {
+      if (specialize && p == Processor::kCpu) cpu_idled_ = true;
+      continue;
+    }
+    if (specialize && p == Processor::kGpu) {
+      // theta follows the load: stealing means the CPU's share is more than it answers;
+      // a CPU worker idle now, or since the last call, that it can answer more.
+      const bool stole = std::any_of(batch.begin(), batch.end(),
+                                     [](const Taken& t) { return t.stolen; });
+      if (stole) {
+        log_theta_ -= options_.specialize_step;
+        ++theta_down_;
+      } else if (cpu_idled_ || idle_workers_[std::size_t(Processor::kCpu)] > 0) {
+        log_theta_ += options_.specialize_step;
+        ++theta_up_;
+      }
+      log_theta_ = std::clamp(log_theta_, -20.0, 20.0);
+      cpu_idled_ = false;
+    }
     --idle_workers_[std::size_t(p)];
     ++running_calls_;
     double predicted = 0;  // the call's predicted seconds on p (capacity measurement)
@@ -482,6 +522,11 @@ nlohmann::json CoProcessorScheduler::stats() const {
                       {"routing", to_string(options_.routing)},
                       {"preference_ratio", options_.preference_ratio},
                       {"dropped", dropped_}};
+  if (options_.routing == QueuesRouting::kSpecialize)
+    j["specialize"] = {{"theta", std::exp(log_theta_)},
+                       {"step", options_.specialize_step},
+                       {"moves_down", theta_down_},
+                       {"moves_up", theta_up_}};
   if (options_.policy == SchedulerPolicy::kLbd) {
     j["lbd_threshold_blocks"] = options_.lbd_threshold_blocks;
     j["lbd_short_on"] = to_string(options_.lbd_short_on);

@@ -18,6 +18,12 @@
 //                             the either queue stays empty.
 //                  lone-cost  paper 001's rule: the processor predicted at least
 //                             preference_ratio times cheaper for the query alone, else either.
+//                  specialize the CPU when the query's predicted CPU/GPU cost ratio is below
+//                             theta, else the GPU: the CPU answers the queries it is relatively
+//                             best at. theta follows the load at each GPU call: down a step
+//                             when the GPU had to steal from the CPU's queue (the CPU was given
+//                             more than it can answer), up a step when a CPU worker is idle or
+//                             had found nothing to do since the last call (it can take more).
 //   best-serial  paper 001 Figure 7's third line: one query at a time, on the processor
 //                predicted cheaper for it (a benchmark baseline).
 //
@@ -57,7 +63,7 @@ std::string_view to_string(SchedulerPolicy p);
 std::vector<std::string> scheduler_policy_names();
 
 // How `queues` picks a job's queue (see above). Throws InputError naming --scheduler-routing.
-enum class QueuesRouting : std::uint8_t { kCapacity, kLoneCost };
+enum class QueuesRouting : std::uint8_t { kCapacity, kLoneCost, kSpecialize };
 QueuesRouting parse_queues_routing(std::string_view name);
 std::string_view to_string(QueuesRouting r);
 
@@ -86,6 +92,10 @@ struct SchedulerOptions {
   QueuesRouting routing = QueuesRouting::kLoneCost;  // measured better on the H100 (NOTES-scheduler)
   CapacityRoutingOptions capacity;  // routing kCapacity
   double preference_ratio = 1.2;  // routing kLoneCost (paper 001: "20% faster" makes a job prefer)
+  // routing kSpecialize: ln(theta)'s step at a GPU call, and its start (theta = 1: the CPU
+  // takes what it is predicted cheaper at). At load the GPU calls about 100 times a second.
+  double specialize_step = 0.1;
+  double specialize_log_theta = 0.0;
   std::chrono::microseconds deadline{500000};  // after arrival
   double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
   CostEstimator estimate;                      // queues and best-serial need one
@@ -188,6 +198,11 @@ class CoProcessorScheduler {
   };
   std::array<Counters, kProcessors> counters_{};
   std::array<std::uint64_t, 3> queued_in_{};
+  // routing kSpecialize (under mutex_): ln(theta), its moves, and whether a CPU worker has found
+  // nothing to take since the GPU's last call.
+  double log_theta_ = 0;
+  std::uint64_t theta_down_ = 0, theta_up_ = 0;
+  bool cpu_idled_ = false;
   std::uint64_t dropped_ = 0;
   std::vector<std::thread> workers_;
 };

@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
   app.add_option("--scheduler-routing", so.routing,
                  "scheduler queues: capacity (the processor expected to finish a query first, "
                  "by each processor's measured capacity and queued work; relative advantage "
-                 "where close) or lone-cost (paper 001: predicted lone costs, --scheduler-ratio)")
+                 "where close), lone-cost (paper 001: predicted lone costs, --scheduler-ratio) "
+                 "or specialize (the CPU takes the queries of lowest predicted CPU/GPU cost "
+                 "ratio, as many as it answers without the GPU stealing)")
       ->capture_default_str();
   // The run's parameters, as the aggregator is given them (launch/cluster.sh passes them to
   // both): with a scheduler that predicts costs, its predictor trains on them at start-up.

@@ -10,6 +10,8 @@
 //                first given each one's measured capacity and queued work; relative advantage
 //                where close)
 //   queues-lone-cost  the same queues, routed by paper 001's rule on lone-query costs
+//   queues-specialize the same queues, the CPU taking the queries of lowest predicted CPU/GPU
+//                cost ratio, as many as it answers (QueuesRouting::kSpecialize)
 // the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
 // with no missed deadline is the configuration's sustained rate, and each run reports the mean,
 // p50 and p99 delay (arrival to answer). The cost predictor is trained on the training queries
@@ -448,9 +450,11 @@ int main(int argc, char** argv) {
     std::map<std::string, double> sustained;
     for (const std::string& name : names) {
       SchedulerOptions o;
-      const bool lone_cost = name == "queues-lone-cost";
-      o.policy = parse_scheduler_policy(lone_cost ? "queues" : name);
-      o.routing = lone_cost ? QueuesRouting::kLoneCost : QueuesRouting::kCapacity;
+      const bool lone_cost = name == "queues-lone-cost", specialize = name == "queues-specialize";
+      o.policy = parse_scheduler_policy(lone_cost || specialize ? "queues" : name);
+      o.routing = lone_cost    ? QueuesRouting::kLoneCost
+                  : specialize ? QueuesRouting::kSpecialize
+                               : QueuesRouting::kCapacity;
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;
@@ -529,7 +533,7 @@ int main(int argc, char** argv) {
     const double single = std::max(sustained.count("cpu") ? sustained["cpu"] : 0.0,
                                    sustained.count("gpu") ? sustained["gpu"] : 0.0);
     if (single > 0)
-      for (const char* both : {"queues", "queues-lone-cost", "lbd"})
+      for (const char* both : {"queues", "queues-lone-cost", "queues-specialize", "lbd"})
         if (sustained.count(both)) {
           summary[std::string(both) + "_over_best_single"] = sustained[both] / single;
           std::cout << fmt::format("{} sustains {:.2f}x the better of CPU only and GPU only\n",

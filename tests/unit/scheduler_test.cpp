@@ -29,6 +29,7 @@ TEST(SchedulerPolicy, UnknownNameIsAClearError) {
   }
   EXPECT_EQ(parse_queues_routing("capacity"), QueuesRouting::kCapacity);
   EXPECT_EQ(parse_queues_routing("lone-cost"), QueuesRouting::kLoneCost);
+  EXPECT_EQ(parse_queues_routing("specialize"), QueuesRouting::kSpecialize);
   try {
     parse_queues_routing("fastest");
     FAIL() << "no error";
@@ -50,12 +51,16 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
   auto alternate = [median_blocks](const QueryFeatures& f) {
     return f.total_blocks < median_blocks ? CostEstimate{{1.0, 3.0}} : CostEstimate{{3.0, 1.0}};
   };
-  // queues under both routings: capacity (the default) and paper 001's lone costs.
-  for (const char* name : {"cpu", "gpu", "lbd", "queues", "queues-lone-cost", "best-serial"}) {
+  // queues under every routing: capacity, paper 001's lone costs, and specialization.
+  for (const char* name : {"cpu", "gpu", "lbd", "queues", "queues-lone-cost", "queues-specialize",
+                           "best-serial"}) {
     SchedulerOptions o;
     const bool lone_cost = std::string(name) == "queues-lone-cost";
-    o.policy = parse_scheduler_policy(lone_cost ? "queues" : name);
-    o.routing = lone_cost ? QueuesRouting::kLoneCost : QueuesRouting::kCapacity;
+    const bool specialize = std::string(name) == "queues-specialize";
+    o.policy = parse_scheduler_policy(lone_cost || specialize ? "queues" : name);
+    o.routing = lone_cost    ? QueuesRouting::kLoneCost
+                : specialize ? QueuesRouting::kSpecialize
+                             : QueuesRouting::kCapacity;
     // Capacity routing by the predictions only (a prior no measurement outweighs): the real
     // engines' costs here would send every job to the faster one, and both must be exercised.
     o.capacity.prior_predicted_seconds = 1e12;
@@ -80,7 +85,7 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
         EXPECT_EQ(ran[0], 0) << policy;
       }
       if (policy == "lbd" || policy == "queues" || policy == "queues-lone-cost" ||
-          policy == "best-serial") {
+          policy == "queues-specialize" || policy == "best-serial") {
         EXPECT_GT(ran[0], 0) << policy << " " << s.stats().dump();
         EXPECT_GT(ran[1], 0) << policy << " " << s.stats().dump();
       }
@@ -123,6 +128,60 @@ TEST_F(SchedulerFixture, IdleProcessorStealsFromABusyOne) {
   EXPECT_FALSE(done.get("first").stolen);
   expect_exact(std::span(test_queries).first(9), p, out, "stolen");
   EXPECT_EQ(s.stats()["processors"]["gpu"]["stolen"], 8);
+}
+
+// Specialization's theta: a GPU call that steals from the CPU's queue moves it down (the CPU was
+// given more than it answers); a GPU call after a CPU worker found nothing to do moves it up.
+TEST_F(SchedulerFixture, SpecializeThetaFollowsStealingAndIdleCpus) {
+  const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  {
+    // Every query predicted 10x cheaper on the CPU: all routed to it; its one worker held.
+    SchedulerOptions o;
+    o.policy = SchedulerPolicy::kQueues;
+    o.routing = QueuesRouting::kSpecialize;
+    o.estimate = fixed_costs(10.0);
+    auto gated = std::make_unique<GatedEngine>(cpu_engine(shard()));
+    GatedEngine& cpu = *gated;
+    auto gpu = reference_engine(shard());
+    CoProcessorScheduler s(shard(), {&cpu, 1, 1}, {gpu.get(), 1, 4}, o);
+    EXPECT_EQ(s.classify(test_queries[0]).first, JobQueue::kCpuPreferred);
+    std::vector<ShardResult> out(5);
+    Completions done;
+    const auto now = CoProcessorScheduler::Clock::now();
+    s.submit(test_queries[0], p, out[0], now, done.done("held"));
+    cpu.wait_entered();
+    for (int i = 1; i < 5; ++i)
+      s.submit(test_queries[i], p, out[i], now, done.done(std::to_string(i)));
+    done.wait_for(4);  // stolen by the GPU
+    const auto st = s.stats()["specialize"];
+    EXPECT_GE(st["moves_down"].get<int>(), 1) << st.dump();
+    EXPECT_LT(st["theta"].get<double>(), 1.0) << st.dump();
+    cpu.open();
+    done.wait_for(5);
+    expect_exact(std::span(test_queries).first(5), p, out, "specialize, stolen");
+  }
+  {
+    // Every query predicted 10x cheaper on the GPU: the CPU finds nothing, so each GPU call
+    // raises theta (up to the point where the CPU would take them: 10).
+    SchedulerOptions o;
+    o.policy = SchedulerPolicy::kQueues;
+    o.routing = QueuesRouting::kSpecialize;
+    o.specialize_step = 0.5;
+    o.estimate = fixed_costs(0.1);
+    auto cpu = cpu_engine(shard());
+    auto gpu = reference_engine(shard());
+    CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 4}, o);
+    std::vector<ShardResult> out(1);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<JobOutcome> oc;
+      s.search_batch(std::span(test_queries).subspan(i, 1), p, out, &oc);
+      EXPECT_EQ(oc[0].ran_on, Processor::kGpu) << i;
+    }
+    const auto st = s.stats()["specialize"];
+    EXPECT_GE(st["moves_up"].get<int>(), 2) << st.dump();
+    EXPECT_GT(st["theta"].get<double>(), 2.0) << st.dump();
+    EXPECT_EQ(st["moves_down"], 0) << st.dump();
+  }
 }
 
 TEST_F(SchedulerFixture, NoStealingWhileTheOwnerHasAnIdleWorker) {
