@@ -184,9 +184,9 @@ double CoProcessorScheduler::seconds_per_predicted(Processor p) const {
   return router_ ? router_->seconds_per_predicted(p) : 1.0;
 }
 
-std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(const Query& query,
-                                                                     const CostEstimate* estimate,
-                                                                     bool route) const {
+std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(
+    const Query& query, const CostEstimate* estimate, bool route,
+    const QueryFeatures* features) const {
   switch (options_.policy) {
     case SchedulerPolicy::kCpu:
       return {JobQueue::kCpuPreferred, Processor::kCpu};
@@ -209,7 +209,18 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(const Query
         return {own_queue(to), to};
       }
       if (options_.routing == QueuesRouting::kSpecialize) {
-        const Processor to = cpu < std::exp(log_theta_) * gpu ? Processor::kCpu : Processor::kGpu;
+        // Both in seconds of the processor's throughput: a CPU worker's real seconds shared by
+        // the workers, the GPU's marginal seconds within a batch.
+        const double on_cpu = router_->seconds_per_predicted(Processor::kCpu) * cpu /
+                              double(slots_[std::size_t(Processor::kCpu)].workers);
+        double on_gpu = router_->seconds_per_predicted(Processor::kGpu) * gpu;
+        if (gpu_batch_cost_.ready()) {
+          const double postings =
+              features ? features->total : query_features(shard_, query).total;
+          on_gpu = gpu_batch_cost_.marginal(postings);
+        }
+        const Processor to =
+            on_cpu < std::exp(log_theta_) * on_gpu ? Processor::kCpu : Processor::kGpu;
         return {own_queue(to), to};
       }
       if (cpu >= options_.preference_ratio * gpu) return {JobQueue::kGpuPreferred, Processor::kGpu};
@@ -245,7 +256,8 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
   if (!by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
   {
     std::lock_guard lock(mutex_);
-    if (by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, true);
+    if (by_capacity)
+      std::tie(job->queue, job->preferred) = classify_locked(query, estimate, true, &job->features);
     if (router_ && job->queue != JobQueue::kEither) router_->queued(job->preferred, job->estimate);
     job->seq = next_seq_++;
     ++queued_in_[std::size_t(job->queue)];
@@ -343,6 +355,11 @@ void CoProcessorScheduler::worker_main(Processor p) {
       if (specialize && p == Processor::kCpu) cpu_idled_ = true;
       continue;
     }
+    // A CPU worker that had to steal from the GPU's queue had nothing of its own: for theta, as
+    // good as idle (it can take more of the queries it is best at).
+    if (specialize && p == Processor::kCpu &&
+        std::any_of(batch.begin(), batch.end(), [](const Taken& t) { return t.stolen; }))
+      cpu_idled_ = true;
     if (specialize && p == Processor::kGpu) {
       // theta follows the load: stealing means the CPU's share is more than it answers;
       // a CPU worker idle now, or since the last call, that it can answer more.
@@ -424,6 +441,11 @@ void CoProcessorScheduler::worker_main(Processor p) {
     c.errors += !error.empty();
     c.busy_seconds += seconds_between(t0, t1);
     if (router_) router_->call_finished(p, predicted, seconds_between(t0, t1), error.empty());
+    if (specialize && p == Processor::kGpu && error.empty()) {
+      double postings = 0;
+      for (const Taken& t : batch) postings += t.job->features.total;
+      gpu_batch_cost_.observe(double(batch.size()), postings, seconds_between(t0, t1));
+    }
     // Serialized (best-serial): the end of a call lets either processor start the next.
     if (options_.policy == SchedulerPolicy::kBestSerial) {
       notify(Processor::kCpu);
@@ -526,7 +548,8 @@ nlohmann::json CoProcessorScheduler::stats() const {
     j["specialize"] = {{"theta", std::exp(log_theta_)},
                        {"step", options_.specialize_step},
                        {"moves_down", theta_down_},
-                       {"moves_up", theta_up_}};
+                       {"moves_up", theta_up_},
+                       {"gpu_batch_cost", gpu_batch_cost_.stats()}};
   if (options_.policy == SchedulerPolicy::kLbd) {
     j["lbd_threshold_blocks"] = options_.lbd_threshold_blocks;
     j["lbd_short_on"] = to_string(options_.lbd_short_on);

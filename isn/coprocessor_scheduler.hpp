@@ -18,12 +18,18 @@
 //                             the either queue stays empty.
 //                  lone-cost  paper 001's rule: the processor predicted at least
 //                             preference_ratio times cheaper for the query alone, else either.
-//                  specialize the CPU when the query's predicted CPU/GPU cost ratio is below
-//                             theta, else the GPU: the CPU answers the queries it is relatively
-//                             best at. theta follows the load at each GPU call: down a step
+//                  specialize the CPU when the query's cost to the CPU's throughput (its
+//                             predicted cost times the CPU's measured seconds per predicted
+//                             second, over the CPU's workers) is below theta times its cost to
+//                             the GPU's (its marginal cost within a batch, learned from the GPU's
+//                             calls: isn/batch_cost_model.hpp; until then its predicted lone
+//                             cost times the GPU's seconds per predicted second), else the GPU:
+//                             the CPU answers the queries it is relatively best at.
+//                             theta follows the load at each GPU call: down a step
 //                             when the GPU had to steal from the CPU's queue (the CPU was given
-//                             more than it can answer), up a step when a CPU worker is idle or
-//                             had found nothing to do since the last call (it can take more).
+//                             more than it can answer), up a step when a CPU worker is idle,
+//                             or had found nothing of its own to do since the last call
+//                             (waited, or stole from the GPU's queue: it can take more).
 //   best-serial  paper 001 Figure 7's third line: one query at a time, on the processor
 //                predicted cheaper for it (a benchmark baseline).
 //
@@ -51,6 +57,7 @@
 
 #include "common/query_engine.hpp"
 #include "common/shard_index.hpp"
+#include "isn/batch_cost_model.hpp"
 #include "isn/capacity_router.hpp"
 #include "isn/cost_predictor.hpp"
 
@@ -166,10 +173,11 @@ class CoProcessorScheduler {
                  Taken& taken);
   bool can_take(Processor p) const;  // under mutex_
   // The queue and preferred processor of a query with estimate e (null: no estimator); under
-  // mutex_ for capacity routing (route: a submission, which moves theta); the other rules read
-  // nothing shared.
+  // mutex_ for capacity and specialize routing (route: a submission, which moves capacity
+  // routing's theta); the other rules read nothing shared. `features`: the query's, if known.
   std::pair<JobQueue, Processor> classify_locked(const Query& query, const CostEstimate* e,
-                                                 bool route) const;
+                                                 bool route,
+                                                 const QueryFeatures* features = nullptr) const;
   void notify(Processor p) { wake_[std::size_t(p)].notify_one(); }
   std::deque<std::unique_ptr<Job>>& queue(JobQueue q) { return queues_[std::size_t(q)]; }
 
@@ -203,6 +211,8 @@ class CoProcessorScheduler {
   double log_theta_ = 0;
   std::uint64_t theta_down_ = 0, theta_up_ = 0;
   bool cpu_idled_ = false;
+  // routing kSpecialize: the GPU side's marginal cost per query within a batch, from its calls.
+  BatchCostModel gpu_batch_cost_;
   std::uint64_t dropped_ = 0;
   std::vector<std::thread> workers_;
 };
