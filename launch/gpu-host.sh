@@ -22,8 +22,10 @@
 #                --scheduler queues on Debian against the CPU engine's run, and 4 ISNs sharing
 #                the GPU (tests/mpi/cluster_test.sh share), both exact
 #     sched-capacity  the scheduler's capacity routing (issue 11): bench_scheduler with cpu, gpu,
-#                queues-lone-cost (paper 001's routing by lone costs) and queues (routing by
-#                measured capacity) on the synthetic index and on Debian + MS MARCO
+#                queues-lone-cost (paper 001's routing by lone costs), queues (routing by
+#                measured capacity) and queues-specialize (the CPU takes the queries of lowest
+#                cost to its throughput against the GPU's marginal cost within a batch) on the
+#                synthetic index and on Debian + MS MARCO
 #                (sched_capacity_{synthetic,real}.{json,log}; read sustained_rate.queues_over_gpu
 #                >= 1, queues_over_best_single >= 1.3, against queues-lone-cost_*); then one ISN
 #                through the cluster on Debian: the GPU engine alone, --scheduler queues, and
@@ -352,7 +354,7 @@ EOF
       ;;
     sched-capacity)
       sched_flags=(--seconds-per-rate "${SCHED_SECONDS:-1.0}" --max-runs 11
-                   --configs "cpu,gpu,queues-lone-cost,queues")
+                   --configs "cpu,gpu,queues-lone-cost,queues,queues-specialize")
       show='^(index|predictor|[a-z-]+ +sustained|queues)'
       bench_index || { status=1; continue; }
       # shellcheck disable=SC2086
