@@ -127,7 +127,8 @@ CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlo
     : shard_(shard),
       options_(std::move(options)),
       slots_{cpu, gpu},
-      log_theta_(options_.specialize_log_theta) {
+      log_theta_(options_.specialize_log_theta),
+      gpu_batch_cost_(64, options_.specialize_batch_cost_calls) {
   const bool needs_estimate = options_.policy == SchedulerPolicy::kQueues ||
                               options_.policy == SchedulerPolicy::kBestSerial;
   if (needs_estimate && !options_.estimate)
@@ -215,8 +216,7 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(
                               double(slots_[std::size_t(Processor::kCpu)].workers);
         double on_gpu = router_->seconds_per_predicted(Processor::kGpu) * gpu;
         if (gpu_batch_cost_.ready()) {
-          const double postings =
-              features ? features->total : query_features(shard_, query).total;
+          const double postings = features ? features->total : query_features(shard_, query).total;
           on_gpu = gpu_batch_cost_.marginal(postings);
         }
         const Processor to =
@@ -329,8 +329,8 @@ void CoProcessorScheduler::worker_main(Processor p) {
   std::vector<Query> queries;
   std::vector<ShardResult> results;
   std::vector<JobOutcome> outcomes;
-  const bool specialize = options_.policy == SchedulerPolicy::kQueues &&
-                          options_.routing == QueuesRouting::kSpecialize;
+  const bool specialize =
+      options_.policy == SchedulerPolicy::kQueues && options_.routing == QueuesRouting::kSpecialize;
   std::unique_lock lock(mutex_);
   ++idle_workers_[std::size_t(p)];
   ready_.notify_all();
@@ -363,8 +363,8 @@ void CoProcessorScheduler::worker_main(Processor p) {
     if (specialize && p == Processor::kGpu) {
       // theta follows the load: stealing means the CPU's share is more than it answers;
       // a CPU worker idle now, or since the last call, that it can answer more.
-      const bool stole = std::any_of(batch.begin(), batch.end(),
-                                     [](const Taken& t) { return t.stolen; });
+      const bool stole =
+          std::any_of(batch.begin(), batch.end(), [](const Taken& t) { return t.stolen; });
       if (stole) {
         log_theta_ -= options_.specialize_step;
         ++theta_down_;

@@ -103,6 +103,9 @@ struct SchedulerOptions {
   // takes what it is predicted cheaper at). At load the GPU calls about 100 times a second.
   double specialize_step = 0.1;
   double specialize_log_theta = 0.0;
+  // GPU calls seen before its marginal cost in a batch (BatchCostModel) replaces its predicted
+  // lone cost times its seconds per predicted second.
+  std::uint64_t specialize_batch_cost_calls = 8;
   std::chrono::microseconds deadline{500000};  // after arrival
   double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
   CostEstimator estimate;                      // queues and best-serial need one

@@ -52,8 +52,8 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
     return f.total_blocks < median_blocks ? CostEstimate{{1.0, 3.0}} : CostEstimate{{3.0, 1.0}};
   };
   // queues under every routing: capacity, paper 001's lone costs, and specialization.
-  for (const char* name : {"cpu", "gpu", "lbd", "queues", "queues-lone-cost", "queues-specialize",
-                           "best-serial"}) {
+  for (const char* name :
+       {"cpu", "gpu", "lbd", "queues", "queues-lone-cost", "queues-specialize", "best-serial"}) {
     SchedulerOptions o;
     const bool lone_cost = std::string(name) == "queues-lone-cost";
     const bool specialize = std::string(name) == "queues-specialize";
@@ -64,6 +64,10 @@ TEST_F(SchedulerFixture, EveryPolicyAnswersAsTheReference) {
     // Capacity routing by the predictions only (a prior no measurement outweighs): the real
     // engines' costs here would send every job to the faster one, and both must be exercised.
     o.capacity.prior_predicted_seconds = 1e12;
+    // Specialization with theta held at 1 (no steps) and the predictions alone (no batch cost
+    // model): the estimates' split, whatever the timing.
+    o.specialize_step = 0;
+    o.specialize_batch_cost_calls = std::uint64_t(1) << 60;
     o.lbd_threshold_blocks = median_blocks;
     o.estimate = alternate;
     auto cpu = cpu_engine(shard());
