@@ -34,7 +34,7 @@ namespace gpusearch::cpu {
 // an and-or query's OR phase is dropped by the merge once the shards together hold k AND
 // matches, which the AND slot going finite proves (some shard's k-th, or k distinct documents
 // in its union). get() is then +inf, every candidate is pruned and the run ends at its next
-// check; the caller drops what it found (CpuEngine::resume_sharing). Without it a shard whose
+// check; the caller drops what it found (CpuEngine::or_phase_sharing). Without it a shard whose
 // own AND matches are fewer than k runs its whole OR phase for nothing whenever the other
 // shards' matches complete the k (issue 16: about one OR phase in nine on four shards).
 class SharedThreshold {
