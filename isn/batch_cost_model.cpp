@@ -1,5 +1,7 @@
 #include "isn/batch_cost_model.hpp"
 
+#include "isn/least_squares.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -23,29 +25,14 @@ void BatchCostModel::observe(double queries, double postings, double seconds) {
 
 void BatchCostModel::solve() {
   // Ridge on b and c, relative to their diagonal terms, so that collinear calls (equal batches)
-  // still give a solution; Gaussian elimination with partial pivoting on the 3x3 system.
+  // still give a solution.
   std::array<std::array<double, 4>, 3> m{};
   for (std::size_t i = 0; i < 3; ++i) {
     for (std::size_t j = 0; j < 3; ++j) m[i][j] = xx_[i][j];
     m[i][3] = xy_[i];
   }
   for (std::size_t i = 0; i < 3; ++i) m[i][i] += (i == 0 ? 1e-12 : 1e-6 * xx_[i][i]) + 1e-30;
-  for (std::size_t col = 0; col < 3; ++col) {
-    std::size_t pivot = col;
-    for (std::size_t r = col + 1; r < 3; ++r)
-      if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
-    if (!(std::abs(m[pivot][col]) > 0)) {
-      solved_ = false;
-      return;
-    }
-    std::swap(m[col], m[pivot]);
-    for (std::size_t r = 0; r < 3; ++r) {
-      if (r == col) continue;
-      const double f = m[r][col] / m[col][col];
-      for (std::size_t c = col; c < 4; ++c) m[r][c] -= f * m[col][c];
-    }
-  }
-  for (std::size_t i = 0; i < 3; ++i) beta_[i] = m[i][3] / m[i][i];
+  beta_ = solve_augmented<3>(m);
   solved_ = std::isfinite(beta_[0]) && std::isfinite(beta_[1]) && std::isfinite(beta_[2]);
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "isn/boosted_cost_model.hpp"
+#include "isn/least_squares.hpp"
 
 namespace gpusearch {
 
@@ -62,21 +63,8 @@ CostModel CostModel::fit(std::span<const CostSample> samples) {
   // A tiny ridge keeps the system solvable when a feature is constant (all one-term queries:
   // second_shortest is always 0), without moving a well-posed fit.
   for (std::size_t i = 1; i < n; ++i) a[i][i] += 1e-9 * (1.0 + a[i][i]);
-  for (std::size_t c = 0; c < n; ++c) {
-    std::size_t pivot = c;
-    for (std::size_t r = c + 1; r < n; ++r)
-      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
-    std::swap(a[c], a[pivot]);
-    if (std::abs(a[c][c]) < 1e-300) continue;  // a dead column: its weight stays 0
-    for (std::size_t r = 0; r < n; ++r) {
-      if (r == c) continue;
-      const double m = a[r][c] / a[c][c];
-      for (std::size_t k = c; k <= n; ++k) a[r][k] -= m * a[c][k];
-    }
-  }
   CostModel model;
-  for (std::size_t i = 0; i < n; ++i)
-    model.w_[i] = std::abs(a[i][i]) < 1e-300 ? 0.0 : a[i][n] / a[i][i];
+  model.w_ = solve_augmented<n>(a);
   model.w_[0] += std::log(relative_error_scale(model, samples));
   return model;
 }
