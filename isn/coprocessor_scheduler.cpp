@@ -247,16 +247,17 @@ void CoProcessorScheduler::submit(const Query& query, const SearchParams& params
     job->has_estimate = true;
   }
   job->done = std::move(done);
-  // Capacity routing reads and moves the router's state: under the lock. The other rules depend
-  // on the query alone: outside it (LBD's features cost more than the lock should be held).
-  const bool by_capacity = options_.policy == SchedulerPolicy::kQueues &&
-                           (options_.routing == QueuesRouting::kCapacity ||
-                            options_.routing == QueuesRouting::kSpecialize);
+  // Capacity and specialize routing read (capacity routing also moves) shared state: under the
+  // lock. The other rules depend on the query alone: outside it (LBD's features cost more than
+  // the lock should be held).
+  const bool under_lock = options_.policy == SchedulerPolicy::kQueues &&
+                          (options_.routing == QueuesRouting::kCapacity ||
+                           options_.routing == QueuesRouting::kSpecialize);
   const CostEstimate* estimate = job->has_estimate ? &job->estimate : nullptr;
-  if (!by_capacity) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
+  if (!under_lock) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
   {
     std::lock_guard lock(mutex_);
-    if (by_capacity)
+    if (under_lock)
       std::tie(job->queue, job->preferred) = classify_locked(query, estimate, true, &job->features);
     if (router_ && job->queue != JobQueue::kEither) router_->queued(job->preferred, job->estimate);
     job->seq = next_seq_++;
@@ -355,16 +356,14 @@ void CoProcessorScheduler::worker_main(Processor p) {
       if (specialize && p == Processor::kCpu) cpu_idled_ = true;
       continue;
     }
+    const bool stole = specialize && std::any_of(batch.begin(), batch.end(),
+                                                 [](const Taken& t) { return t.stolen; });
     // A CPU worker that had to steal from the GPU's queue had nothing of its own: for theta, as
     // good as idle (it can take more of the queries it is best at).
-    if (specialize && p == Processor::kCpu &&
-        std::any_of(batch.begin(), batch.end(), [](const Taken& t) { return t.stolen; }))
-      cpu_idled_ = true;
+    if (stole && p == Processor::kCpu) cpu_idled_ = true;
     if (specialize && p == Processor::kGpu) {
       // theta follows the load: stealing means the CPU's share is more than it answers;
       // a CPU worker idle now, or since the last call, that it can answer more.
-      const bool stole =
-          std::any_of(batch.begin(), batch.end(), [](const Taken& t) { return t.stolen; });
       if (stole) {
         log_theta_ -= options_.specialize_step;
         ++theta_down_;

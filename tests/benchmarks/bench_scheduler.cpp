@@ -10,8 +10,9 @@
 //                first given each one's measured capacity and queued work; relative advantage
 //                where close)
 //   queues-lone-cost  the same queues, routed by paper 001's rule on lone-query costs
-//   queues-specialize the same queues, the CPU taking the queries of lowest predicted CPU/GPU
-//                cost ratio, as many as it answers (QueuesRouting::kSpecialize)
+//   queues-specialize the same queues, the CPU taking the queries of lowest cost to its
+//                throughput against the GPU's marginal cost within a batch, as many as it
+//                answers (QueuesRouting::kSpecialize)
 // the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
 // with no missed deadline is the configuration's sustained rate, and each run reports the mean,
 // p50 and p99 delay (arrival to answer). The cost predictor is trained on the training queries
