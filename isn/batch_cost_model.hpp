@@ -31,6 +31,10 @@ class BatchCostModel {
   // b + c * postings, at least a hundredth of the mean marginal cost seen (never 0 or negative:
   // it divides).
   double marginal(double postings) const;
+  // The calls' seconds over their queries (decayed alike): a query's flat share of a call.
+  double mean_seconds_per_query() const {
+    return queries_seen_ > 0 ? seconds_seen_ / queries_seen_ : 0.0;
+  }
   std::array<double, 3> coefficients() const { return beta_; }  // a, b, c
   std::uint64_t calls() const { return calls_; }
   nlohmann::json stats() const;

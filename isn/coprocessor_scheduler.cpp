@@ -165,12 +165,20 @@ CoProcessorScheduler::~CoProcessorScheduler() {
   for (auto& t : workers_) t.join();
 }
 
-void CoProcessorScheduler::wake_for(JobQueue q) {
+void CoProcessorScheduler::wake_for(const std::array<std::size_t, 3>& landed) {
   // A job of p's own queue is p's; under `queues` the other processor may take a job of the
   // either queue, or steal, too (can_take decides; a worker woken for nothing sleeps again).
+  // One job wakes one worker; several wake them all (one notify for the lot, not one each).
   const bool queues = options_.policy == SchedulerPolicy::kQueues;
-  if (q != JobQueue::kGpuPreferred || queues) notify(Processor::kCpu);
-  if (q != JobQueue::kCpuPreferred || queues) notify(Processor::kGpu);
+  const std::size_t cpu_q = landed[std::size_t(JobQueue::kCpuPreferred)],
+                    gpu_q = landed[std::size_t(JobQueue::kGpuPreferred)],
+                    either = landed[std::size_t(JobQueue::kEither)];
+  const std::size_t for_cpu = cpu_q + either + (queues ? gpu_q : 0);
+  const std::size_t for_gpu = gpu_q + either + (queues ? cpu_q : 0);
+  for (const auto& [p, n] : {std::pair{Processor::kCpu, for_cpu}, std::pair{Processor::kGpu, for_gpu}}) {
+    if (n == 1) wake_[std::size_t(p)].notify_one();
+    if (n > 1) wake_[std::size_t(p)].notify_all();
+  }
 }
 
 std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query) const {
@@ -211,13 +219,18 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(
       }
       if (options_.routing == QueuesRouting::kSpecialize) {
         // Both in seconds of the processor's throughput: a CPU worker's real seconds shared by
-        // the workers, the GPU's marginal seconds within a batch.
+        // the workers, the GPU's seconds per query within a batch.
         const double on_cpu = router_->seconds_per_predicted(Processor::kCpu) * cpu /
                               double(slots_[std::size_t(Processor::kCpu)].workers);
         double on_gpu = router_->seconds_per_predicted(Processor::kGpu) * gpu;
         if (gpu_batch_cost_.ready()) {
-          const double postings = features ? features->total : query_features(shard_, query).total;
-          on_gpu = gpu_batch_cost_.marginal(postings);
+          if (options_.specialize_flat_gpu_cost) {
+            on_gpu = gpu_batch_cost_.mean_seconds_per_query();
+          } else {
+            const double postings =
+                features ? features->total : query_features(shard_, query).total;
+            on_gpu = gpu_batch_cost_.marginal(postings);
+          }
         }
         const Processor to =
             on_cpu < std::exp(log_theta_) * on_gpu ? Processor::kCpu : Processor::kGpu;
@@ -233,39 +246,58 @@ std::pair<JobQueue, Processor> CoProcessorScheduler::classify_locked(
 
 void CoProcessorScheduler::submit(const Query& query, const SearchParams& params, ShardResult& out,
                                   Clock::time_point arrival, Done done) {
-  auto job = std::make_unique<Job>();
-  job->query = &query;
-  job->params = params;
-  job->out = &out;
-  job->arrival = arrival;
-  job->deadline = arrival + options_.deadline;
-  job->urgent_at = arrival + std::chrono::duration_cast<Clock::duration>(options_.deadline *
-                                                                         options_.urgent_fraction);
-  if (options_.observe || options_.estimate) job->features = query_features(shard_, query);
-  if (options_.estimate) {
-    job->estimate = options_.estimate(job->features);
-    job->has_estimate = true;
-  }
-  job->done = std::move(done);
+  Submission one{&query, &out, arrival, std::move(done)};
+  submit_many(std::span(&one, 1), params);
+}
+
+void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
+                                       const SearchParams& params) {
+  if (submissions.empty()) return;
   // Capacity and specialize routing read (capacity routing also moves) shared state: under the
   // lock. The other rules depend on the query alone: outside it (LBD's features cost more than
   // the lock should be held).
   const bool under_lock = options_.policy == SchedulerPolicy::kQueues &&
                           (options_.routing == QueuesRouting::kCapacity ||
                            options_.routing == QueuesRouting::kSpecialize);
-  const CostEstimate* estimate = job->has_estimate ? &job->estimate : nullptr;
-  if (!under_lock) std::tie(job->queue, job->preferred) = classify_locked(query, estimate, false);
-  {
-    std::lock_guard lock(mutex_);
+  std::vector<std::unique_ptr<Job>> jobs;
+  jobs.reserve(submissions.size());
+  for (Submission& sub : submissions) {
+    auto job = std::make_unique<Job>();
+    job->query = sub.query;
+    job->params = params;
+    job->out = sub.out;
+    job->arrival = sub.arrival;
+    job->deadline = sub.arrival + options_.deadline;
+    job->urgent_at = sub.arrival + std::chrono::duration_cast<Clock::duration>(
+                                       options_.deadline * options_.urgent_fraction);
+    if (options_.observe || options_.estimate) job->features = query_features(shard_, *sub.query);
+    if (options_.estimate) {
+      job->estimate = options_.estimate(job->features);
+      job->has_estimate = true;
+    }
+    job->done = std::move(sub.done);
+    if (!under_lock)
+      std::tie(job->queue, job->preferred) = classify_locked(
+          *job->query, job->has_estimate ? &job->estimate : nullptr, false);
+    jobs.push_back(std::move(job));
+  }
+  // One lock and one wake-up per processor for the lot: a submitting thread that took the lock
+  // and signalled once per query fell behind its arrivals with eight CPU workers busy
+  // (NOTES-scheduler.md, session 34).
+  std::lock_guard lock(mutex_);
+  std::array<std::size_t, 3> landed{};
+  for (std::unique_ptr<Job>& job : jobs) {
     if (under_lock)
-      std::tie(job->queue, job->preferred) = classify_locked(query, estimate, true, &job->features);
+      std::tie(job->queue, job->preferred) = classify_locked(
+          *job->query, job->has_estimate ? &job->estimate : nullptr, true, &job->features);
     if (router_ && job->queue != JobQueue::kEither) router_->queued(job->preferred, job->estimate);
     job->seq = next_seq_++;
     ++queued_in_[std::size_t(job->queue)];
+    ++landed[std::size_t(job->queue)];
     const JobQueue q = job->queue;
     queue(q).push_back(std::move(job));
-    wake_for(q);
   }
+  wake_for(landed);
 }
 
 bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
@@ -393,7 +425,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
     std::string error;
     const bool observe = options_.observe && batch.size() == 1;
     const bool thread_clock = options_.observe_clock[std::size_t(p)] == CostClock::kThreadCpu;
-    const double cpu0 = observe && thread_clock ? thread_cpu_seconds() : 0;
+    const double cpu0 = thread_cpu_seconds();
     const auto t0 = Clock::now();
     try {
       slot.engine->search(queries, batch.front().job->params, results);
@@ -401,9 +433,10 @@ void CoProcessorScheduler::worker_main(Processor p) {
       error = e.what();
     }
     const auto t1 = Clock::now();
+    const double call_thread_seconds = thread_cpu_seconds() - cpu0;
     if (observe && error.empty())
       options_.observe(p, batch.front().job->features,
-                       thread_clock ? thread_cpu_seconds() - cpu0 : seconds_between(t0, t1));
+                       thread_clock ? call_thread_seconds : seconds_between(t0, t1));
     outcomes.assign(batch.size(), JobOutcome{});
     std::uint64_t missed = 0, stolen = 0, promoted = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -439,6 +472,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
     c.missed += missed;
     c.errors += !error.empty();
     c.busy_seconds += seconds_between(t0, t1);
+    c.busy_thread_seconds += call_thread_seconds;
     if (router_) router_->call_finished(p, predicted, seconds_between(t0, t1), error.empty());
     if (specialize && p == Processor::kGpu && error.empty()) {
       double postings = 0;
@@ -495,8 +529,10 @@ void CoProcessorScheduler::submit_batch(std::span<const Query> queries, const Se
   batch->left = queries.size();
   batch->done = std::move(done);
   const auto now = Clock::now();
+  std::vector<Submission> submissions;
+  submissions.reserve(queries.size());
   for (std::size_t i = 0; i < queries.size(); ++i)
-    submit(queries[i], params, out[i], now, [batch](const JobOutcome& o) {
+    submissions.push_back({&queries[i], &out[i], now, [batch](const JobOutcome& o) {
       if (!o.error.empty() || o.dropped) {
         std::lock_guard lock(batch->mutex);
         if (batch->first_error.empty())
@@ -511,7 +547,8 @@ void CoProcessorScheduler::submit_batch(std::span<const Query> queries, const Se
         }
         batch->done(error);
       }
-    });
+    }});
+  submit_many(submissions, params);
 }
 
 void CoProcessorScheduler::search_batch(std::span<const Query> queries, const SearchParams& params,
@@ -523,13 +560,16 @@ void CoProcessorScheduler::search_batch(std::span<const Query> queries, const Se
   std::size_t left = queries.size();
   std::string first_error;
   const auto now = Clock::now();
+  std::vector<Submission> submissions;
+  submissions.reserve(queries.size());
   for (std::size_t i = 0; i < queries.size(); ++i)
-    submit(queries[i], params, out[i], now, [&, i](const JobOutcome& o) {
+    submissions.push_back({&queries[i], &out[i], now, [&, i](const JobOutcome& o) {
       std::lock_guard lock(m);
       if (outcomes) (*outcomes)[i] = o;
       if (first_error.empty() && !o.error.empty()) first_error = o.error;
       if (--left == 0) cv.notify_all();
-    });
+    }});
+  submit_many(submissions, params);
   std::unique_lock lock(m);
   cv.wait(lock, [&] { return left == 0; });
   if (!first_error.empty()) throw Error(first_error);
@@ -568,7 +608,8 @@ nlohmann::json CoProcessorScheduler::stats() const {
         {"promoted", c.promoted},
         {"missed_deadline", c.missed},
         {"errors", c.errors},
-        {"busy_seconds", c.busy_seconds}};
+        {"busy_seconds", c.busy_seconds},
+        {"busy_thread_seconds", c.busy_thread_seconds}};
   }
   return j;
 }

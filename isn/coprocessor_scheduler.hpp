@@ -21,10 +21,10 @@
 //                  specialize the CPU when the query's cost to the CPU's throughput (its
 //                             predicted cost times the CPU's measured seconds per predicted
 //                             second, over the CPU's workers) is below theta times its cost to
-//                             the GPU's (its marginal cost within a batch, learned from the GPU's
-//                             calls: isn/batch_cost_model.hpp; until then its predicted lone
-//                             cost times the GPU's seconds per predicted second), else the GPU:
-//                             the CPU answers the queries it is relatively best at.
+//                             the GPU's (by default flat: the GPU's seconds per query in its
+//                             recent calls, isn/batch_cost_model.hpp; until then its predicted
+//                             lone cost times the GPU's seconds per predicted second), else the
+//                             GPU: the CPU answers the queries it is best at.
 //                             theta follows the load at each GPU call: down a step
 //                             when the GPU had to steal from the CPU's queue (the CPU was given
 //                             more than it can answer), up a step when a CPU worker is idle,
@@ -96,16 +96,24 @@ struct SchedulerOptions {
   SchedulerPolicy policy = SchedulerPolicy::kQueues;
   std::uint64_t lbd_threshold_blocks = 30000;  // paper 002's S (its best value)
   Processor lbd_short_on = Processor::kGpu;    // where queries below S go (paper 002: the GPU)
-  QueuesRouting routing = QueuesRouting::kLoneCost;  // measured better on the H100 (NOTES-scheduler)
+  // specialize: 1.15-1.22x the GPU alone against lone-cost's 1.06x, paired, H200 (NOTES-scheduler.md,
+  // session 34)
+  QueuesRouting routing = QueuesRouting::kSpecialize;
   CapacityRoutingOptions capacity;  // routing kCapacity
   double preference_ratio = 1.2;  // routing kLoneCost (paper 001: "20% faster" makes a job prefer)
   // routing kSpecialize: ln(theta)'s step at a GPU call, and its start (theta = 1: the CPU
   // takes what it is predicted cheaper at). At load the GPU calls about 100 times a second.
   double specialize_step = 0.1;
   double specialize_log_theta = 0.0;
-  // GPU calls seen before its marginal cost in a batch (BatchCostModel) replaces its predicted
-  // lone cost times its seconds per predicted second.
+  // GPU calls seen before its cost in a batch (BatchCostModel) replaces its predicted lone cost
+  // times its seconds per predicted second.
   std::uint64_t specialize_batch_cost_calls = 8;
+  // A query's cost to the GPU: flat, the mean seconds per query of its recent calls (true: the
+  // CPU then takes the queries it answers cheapest), or its marginal cost b + c * postings
+  // (false). In full batches the H200's cost per query is nearly flat: the CPU's cheapest 40%
+  // cost it 0.8x the others (tests/benchmarks/split_bound.hpp, NOTES-scheduler.md, session 34),
+  // and the marginal model's postings term sent the CPU long queries it answers slowly.
+  bool specialize_flat_gpu_cost = true;
   std::chrono::microseconds deadline{500000};  // after arrival
   double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
   CostEstimator estimate;                      // queues and best-serial need one
@@ -143,6 +151,14 @@ class CoProcessorScheduler {
   // thread, after `out` is written). `arrival` may lie in the past (its deadline counts from it).
   void submit(const Query& query, const SearchParams& params, ShardResult& out,
               Clock::time_point arrival, Done done);
+  // Several queries at once (same parameters): one lock and one wake-up per processor for all.
+  struct Submission {
+    const Query* query = nullptr;
+    ShardResult* out = nullptr;
+    Clock::time_point arrival;
+    Done done;
+  };
+  void submit_many(std::span<Submission> submissions, const SearchParams& params);
   // Every query of a batch, arriving now, queued without waiting: `done` is called once, on a
   // worker thread, after every out[i] is written, with the first engine error (empty: none; a
   // job dropped unrun counts as an error). `queries` and `out` must live until then.
@@ -195,7 +211,8 @@ class CoProcessorScheduler {
   // for every worker to start.
   std::array<std::condition_variable, kProcessors> wake_;
   std::condition_variable ready_;
-  void wake_for(JobQueue q);  // under mutex_ or not: notifies whoever may take from q
+  // Under mutex_: wakes whoever may take the jobs just queued (their count per queue).
+  void wake_for(const std::array<std::size_t, 3>& landed);
   std::array<std::deque<std::unique_ptr<Job>>, 3> queues_;
   // Capacity bookkeeping and routing (policies with an estimator); mutable: classify() asks it.
   mutable std::unique_ptr<CapacityRouter> router_;
@@ -206,6 +223,9 @@ class CoProcessorScheduler {
   struct Counters {
     std::uint64_t jobs = 0, calls = 0, stolen = 0, promoted = 0, missed = 0, errors = 0;
     double busy_seconds = 0;
+    // The worker threads' own CPU time in those calls: busy_seconds less this is time the
+    // threads were runnable but descheduled, or blocked (the host oversubscribed).
+    double busy_thread_seconds = 0;
   };
   std::array<Counters, kProcessors> counters_{};
   std::array<std::uint64_t, 3> queued_in_{};

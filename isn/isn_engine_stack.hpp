@@ -33,7 +33,9 @@ struct IsnSchedulerOptions {
   unsigned cpu_workers = 0;          // 0: half the oneTBB parallelism allowed (--threads), >= 1
   unsigned gpu_max_batch = 4096;     // queries per call of the GPU-side engine
   std::string lbd_short_on = "gpu";  // lbd: the processor for queries below the threshold
-  std::string routing = "lone-cost";  // queues: lone-cost or capacity (isn/capacity_router.hpp)
+  // queues: specialize (measured best on the H200, NOTES-scheduler.md, session 34), lone-cost
+  // or capacity (isn/capacity_router.hpp)
+  std::string routing = "specialize";
   // Batches whose jobs the ISN queues before the oldest is answered (isn/batch_pipeline.hpp);
   // 1: one batch at a time.
   unsigned batches_in_flight = 4;

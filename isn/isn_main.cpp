@@ -87,11 +87,11 @@ int main(int argc, char** argv) {
                  "least 1; the GPU engine's host pipeline needs the other cores)")
       ->capture_default_str();
   app.add_option("--scheduler-routing", so.routing,
-                 "scheduler queues: capacity (the processor expected to finish a query first, "
-                 "by each processor's measured capacity and queued work; relative advantage "
-                 "where close), lone-cost (paper 001: predicted lone costs, --scheduler-ratio) "
-                 "or specialize (the CPU takes the queries of lowest predicted CPU/GPU cost "
-                 "ratio, as many as it answers without the GPU stealing)")
+                 "scheduler queues: specialize (the CPU takes the queries it answers cheapest, "
+                 "as many as it answers without the GPU stealing), lone-cost (paper 001: "
+                 "predicted lone costs, --scheduler-ratio) or capacity (the processor expected "
+                 "to finish a query first, by each processor's measured capacity and queued "
+                 "work; relative advantage where close)")
       ->capture_default_str();
   // The run's parameters, as the aggregator is given them (launch/cluster.sh passes them to
   // both): with a scheduler that predicts costs, its predictor trains on them at start-up.

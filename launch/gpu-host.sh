@@ -23,13 +23,13 @@
 #                the GPU (tests/mpi/cluster_test.sh share), both exact
 #     sched-capacity  the scheduler's capacity routing (issue 11): bench_scheduler with cpu, gpu,
 #                queues-lone-cost (paper 001's routing by lone costs), queues (routing by
-#                measured capacity) and queues-specialize (the CPU takes the queries of lowest
-#                cost to its throughput against the GPU's marginal cost within a batch) on the
+#                measured capacity) and queues-specialize (the default routing: the CPU takes
+#                the queries it answers cheapest, as many as it keeps up with) on the
 #                synthetic index and on Debian + MS MARCO
 #                (sched_capacity_{synthetic,real}.{json,log}; read sustained_rate.queues_over_gpu
 #                >= 1, queues_over_best_single >= 1.3, against queues-lone-cost_*); then one ISN
-#                through the cluster on Debian: the GPU engine alone, --scheduler queues, and
-#                --scheduler queues --scheduler-routing lone-cost, each against the CPU engine's
+#                through the cluster on Debian: the GPU engine alone, --scheduler queues (routing
+#                specialize), --scheduler-routing capacity and lone-cost, each against the CPU engine's
 #                run (q/s, p99, jobs per processor, measured seconds per predicted second)
 #     multigpu   the per-range multi-GPU engine (issue 11) through the ISN on Debian + MS MARCO:
 #                --gpus-per-isn 1 --gpu-range-engine, and G = every GPU where there are several,
@@ -370,14 +370,16 @@ EOF
       grep -E "$show" "$OUT/sched_capacity_real.log" | sed 's/^/real: /'
       echo "sched-capacity real done: $(elapsed)"
       # One ISN through the cluster on Debian at its closed-loop throughput: the GPU engine
-      # alone, then the scheduler routed by capacity and by lone costs; every run against the
-      # CPU engine's.
+      # alone, then the scheduler under its default routing (specialize), by capacity and by
+      # lone costs; every run against the CPU engine's.
       "$bin/gpusearch" -q search --engine cpu --index $ridx --queries $rq --mode and-or --k 10 \
         --run "$OUT/sched_capacity_cpu.run" > /dev/null 2>&1 || status=1
-      for tag in gpu_alone queues_capacity queues_lone_cost; do
+      for tag in gpu_alone queues_specialize queues_capacity queues_lone_cost; do
         case $tag in
           gpu_alone) extra=() ;;
-          queues_capacity) extra=(--scheduler queues --scheduler-train "$queries") ;;
+          queues_specialize) extra=(--scheduler queues --scheduler-train "$queries") ;;
+          queues_capacity)
+            extra=(--scheduler queues --scheduler-routing capacity --scheduler-train "$queries") ;;
           *) extra=(--scheduler queues --scheduler-routing lone-cost --scheduler-train "$queries") ;;
         esac
         GPUSEARCH_BUILD_DIR=$build_dir launch/cluster.sh --index $ridx --queries $rq --isns 1 \
