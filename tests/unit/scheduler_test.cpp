@@ -317,6 +317,48 @@ TEST_F(SchedulerFixture, ExactUnderLoadWithStealingAndPromotion) {
   }
 }
 
+// submit_many: arrivals queued in groups (one lock, one wake-up per processor) reach every
+// processor, under each routing: every job is answered once, as the reference answers it.
+TEST_F(SchedulerFixture, GroupsOfArrivalsAreAllAnsweredExactly) {
+  for (QueuesRouting routing :
+       {QueuesRouting::kLoneCost, QueuesRouting::kCapacity, QueuesRouting::kSpecialize}) {
+    SCOPED_TRACE(to_string(routing));
+    SchedulerOptions o;
+    o.routing = routing;
+    o.policy = SchedulerPolicy::kQueues;
+    o.estimate = [](const QueryFeatures& f) {
+      const double x = std::fmod(f.total, 3.0);
+      return CostEstimate{{1.0, x < 1 ? 2.0 : x < 2 ? 0.5 : 1.05}};
+    };
+    auto cpu = std::make_unique<DelayEngine>(cpu_engine(shard()), 1000us);
+    auto gpu =
+        std::make_unique<DelayEngine>(run_batches_in_parallel(reference_engine(shard())), 2000us);
+    // Three CPU workers: a group of arrivals must wake more than one of them.
+    CoProcessorScheduler s(shard(), {cpu.get(), 3, 1}, {gpu.get(), 1, 16}, o);
+    const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+    std::vector<ShardResult> out(test_queries.size());
+    Completions done;
+    std::vector<CoProcessorScheduler::Submission> group;
+    for (std::size_t i = 0; i < test_queries.size(); ++i) {
+      group.push_back({&test_queries[i], &out[i], CoProcessorScheduler::Clock::now(),
+                       done.done(std::to_string(i))});
+      if (group.size() == 7 || i + 1 == test_queries.size()) {
+        s.submit_many(group, p);
+        group.clear();
+        std::this_thread::sleep_for(2ms);
+      }
+    }
+    done.wait_for(test_queries.size());
+    expect_exact(test_queries, p, out, "submitted in groups");
+    const auto st = s.stats();
+    EXPECT_GT(st["processors"]["cpu"]["jobs"].get<int>(), 0) << st.dump();
+    EXPECT_GT(st["processors"]["gpu"]["jobs"].get<int>(), 0) << st.dump();
+    EXPECT_EQ(st["processors"]["cpu"]["jobs"].get<std::size_t>() +
+                  st["processors"]["gpu"]["jobs"].get<std::size_t>(),
+              test_queries.size());
+  }
+}
+
 TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
   SchedulerOptions o;
   o.policy = SchedulerPolicy::kCpu;
