@@ -405,6 +405,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
       }
       log_theta_ = std::clamp(log_theta_, -20.0, 20.0);
       cpu_idled_ = false;
+      if (theta_trace_.size() < options_.theta_trace_limit)
+        theta_trace_.push_back(
+            {std::chrono::duration<double>(now.time_since_epoch()).count(), std::exp(log_theta_)});
     }
     --idle_workers_[std::size_t(p)];
     ++running_calls_;
@@ -589,6 +592,7 @@ nlohmann::json CoProcessorScheduler::stats() const {
                        {"moves_down", theta_down_},
                        {"moves_up", theta_up_},
                        {"gpu_batch_cost", gpu_batch_cost_.stats()}};
+  if (!theta_trace_.empty()) j["specialize"]["theta_trace"] = theta_trace_;
   if (options_.policy == SchedulerPolicy::kLbd) {
     j["lbd_threshold_blocks"] = options_.lbd_threshold_blocks;
     j["lbd_short_on"] = to_string(options_.lbd_short_on);

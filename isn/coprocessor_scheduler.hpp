@@ -114,6 +114,9 @@ struct SchedulerOptions {
   // cost it 0.8x the others (tests/benchmarks/split_bound.hpp, NOTES-scheduler.md, session 34),
   // and the marginal model's postings term sent the CPU long queries it answers slowly.
   bool specialize_flat_gpu_cost = true;
+  // routing kSpecialize: keep theta after each GPU call, up to this many points, in stats()
+  // (specialize.theta_trace: [steady-clock seconds, theta]); 0: none. For a benchmark's timeline.
+  std::size_t theta_trace_limit = 0;
   std::chrono::microseconds deadline{500000};  // after arrival
   double urgent_fraction = 0.5;                // of the deadline, after which a job is urgent
   CostEstimator estimate;                      // queues and best-serial need one
@@ -232,6 +235,7 @@ class CoProcessorScheduler {
   // routing kSpecialize (under mutex_): ln(theta), its moves, and whether a CPU worker has found
   // nothing to take since the GPU's last call.
   double log_theta_ = 0;
+  std::vector<std::array<double, 2>> theta_trace_;
   std::uint64_t theta_down_ = 0, theta_up_ = 0;
   bool cpu_idled_ = false;
   // routing kSpecialize: the GPU side's marginal cost per query within a batch, from its calls.
