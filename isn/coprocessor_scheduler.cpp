@@ -284,7 +284,9 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
   // One lock and one wake-up per processor for the lot: a submitting thread that took the lock
   // and signalled once per query fell behind its arrivals with eight CPU workers busy
   // (NOTES-scheduler.md, session 34).
+  const auto asked = Clock::now();
   std::lock_guard lock(mutex_);
+  const auto held = Clock::now();
   std::array<std::size_t, 3> landed{};
   for (std::unique_ptr<Job>& job : jobs) {
     if (under_lock)
@@ -298,6 +300,10 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
     queue(q).push_back(std::move(job));
   }
   wake_for(landed);
+  ++submit_counters_.calls;
+  submit_counters_.jobs += jobs.size();
+  submit_counters_.lock_wait_seconds += seconds_between(asked, held);
+  submit_counters_.hold_seconds += seconds_between(held, Clock::now());
 }
 
 bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
@@ -420,6 +426,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
     if (options_.policy == SchedulerPolicy::kQueues && idle_workers_[std::size_t(p)] == 0 &&
         !queue(own_queue(p)).empty())
       notify(other(p));
+    counters_[std::size_t(p)].take_hold_seconds += seconds_between(now, Clock::now());
     lock.unlock();
 
     queries.clear();
@@ -464,7 +471,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
     // The worker counts as idle again, and the counters are current, before anyone hears that
     // its jobs are done: a caller that submits on completion sees this worker free (so the
     // other processor does not steal the job) and sees the stats of what it waited for.
+    const auto asked = Clock::now();
     lock.lock();
+    counters_[std::size_t(p)].lock_wait_seconds += seconds_between(asked, Clock::now());
     --running_calls_;
     ++idle_workers_[std::size_t(p)];
     Counters& c = counters_[std::size_t(p)];
@@ -490,7 +499,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
     lock.unlock();
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (batch[i].job->done) batch[i].job->done(outcomes[i]);
+    const auto asked_again = Clock::now();
     lock.lock();
+    counters_[std::size_t(p)].lock_wait_seconds += seconds_between(asked_again, Clock::now());
   }
 }
 
@@ -598,6 +609,10 @@ nlohmann::json CoProcessorScheduler::stats() const {
     j["lbd_short_on"] = to_string(options_.lbd_short_on);
   }
   if (router_) j["capacity"] = router_->stats();
+  j["submit"] = {{"calls", submit_counters_.calls},
+                 {"jobs", submit_counters_.jobs},
+                 {"lock_wait_seconds", submit_counters_.lock_wait_seconds},
+                 {"hold_seconds", submit_counters_.hold_seconds}};
   for (std::size_t q = 0; q < 3; ++q)
     j["queued_in"][std::string(to_string(JobQueue(q)))] = queued_in_[q];
   for (std::size_t p = 0; p < kProcessors; ++p) {
@@ -613,7 +628,9 @@ nlohmann::json CoProcessorScheduler::stats() const {
         {"missed_deadline", c.missed},
         {"errors", c.errors},
         {"busy_seconds", c.busy_seconds},
-        {"busy_thread_seconds", c.busy_thread_seconds}};
+        {"busy_thread_seconds", c.busy_thread_seconds},
+        {"lock_wait_seconds", c.lock_wait_seconds},
+        {"take_hold_seconds", c.take_hold_seconds}};
   }
   return j;
 }

@@ -229,7 +229,16 @@ class CoProcessorScheduler {
     // The worker threads' own CPU time in those calls: busy_seconds less this is time the
     // threads were runnable but descheduled, or blocked (the host oversubscribed).
     double busy_thread_seconds = 0;
+    // Contention on mutex_: the workers' waits to take it back after a call and after its
+    // completions, and how long they held it to take a batch.
+    double lock_wait_seconds = 0, take_hold_seconds = 0;
   };
+  // The submitting side's (under mutex_): its waits for the lock and how long it held it.
+  struct SubmitCounters {
+    std::uint64_t calls = 0, jobs = 0;
+    double lock_wait_seconds = 0, hold_seconds = 0;
+  };
+  SubmitCounters submit_counters_;
   std::array<Counters, kProcessors> counters_{};
   std::array<std::uint64_t, 3> queued_in_{};
   // routing kSpecialize (under mutex_): ln(theta), its moves, and whether a CPU worker has found

@@ -666,9 +666,10 @@ int main(int argc, char** argv) {
                                 rr.json["submit_lag_ms"]["max"].get<double>());
         for (const char* p : {"cpu", "gpu"})
           if (procs.contains(p) && procs[p]["calls"].get<std::uint64_t>() > 0)
-            capacity += fmt::format("  {} busy {:.2f}s on-thread {:.2f}s", p,
+            capacity += fmt::format("  {} busy {:.2f}s on-thread {:.2f}s lock wait {:.3f}s", p,
                                     procs[p]["busy_seconds"].get<double>(),
-                                    procs[p]["busy_thread_seconds"].get<double>());
+                                    procs[p]["busy_thread_seconds"].get<double>(),
+                                    procs[p]["lock_wait_seconds"].get<double>());
         std::cout << fmt::format(
             "{:<12} rate {:>9.1f}/s  {}  delay mean {:>8.2f} ms p99 {:>8.2f} ms  on cpu {:>6} "
             "gpu {:>6}  stolen {:>5} promoted {:>5} missed {:>5} wrong {}{}\n",
