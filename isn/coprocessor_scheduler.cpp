@@ -381,6 +381,15 @@ void CoProcessorScheduler::worker_main(Processor p) {
     if (stop_) return;
     batch.clear();
     const auto now = Clock::now();
+    // specialize_balance_waits: the head-of-line waits of the two processors' queues as the GPU
+    // starts a call (before it takes its batch).
+    double cpu_head_wait = 0, gpu_head_wait = 0;
+    if (specialize && p == Processor::kGpu && options_.specialize_balance_waits) {
+      const auto& cq = queue(JobQueue::kCpuPreferred);
+      const auto& gq = queue(JobQueue::kGpuPreferred);
+      if (!cq.empty()) cpu_head_wait = seconds_between(cq.front()->arrival, now);
+      if (!gq.empty()) gpu_head_wait = seconds_between(gq.front()->arrival, now);
+    }
     const SearchParams* params = nullptr;
     const std::size_t max_batch =
         options_.policy == SchedulerPolicy::kBestSerial ? 1 : slot.max_batch;
@@ -401,8 +410,11 @@ void CoProcessorScheduler::worker_main(Processor p) {
     if (stole && p == Processor::kCpu) cpu_idled_ = true;
     if (specialize && p == Processor::kGpu) {
       // theta follows the load: stealing means the CPU's share is more than it answers;
-      // a CPU worker idle now, or since the last call, that it can answer more.
-      if (stole) {
+      // a CPU worker idle now, or since the last call, that it can answer more. With
+      // balance_waits, the CPU's queue waiting longer than the GPU's says the same as a steal,
+      // also when the GPU's own queue fills its batch and it cannot steal.
+      const bool cpu_behind = options_.specialize_balance_waits && cpu_head_wait > gpu_head_wait;
+      if (stole || cpu_behind) {
         log_theta_ -= options_.specialize_step;
         ++theta_down_;
       } else if (cpu_idled_ || idle_workers_[std::size_t(Processor::kCpu)] > 0) {

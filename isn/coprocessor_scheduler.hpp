@@ -114,6 +114,12 @@ struct SchedulerOptions {
   // cost it 0.8x the others (tests/benchmarks/split_bound.hpp, NOTES-scheduler.md, session 34),
   // and the marginal model's postings term sent the CPU long queries it answers slowly.
   bool specialize_flat_gpu_cost = true;
+  // routing kSpecialize: theta also goes down when, as the GPU starts a call, the oldest job of
+  // the CPU's queue has waited longer than the oldest of the GPU's. Stealing alone signals an
+  // overloaded CPU only while the GPU has room in its batch; when both processors are behind,
+  // the GPU's own queue fills its batches and theta never fell (issue 11, session 34). Off by
+  // default until measured on a GPU host.
+  bool specialize_balance_waits = false;
   // routing kSpecialize: keep theta after each GPU call, up to this many points, in stats()
   // (specialize.theta_trace: [steady-clock seconds, theta]); 0: none. For a benchmark's timeline.
   std::size_t theta_trace_limit = 0;

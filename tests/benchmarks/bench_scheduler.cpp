@@ -15,7 +15,8 @@
 //                answers (QueuesRouting::kSpecialize)
 // A configuration name may carry :hostN (TBB capped at N threads while it runs), :cpuW (W CPU
 // workers), :single (arrivals submitted one at a time, not all those due at once) and, for
-// queues-specialize, :marginal (the GPU's cost by a query's postings) and :stepX (theta's step).
+// queues-specialize, :marginal (the GPU's cost by a query's postings), :stepX (theta's step) and
+// :balance (theta also balances the two queues' oldest waits).
 // --split-bound measures what a perfect split of the queries could sustain (split_bound.hpp).
 // the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
 // with no missed deadline is the configuration's sustained rate, and each run reports the mean,
@@ -78,6 +79,7 @@ struct ConfigVariant {
   bool marginal = false;  // queues-specialize: the GPU's marginal cost, not its flat cost
   bool single = false;    // arrivals submitted one at a time, not every one due at once
   double step = 0;        // queues-specialize: theta's step (0: the default)
+  bool balance = false;   // queues-specialize: theta also balances the queues' oldest waits
 };
 
 ConfigVariant parse_config_variant(const std::string& name) {
@@ -97,8 +99,8 @@ ConfigVariant parse_config_variant(const std::string& name) {
       colon = next;
       continue;
     }
-    if (part == "marginal" || part == "single") {
-      (part == "marginal" ? v.marginal : v.single) = true;
+    if (part == "marginal" || part == "single" || part == "balance") {
+      (part == "marginal" ? v.marginal : part == "single" ? v.single : v.balance) = true;
       colon = next;
       continue;
     }
@@ -109,7 +111,7 @@ ConfigVariant parse_config_variant(const std::string& name) {
     if (!field || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
         digits.size() > 4 || std::stoul(digits) == 0)
       throw InputError("--configs", 0,
-                       fmt::format("'{}': a configuration is NAME[:hostN][:cpuW][:marginal][:single][:stepX] with "
+                       fmt::format("'{}': a configuration is NAME[:hostN][:cpuW][:marginal][:single][:stepX][:balance] with "
                                    "N, W > 0",
                                    name));
     *field = unsigned(std::stoul(digits));
@@ -618,6 +620,7 @@ int main(int argc, char** argv) {
       o.specialize_flat_gpu_cost = !variant.marginal;
       if (s.timeline_bin_ms > 0) o.theta_trace_limit = 200000;
       if (variant.step > 0) o.specialize_step = variant.step;
+      o.specialize_balance_waits = variant.balance;
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;

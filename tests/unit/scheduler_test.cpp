@@ -317,6 +317,57 @@ TEST_F(SchedulerFixture, ExactUnderLoadWithStealingAndPromotion) {
   }
 }
 
+// specialize_balance_waits: while the GPU's own queue fills its batch it cannot steal, so only
+// the waits say that the CPU is behind. The CPU's one worker is held with its queue's oldest job
+// older than the GPU's: with the option theta falls at the GPU's calls; without it, it stays.
+TEST_F(SchedulerFixture, SpecializeBalanceWaitsLowersThetaWhenTheCpuQueueIsOlder) {
+  const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+  // Four queries predicted cheap on the CPU, four others (of other total lengths) on the GPU.
+  std::set<std::uint64_t> cpu_cheap;
+  std::vector<Query> queries(test_queries.begin(), test_queries.begin() + 4);
+  for (const Query& q : queries) cpu_cheap.insert(query_features(shard(), q).total);
+  for (std::size_t i = 4; i < test_queries.size() && queries.size() < 8; ++i)
+    if (!cpu_cheap.count(query_features(shard(), test_queries[i]).total))
+      queries.push_back(test_queries[i]);
+  ASSERT_EQ(queries.size(), 8u);
+  for (bool balance : {false, true}) {
+    SCOPED_TRACE(balance ? "balance waits" : "steals only");
+    SchedulerOptions o;
+    o.policy = SchedulerPolicy::kQueues;
+    o.routing = QueuesRouting::kSpecialize;
+    o.specialize_balance_waits = balance;
+    o.estimate = [cpu_cheap](const QueryFeatures& f) {
+      return cpu_cheap.count(f.total) ? CostEstimate{{1.0, 10.0}} : CostEstimate{{10.0, 1.0}};
+    };
+    auto gated = std::make_unique<GatedEngine>(cpu_engine(shard()));
+    GatedEngine& cpu = *gated;
+    auto gpu = reference_engine(shard());
+    // The GPU answers one query a call: its own queue always fills its batch.
+    CoProcessorScheduler s(shard(), {&cpu, 1, 1}, {gpu.get(), 1, 1}, o);
+    std::vector<ShardResult> out(8);
+    Completions done;
+    const auto then = CoProcessorScheduler::Clock::now() - std::chrono::milliseconds(50);
+    s.submit(queries[0], p, out[0], then, done.done("0"));
+    cpu.wait_entered();  // the CPU's worker is held from here on
+    // The rest at once, so that all are routed before the GPU's first call: three for the CPU,
+    // waiting since `then`, and four for the GPU, arriving now.
+    std::vector<CoProcessorScheduler::Submission> rest;
+    for (int i = 1; i < 8; ++i)
+      rest.push_back({&queries[i], &out[i], i < 4 ? then : CoProcessorScheduler::Clock::now(),
+                      done.done(std::to_string(i))});
+    s.submit_many(rest, p);
+    // The GPU answers its four, and then steals the CPU's waiting jobs (its queue is empty).
+    done.wait_for(7);
+    const auto st = s.stats()["specialize"];
+    // Every call moved theta down with the option: four with the CPU's queue older, three that
+    // stole. Without it, only the three that stole.
+    EXPECT_EQ(st["moves_down"].get<int>(), balance ? 7 : 3) << st.dump();
+    cpu.open();
+    done.wait_for(8);
+    expect_exact(queries, p, out, "specialize, balance waits");
+  }
+}
+
 // submit_many: arrivals queued in groups (one lock, one wake-up per processor) reach every
 // processor, under each routing: every job is answered once, as the reference answers it.
 TEST_F(SchedulerFixture, GroupsOfArrivalsAreAllAnsweredExactly) {
