@@ -63,7 +63,8 @@
 #include "isn/engine_factory.hpp"
 #include "isn/parallel_batch_engine.hpp"
 #include "simulated_engine.hpp"
-#include "sched_timeline.hpp"
+#include "sched_configs.hpp"
+#include "sched_open_loop.hpp"
 #include "split_bound.hpp"
 
 #include <tbb/global_control.h>
@@ -72,53 +73,6 @@ using namespace gpusearch;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-struct ConfigVariant {
-  std::string base;
-  unsigned host_threads = 0, cpu_workers = 0;  // 0: the run's defaults
-  bool marginal = false;  // queues-specialize: the GPU's marginal cost, not its flat cost
-  bool single = false;    // arrivals submitted one at a time, not every one due at once
-  double step = 0;        // queues-specialize: theta's step (0: the default)
-  bool balance = false;   // queues-specialize: theta also balances the queues' oldest waits
-};
-
-ConfigVariant parse_config_variant(const std::string& name) {
-  ConfigVariant v;
-  std::size_t colon = name.find(':');
-  v.base = name.substr(0, colon);
-  while (colon != std::string::npos) {
-    const std::size_t next = name.find(':', colon + 1);
-    const std::string part = name.substr(colon + 1, next == std::string::npos ? next : next - colon - 1);
-    if (part.rfind("step", 0) == 0) {
-      char* end = nullptr;
-      const std::string number = part.substr(4);
-      v.step = std::strtod(number.c_str(), &end);
-      if (number.empty() || *end != '\0' || !(v.step > 0) || v.step > 5)
-        throw InputError("--configs", 0,
-                         fmt::format("'{}': :stepX takes a step in (0, 5]", name));
-      colon = next;
-      continue;
-    }
-    if (part == "marginal" || part == "single" || part == "balance") {
-      (part == "marginal" ? v.marginal : part == "single" ? v.single : v.balance) = true;
-      colon = next;
-      continue;
-    }
-    unsigned* field = part.rfind("host", 0) == 0 ? &v.host_threads
-                      : part.rfind("cpu", 0) == 0 ? &v.cpu_workers
-                                                  : nullptr;
-    const std::string digits = field ? part.substr(field == &v.host_threads ? 4 : 3) : "";
-    if (!field || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-        digits.size() > 4 || std::stoul(digits) == 0)
-      throw InputError("--configs", 0,
-                       fmt::format("'{}': a configuration is NAME[:hostN][:cpuW][:marginal][:single][:stepX][:balance] with "
-                                   "N, W > 0",
-                                   name));
-    *field = unsigned(std::stoul(digits));
-    colon = next;
-  }
-  return v;
-}
 
 struct Settings {
   std::filesystem::path index_dir, queries_path, train_path, out_path;
@@ -153,147 +107,6 @@ std::vector<Query> resolve_all(const ShardIndex& shard, const std::filesystem::p
       out.push_back(std::move(q));
   }
   return out;
-}
-
-bool same_hits(const ShardResult& a, const ShardResult& b) {
-  auto same = [](const std::vector<RankedDoc>& x, const std::vector<RankedDoc>& y) {
-    if (x.size() != y.size()) return false;
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (x[i].doc != y[i].doc &&
-          std::abs(x[i].score - y[i].score) > 1e-5 * std::max(1.0, std::abs(double(y[i].score))))
-        return false;
-    return true;
-  };
-  return same(a.hits, b.hits) && same(a.or_hits, b.or_hits);
-}
-
-struct RunResult {
-  double rate = 0;
-  bool passed = false;
-  nlohmann::json json;
-};
-
-// One open-loop run: Poisson arrivals at `rate` for `seconds`, through a fresh scheduler.
-RunResult run_at_rate(const ShardIndex& shard, const Settings& s, const SearchParams& params,
-                      SchedulerOptions options, ProcessorSlot cpu, ProcessorSlot gpu,
-                      const std::vector<Query>& queries, const std::vector<ShardResult>& expected,
-                      double rate, std::mt19937_64& rng, bool submit_one_at_a_time) {
-  CoProcessorScheduler scheduler(shard, cpu, gpu, options);
-  std::exponential_distribution<double> gap(rate);
-  std::vector<double> arrival_s;
-  for (double t = gap(rng); t < s.seconds_per_rate; t += gap(rng)) arrival_s.push_back(t);
-  const std::size_t n = arrival_s.size();
-  std::vector<ShardResult> out(n);
-  std::vector<JobOutcome> outcomes(n);
-  std::mutex m;
-  std::condition_variable cv;
-  std::size_t done = 0;
-  std::atomic<bool> failed{false};
-  const auto t0 = Clock::now() + std::chrono::milliseconds(5);
-  std::size_t submitted = 0;
-  auto arrival_at = [&](std::size_t i) {
-    return t0 + std::chrono::duration_cast<Clock::duration>(
-                    std::chrono::duration<double>(arrival_s[i]));
-  };
-  // The submitting thread's lag: from a query's arrival to its submission's return. A lag that
-  // grows is the harness (or the scheduler's submission path), not the processors, falling
-  // behind.
-  double lag_sum = 0, lag_max = 0;
-  std::vector<double> submit_s(n, 0.0);  // each arrival's submission's return, after t0
-  std::vector<CoProcessorScheduler::Submission> due;
-  while (submitted < n && !failed.load()) {
-    std::this_thread::sleep_until(arrival_at(submitted));
-    // Every arrival already due goes in one submission (at most 256), as an ISN's batch does;
-    // --configs NAME:single submits them one at a time.
-    const auto now = Clock::now();
-    due.clear();
-    const std::size_t first = submitted;
-    while (submitted < n && due.size() < (submit_one_at_a_time ? 1u : 256u) &&
-           arrival_at(submitted) <= now) {
-      const std::size_t i = submitted++;
-      due.push_back({&queries[i % queries.size()], &out[i], arrival_at(i),
-                     [&, i](const JobOutcome& o) {
-                       if (o.missed_deadline) failed = true;
-                       std::lock_guard lock(m);
-                       outcomes[i] = o;
-                       ++done;
-                       cv.notify_all();  // the run may end before n arrivals (a missed deadline)
-                     }});
-    }
-    scheduler.submit_many(due, params);
-    const auto after = Clock::now();
-    for (std::size_t i = first; i < submitted; ++i) {
-      submit_s[i] = std::chrono::duration<double>(after - t0).count();
-      const double lag = std::chrono::duration<double>(after - arrival_at(i)).count();
-      lag_sum += lag;
-      lag_max = std::max(lag_max, lag);
-    }
-  }
-  if (submitted < n) {
-    // A deadline was missed: the run has failed; what waits is dropped, not run.
-    scheduler.drop_waiting();
-  }
-  {
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return done == submitted; });
-  }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::vector<double> delays_ms;
-  std::uint64_t missed = 0, dropped = 0, wrong = 0, stolen = 0, promoted = 0;
-  std::array<std::uint64_t, 2> ran{};
-  std::vector<double> batch_sizes;
-  for (std::size_t i = 0; i < submitted; ++i) {
-    const JobOutcome& o = outcomes[i];
-    if (o.dropped) {
-      ++dropped;
-      continue;
-    }
-    missed += o.missed_deadline;
-    stolen += o.stolen;
-    promoted += o.promoted;
-    ++ran[std::size_t(o.ran_on)];
-    if (o.ran_on == Processor::kGpu) batch_sizes.push_back(double(o.batch_size));
-    delays_ms.push_back(1e3 * (o.wait_seconds + o.service_seconds));
-    if (!same_hits(out[i], expected[i % queries.size()])) ++wrong;
-  }
-  RunResult r;
-  r.rate = rate;
-  r.passed = missed == 0 && dropped == 0 && submitted == n && wrong == 0;
-  const nlohmann::json delay = metrics::summarize(delays_ms);
-  r.json = {{"rate", rate},
-            {"passed", r.passed},
-            {"arrivals", n},
-            {"submitted", submitted},
-            {"answered", submitted - dropped},
-            {"missed_deadline", missed},
-            {"dropped", dropped},
-            {"wrong", wrong},
-            {"seconds", elapsed},
-            {"delay_ms",
-             {{"mean", delay.value("mean", NAN)},
-              {"p50", delay.value("p50", NAN)},
-              {"p99", delay.value("p99", NAN)},
-              {"max", delay.value("max", NAN)}}},
-            {"submit_lag_ms",
-             {{"mean", submitted ? 1e3 * lag_sum / double(submitted) : 0.0},
-              {"max", 1e3 * lag_max}}},
-            {"jobs_on", {{"cpu", ran[0]}, {"gpu", ran[1]}}},
-            {"gpu_batch_size_mean",
-             batch_sizes.empty() ? 0.0
-                                 : std::accumulate(batch_sizes.begin(), batch_sizes.end(), 0.0) /
-                                       double(batch_sizes.size())},
-            {"stolen", stolen},
-            {"promoted", promoted},
-            {"scheduler", scheduler.stats()}};
-  if (s.timeline_bin_ms > 0) {
-    bench::TimelineInput in{arrival_s, submit_s, outcomes, submitted, elapsed, s.timeline_bin_ms * 1e-3,
-                     std::chrono::duration<double>(t0.time_since_epoch()).count()};
-    r.json["timeline"] = bench::run_timeline(in, r.json["scheduler"]);
-    // The trace is in the timeline now (per bin); its raw points would dwarf the rest.
-    if (r.json["scheduler"].contains("specialize"))
-      r.json["scheduler"]["specialize"].erase("theta_trace");
-  }
-  return r;
 }
 
 // The logged costs, one line per query and set: features, whether and-or's OR ran, the cost on
@@ -464,7 +277,7 @@ int main(int argc, char** argv) {
       b = s.configs.find(',', a);
       if (b == std::string::npos) b = s.configs.size();
       names.push_back(s.configs.substr(a, b - a));
-      const std::string base = parse_config_variant(names.back()).base;
+      const std::string base = bench::parse_config_variant(names.back()).base;
       parse_scheduler_policy(base == "queues-lone-cost" || base == "queues-specialize" ? "queues"
                                                                                        : base);
     }
@@ -509,7 +322,7 @@ int main(int argc, char** argv) {
     if (simulated_cpu) simulated_cpu->search(test, params, scratch);  // memoized from now on
     gpu_engine->search(test, params, scratch);
     std::uint64_t disagree = 0;
-    for (std::size_t i = 0; i < test.size(); ++i) disagree += !same_hits(scratch[i], expected[i]);
+    for (std::size_t i = 0; i < test.size(); ++i) disagree += !bench::same_hits(scratch[i], expected[i]);
 
     // The predictor, trained on per-query costs logged on each processor.
     nlohmann::json predictor_report;
@@ -598,7 +411,7 @@ int main(int argc, char** argv) {
       // A configuration is BASE[:hostN][:cpuW][:marginal]: hostN caps TBB's threads (the GPU
       // engine's parallel pack and unpack) at N while it runs, cpuW gives the CPU side W workers,
       // marginal has specialize routing price a query to the GPU by its postings.
-      const ConfigVariant variant = parse_config_variant(name);
+      const bench::ConfigVariant variant = bench::parse_config_variant(name);
       const std::string& base = variant.base;
       SchedulerOptions o;
       const bool lone_cost = base == "queues-lone-cost", specialize = base == "queues-specialize";
@@ -650,9 +463,10 @@ int main(int argc, char** argv) {
                                                 ? ProcessorSlot{&cpu_engine, 1, 1}
                                             : o.policy == SchedulerPolicy::kCpu ? cpu_only_slot
                                                                                 : cpu_slot;
-        RunResult rr =
-            run_at_rate(shard, s, params, o, cpu_slot_here, gpu_slot, test, expected, rate, rng,
-                        variant.single);
+        const bench::OpenLoopSettings run_settings{s.seconds_per_rate, s.timeline_bin_ms,
+                                                   variant.single};
+        bench::RunResult rr = bench::run_at_rate(shard, run_settings, params, o, cpu_slot_here,
+                                                 gpu_slot, test, expected, rate, rng);
         const auto& d = rr.json["delay_ms"];
         // Capacity routing's measured seconds per predicted second (the GPU's from its batches).
         std::string capacity;

@@ -1,0 +1,61 @@
+// bench_scheduler's configuration names: BASE[:hostN][:cpuW][:marginal][:single][:stepX][:balance]
+// (see bench_scheduler.cpp's opening comment for what each part does).
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+
+namespace gpusearch::bench {
+
+struct ConfigVariant {
+  std::string base;
+  unsigned host_threads = 0, cpu_workers = 0;  // 0: the run's defaults
+  bool marginal = false;  // queues-specialize: the GPU's marginal cost, not its flat cost
+  bool single = false;    // arrivals submitted one at a time, not every one due at once
+  double step = 0;        // queues-specialize: theta's step (0: the default)
+  bool balance = false;   // queues-specialize: theta also balances the queues' oldest waits
+};
+
+inline ConfigVariant parse_config_variant(const std::string& name) {
+  ConfigVariant v;
+  std::size_t colon = name.find(':');
+  v.base = name.substr(0, colon);
+  while (colon != std::string::npos) {
+    const std::size_t next = name.find(':', colon + 1);
+    const std::string part = name.substr(colon + 1, next == std::string::npos ? next : next - colon - 1);
+    if (part.rfind("step", 0) == 0) {
+      char* end = nullptr;
+      const std::string number = part.substr(4);
+      v.step = std::strtod(number.c_str(), &end);
+      if (number.empty() || *end != '\0' || !(v.step > 0) || v.step > 5)
+        throw InputError("--configs", 0,
+                         fmt::format("'{}': :stepX takes a step in (0, 5]", name));
+      colon = next;
+      continue;
+    }
+    if (part == "marginal" || part == "single" || part == "balance") {
+      (part == "marginal" ? v.marginal : part == "single" ? v.single : v.balance) = true;
+      colon = next;
+      continue;
+    }
+    unsigned* field = part.rfind("host", 0) == 0 ? &v.host_threads
+                      : part.rfind("cpu", 0) == 0 ? &v.cpu_workers
+                                                  : nullptr;
+    const std::string digits = field ? part.substr(field == &v.host_threads ? 4 : 3) : "";
+    if (!field || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        digits.size() > 4 || std::stoul(digits) == 0)
+      throw InputError("--configs", 0,
+                       fmt::format("'{}': a configuration is NAME[:hostN][:cpuW][:marginal][:single][:stepX][:balance] with "
+                                   "N, W > 0",
+                                   name));
+    *field = unsigned(std::stoul(digits));
+    colon = next;
+  }
+  return v;
+}
+
+}  // namespace gpusearch::bench

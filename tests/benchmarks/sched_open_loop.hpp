@@ -1,0 +1,178 @@
+// bench_scheduler's open-loop run: Poisson arrivals at a rate, every arrival already due submitted
+// at once (CoProcessorScheduler::submit_many), each answer checked against the expected one; the
+// run fails at its first missed deadline. Reports delays, where the jobs ran, the submitting
+// thread's lag, the scheduler's stats and, on request, the run's timeline.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/metrics.hpp"
+#include "common/shard_index.hpp"
+#include "isn/coprocessor_scheduler.hpp"
+#include "sched_timeline.hpp"
+
+namespace gpusearch::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline bool same_hits(const ShardResult& a, const ShardResult& b) {
+  auto same = [](const std::vector<RankedDoc>& x, const std::vector<RankedDoc>& y) {
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (x[i].doc != y[i].doc &&
+          std::abs(x[i].score - y[i].score) > 1e-5 * std::max(1.0, std::abs(double(y[i].score))))
+        return false;
+    return true;
+  };
+  return same(a.hits, b.hits) && same(a.or_hits, b.or_hits);
+}
+
+struct RunResult {
+  double rate = 0;
+  bool passed = false;
+  nlohmann::json json;
+};
+
+// One open-loop run: Poisson arrivals at `rate` for `seconds`, through a fresh scheduler.
+struct OpenLoopSettings {
+  double seconds = 1.5;           // of arrivals
+  double timeline_bin_ms = 0;     // > 0: the run's timeline (sched_timeline.hpp) in its JSON
+  bool submit_one_at_a_time = false;  // else every arrival already due in one submission
+};
+
+inline RunResult run_at_rate(const ShardIndex& shard, const OpenLoopSettings& s,
+                             const SearchParams& params, SchedulerOptions options,
+                             ProcessorSlot cpu, ProcessorSlot gpu,
+                             const std::vector<Query>& queries,
+                             const std::vector<ShardResult>& expected, double rate,
+                             std::mt19937_64& rng) {
+  CoProcessorScheduler scheduler(shard, cpu, gpu, options);
+  std::exponential_distribution<double> gap(rate);
+  std::vector<double> arrival_s;
+  for (double t = gap(rng); t < s.seconds; t += gap(rng)) arrival_s.push_back(t);
+  const std::size_t n = arrival_s.size();
+  std::vector<ShardResult> out(n);
+  std::vector<JobOutcome> outcomes(n);
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t done = 0;
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now() + std::chrono::milliseconds(5);
+  std::size_t submitted = 0;
+  auto arrival_at = [&](std::size_t i) {
+    return t0 + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(arrival_s[i]));
+  };
+  // The submitting thread's lag: from a query's arrival to its submission's return. A lag that
+  // grows is the harness (or the scheduler's submission path), not the processors, falling
+  // behind.
+  double lag_sum = 0, lag_max = 0;
+  std::vector<double> submit_s(n, 0.0);  // each arrival's submission's return, after t0
+  std::vector<CoProcessorScheduler::Submission> due;
+  while (submitted < n && !failed.load()) {
+    std::this_thread::sleep_until(arrival_at(submitted));
+    // Every arrival already due goes in one submission (at most 256), as an ISN's batch does;
+    // --configs NAME:single submits them one at a time.
+    const auto now = Clock::now();
+    due.clear();
+    const std::size_t first = submitted;
+    while (submitted < n && due.size() < (s.submit_one_at_a_time ? 1u : 256u) &&
+           arrival_at(submitted) <= now) {
+      const std::size_t i = submitted++;
+      due.push_back({&queries[i % queries.size()], &out[i], arrival_at(i),
+                     [&, i](const JobOutcome& o) {
+                       if (o.missed_deadline) failed = true;
+                       std::lock_guard lock(m);
+                       outcomes[i] = o;
+                       ++done;
+                       cv.notify_all();  // the run may end before n arrivals (a missed deadline)
+                     }});
+    }
+    scheduler.submit_many(due, params);
+    const auto after = Clock::now();
+    for (std::size_t i = first; i < submitted; ++i) {
+      submit_s[i] = std::chrono::duration<double>(after - t0).count();
+      const double lag = std::chrono::duration<double>(after - arrival_at(i)).count();
+      lag_sum += lag;
+      lag_max = std::max(lag_max, lag);
+    }
+  }
+  if (submitted < n) {
+    // A deadline was missed: the run has failed; what waits is dropped, not run.
+    scheduler.drop_waiting();
+  }
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done == submitted; });
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> delays_ms;
+  std::uint64_t missed = 0, dropped = 0, wrong = 0, stolen = 0, promoted = 0;
+  std::array<std::uint64_t, 2> ran{};
+  std::vector<double> batch_sizes;
+  for (std::size_t i = 0; i < submitted; ++i) {
+    const JobOutcome& o = outcomes[i];
+    if (o.dropped) {
+      ++dropped;
+      continue;
+    }
+    missed += o.missed_deadline;
+    stolen += o.stolen;
+    promoted += o.promoted;
+    ++ran[std::size_t(o.ran_on)];
+    if (o.ran_on == Processor::kGpu) batch_sizes.push_back(double(o.batch_size));
+    delays_ms.push_back(1e3 * (o.wait_seconds + o.service_seconds));
+    if (!same_hits(out[i], expected[i % queries.size()])) ++wrong;
+  }
+  RunResult r;
+  r.rate = rate;
+  r.passed = missed == 0 && dropped == 0 && submitted == n && wrong == 0;
+  const nlohmann::json delay = metrics::summarize(delays_ms);
+  r.json = {{"rate", rate},
+            {"passed", r.passed},
+            {"arrivals", n},
+            {"submitted", submitted},
+            {"answered", submitted - dropped},
+            {"missed_deadline", missed},
+            {"dropped", dropped},
+            {"wrong", wrong},
+            {"seconds", elapsed},
+            {"delay_ms",
+             {{"mean", delay.value("mean", NAN)},
+              {"p50", delay.value("p50", NAN)},
+              {"p99", delay.value("p99", NAN)},
+              {"max", delay.value("max", NAN)}}},
+            {"submit_lag_ms",
+             {{"mean", submitted ? 1e3 * lag_sum / double(submitted) : 0.0},
+              {"max", 1e3 * lag_max}}},
+            {"jobs_on", {{"cpu", ran[0]}, {"gpu", ran[1]}}},
+            {"gpu_batch_size_mean",
+             batch_sizes.empty() ? 0.0
+                                 : std::accumulate(batch_sizes.begin(), batch_sizes.end(), 0.0) /
+                                       double(batch_sizes.size())},
+            {"stolen", stolen},
+            {"promoted", promoted},
+            {"scheduler", scheduler.stats()}};
+  if (s.timeline_bin_ms > 0) {
+    TimelineInput in{arrival_s, submit_s, outcomes, submitted, elapsed, s.timeline_bin_ms * 1e-3,
+                     std::chrono::duration<double>(t0.time_since_epoch()).count()};
+    r.json["timeline"] = run_timeline(in, r.json["scheduler"]);
+    // The trace is in the timeline now (per bin); its raw points would dwarf the rest.
+    if (r.json["scheduler"].contains("specialize"))
+      r.json["scheduler"]["specialize"].erase("theta_trace");
+  }
+  return r;
+}
+
+}  // namespace gpusearch::bench
