@@ -347,11 +347,18 @@ void CoProcessorScheduler::worker_main(Processor p) {
       // a CPU worker idle now, or since the last call, that it can answer more. With
       // balance_waits, the CPU's queue waiting longer than the GPU's says the same as a steal,
       // also when the GPU's own queue fills its batch and it cannot steal.
-      const bool cpu_behind = options_.specialize_balance_waits && cpu_head_wait > gpu_head_wait;
+      // idle_workers_ counts a worker between two calls (its bookkeeping, its completions, its
+      // wait for the lock) as idle: with eight CPU workers one almost always is, and theta rose
+      // at nearly every call while the CPU's queue grew (session 34, call J's timelines). With
+      // balance_waits only a CPU worker that found nothing to take counts.
+      const bool balance = options_.specialize_balance_waits;
+      const bool cpu_behind = balance && cpu_head_wait > gpu_head_wait;
+      const bool cpu_free =
+          cpu_idled_ || (!balance && idle_workers_[std::size_t(Processor::kCpu)] > 0);
       if (stole || cpu_behind) {
         log_theta_ -= options_.specialize_step;
         ++theta_down_;
-      } else if (cpu_idled_ || idle_workers_[std::size_t(Processor::kCpu)] > 0) {
+      } else if (cpu_free) {
         log_theta_ += options_.specialize_step;
         ++theta_up_;
       }

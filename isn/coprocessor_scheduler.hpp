@@ -115,10 +115,12 @@ struct SchedulerOptions {
   // and the marginal model's postings term sent the CPU long queries it answers slowly.
   bool specialize_flat_gpu_cost = true;
   // routing kSpecialize: theta also goes down when, as the GPU starts a call, the oldest job of
-  // the CPU's queue has waited longer than the oldest of the GPU's. Stealing alone signals an
-  // overloaded CPU only while the GPU has room in its batch; when both processors are behind,
-  // the GPU's own queue fills its batches and theta never fell (issue 11, session 34). Off by
-  // default until measured on a GPU host.
+  // the CPU's queue has waited longer than the oldest of the GPU's, and goes up only when a CPU
+  // worker found nothing to take (not when one is merely between two calls). Stealing alone
+  // signals an overloaded CPU only while the GPU has room in its batch; when both processors are
+  // behind, the GPU's own queue fills its batches and theta never fell; and a worker between
+  // calls raised theta at nearly every GPU call (issue 11, session 34, call J's timelines). Off
+  // by default until measured on a GPU host.
   bool specialize_balance_waits = false;
   // routing kSpecialize: keep theta after each GPU call, up to this many points, in stats()
   // (specialize.theta_trace: [steady-clock seconds, theta]); 0: none. For a benchmark's timeline.

@@ -362,6 +362,8 @@ TEST_F(SchedulerFixture, SpecializeBalanceWaitsLowersThetaWhenTheCpuQueueIsOlder
     // Every call moved theta down with the option: four with the CPU's queue older, three that
     // stole. Without it, only the three that stole.
     EXPECT_EQ(st["moves_down"].get<int>(), balance ? 7 : 3) << st.dump();
+    // The CPU's worker was in a call throughout: with the option nothing raised theta.
+    if (balance) EXPECT_EQ(st["moves_up"].get<int>(), 0) << st.dump();
     cpu.open();
     done.wait_for(8);
     expect_exact(queries, p, out, "specialize, balance waits");
