@@ -11,6 +11,7 @@ and theta (routing specialize). Where a run missed its deadline, this shows whic
 whether a processor sat idle meanwhile.
 """
 import argparse
+import gzip
 import json
 import sys
 
@@ -22,13 +23,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("result", help="bench_scheduler's JSON, run with --timeline-ms")
+    ap.add_argument("result", help="bench_scheduler's JSON (or .json.gz), run with --timeline-ms")
     ap.add_argument("--config", required=True, help="configuration name, e.g. queues-specialize")
     ap.add_argument("--rate", type=float, help="the run nearest this arrival rate")
     ap.add_argument("--out", required=True, help="PNG to write")
     a = ap.parse_args()
     try:
-        d = json.load(open(a.result))
+        opener = gzip.open if a.result.endswith(".gz") else open
+        with opener(a.result, "rt") as f:
+            d = json.load(f)
     except (OSError, ValueError) as e:
         sys.exit(f"plot-sched-timeline: cannot read {a.result}: {e}")
     configs = d.get("configs", {})
