@@ -296,9 +296,85 @@ bool CoProcessorScheduler::can_take(Processor p) const {
           idle_workers_[std::size_t(other(p))] == 0);
 }
 
+// Under mutex_: takes p's next batch (empty: nothing it may take) and marks p busy with it;
+// moves theta at a GPU call under specialize routing. `predicted`: the batch's predicted seconds.
+void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& batch,
+                                             double& predicted) {
+  const bool specialize =
+      options_.policy == SchedulerPolicy::kQueues && options_.routing == QueuesRouting::kSpecialize;
+  batch.clear();
+  const auto now = Clock::now();
+  // specialize_balance_waits: the head-of-line waits of the two processors' queues as the GPU
+  // starts a call (before it takes its batch).
+  double cpu_head_wait = 0, gpu_head_wait = 0;
+  if (specialize && p == Processor::kGpu && options_.specialize_balance_waits) {
+    const auto& cq = queue(JobQueue::kCpuPreferred);
+    const auto& gq = queue(JobQueue::kGpuPreferred);
+    if (!cq.empty()) cpu_head_wait = seconds_between(cq.front()->arrival, now);
+    if (!gq.empty()) gpu_head_wait = seconds_between(gq.front()->arrival, now);
+  }
+  const SearchParams* params = nullptr;
+  const std::size_t max_batch =
+      options_.policy == SchedulerPolicy::kBestSerial ? 1 : slots_[std::size_t(p)].max_batch;
+  while (batch.size() < max_batch) {
+    Taken t;
+    if (!take_next(p, now, params, t)) break;
+    batch.push_back(std::move(t));
+    params = &batch.front().job->params;
+  }
+  if (batch.empty()) {
+    if (specialize && p == Processor::kCpu) cpu_idled_ = true;
+    return;
+  }
+  const bool stole = specialize && std::any_of(batch.begin(), batch.end(),
+                                               [](const Taken& t) { return t.stolen; });
+  // A CPU worker that had to steal from the GPU's queue had nothing of its own: for theta, as
+  // good as idle (it can take more of the queries it is best at).
+  if (stole && p == Processor::kCpu) cpu_idled_ = true;
+  if (specialize && p == Processor::kGpu) {
+    // theta follows the load: stealing means the CPU's share is more than it answers;
+    // a CPU worker idle now, or since the last call, that it can answer more. With
+    // balance_waits, the CPU's queue waiting longer than the GPU's says the same as a steal,
+    // also when the GPU's own queue fills its batch and it cannot steal.
+    // idle_workers_ counts a worker between two calls (its bookkeeping, its completions, its
+    // wait for the lock) as idle: with eight CPU workers one almost always is, and theta rose
+    // at nearly every call while the CPU's queue grew (session 34, call J's timelines). With
+    // balance_waits only a CPU worker that found nothing to take counts.
+    const bool balance = options_.specialize_balance_waits;
+    const bool cpu_behind = balance && cpu_head_wait > gpu_head_wait;
+    const bool cpu_free =
+        cpu_idled_ || (!balance && idle_workers_[std::size_t(Processor::kCpu)] > 0);
+    if (stole || cpu_behind) {
+      log_theta_ -= options_.specialize_step;
+      ++theta_down_;
+    } else if (cpu_free) {
+      log_theta_ += options_.specialize_step;
+      ++theta_up_;
+    }
+    log_theta_ = std::clamp(log_theta_, -20.0, 20.0);
+    cpu_idled_ = false;
+    if (theta_trace_.size() < options_.theta_trace_limit)
+      theta_trace_.push_back(
+          {std::chrono::duration<double>(now.time_since_epoch()).count(), std::exp(log_theta_)});
+  }
+  --idle_workers_[std::size_t(p)];
+  ++running_calls_;
+  predicted = 0;
+  for (const Taken& t : batch) predicted += t.job->estimate.on(p);
+  if (router_) router_->call_started(p, predicted);
+  // Jobs left for p: another idle worker of p takes them. p now busy: the other processor
+  // may steal from p's queue.
+  if (can_take(p)) notify(p);
+  if (options_.policy == SchedulerPolicy::kQueues && idle_workers_[std::size_t(p)] == 0 &&
+      !queue(own_queue(p)).empty())
+    notify(other(p));
+  counters_[std::size_t(p)].take_hold_seconds += seconds_between(now, Clock::now());
+}
+
 void CoProcessorScheduler::worker_main(Processor p) {
   const ProcessorSlot slot = slots_[std::size_t(p)];
-  std::vector<Taken> batch;
+  std::vector<Taken> batch, next;
+  double predicted = 0, next_predicted = 0;  // the batches' predicted seconds on p
   std::vector<Query> queries;
   std::vector<ShardResult> results;
   std::vector<JobOutcome> outcomes;
@@ -307,80 +383,19 @@ void CoProcessorScheduler::worker_main(Processor p) {
   std::unique_lock lock(mutex_);
   ++idle_workers_[std::size_t(p)];
   ready_.notify_all();
+  bool chained = false;  // `batch` was taken when the last call ended (chain_next_batch)
   for (;;) {
-    // Urgency needs no timer: it changes only the order in which a worker takes jobs, never
-    // whether it can take one.
-    if (specialize && p == Processor::kCpu && !can_take(p)) cpu_idled_ = true;
-    wake_[std::size_t(p)].wait(lock, [&] { return stop_ || can_take(p); });
-    if (stop_) return;
-    batch.clear();
-    const auto now = Clock::now();
-    // specialize_balance_waits: the head-of-line waits of the two processors' queues as the GPU
-    // starts a call (before it takes its batch).
-    double cpu_head_wait = 0, gpu_head_wait = 0;
-    if (specialize && p == Processor::kGpu && options_.specialize_balance_waits) {
-      const auto& cq = queue(JobQueue::kCpuPreferred);
-      const auto& gq = queue(JobQueue::kGpuPreferred);
-      if (!cq.empty()) cpu_head_wait = seconds_between(cq.front()->arrival, now);
-      if (!gq.empty()) gpu_head_wait = seconds_between(gq.front()->arrival, now);
+    if (!chained) {
+      // Urgency needs no timer: it changes only the order in which a worker takes jobs, never
+      // whether it can take one.
+      if (specialize && p == Processor::kCpu && !can_take(p)) cpu_idled_ = true;
+      wake_[std::size_t(p)].wait(lock, [&] { return stop_ || can_take(p); });
+      if (stop_) return;
+      form_batch_locked(p, batch, predicted);
+      if (batch.empty()) continue;
+      lock.unlock();
     }
-    const SearchParams* params = nullptr;
-    const std::size_t max_batch =
-        options_.policy == SchedulerPolicy::kBestSerial ? 1 : slot.max_batch;
-    while (batch.size() < max_batch) {
-      Taken t;
-      if (!take_next(p, now, params, t)) break;
-      batch.push_back(std::move(t));
-      params = &batch.front().job->params;
-    }
-    if (batch.empty()) {
-      if (specialize && p == Processor::kCpu) cpu_idled_ = true;
-      continue;
-    }
-    const bool stole = specialize && std::any_of(batch.begin(), batch.end(),
-                                                 [](const Taken& t) { return t.stolen; });
-    // A CPU worker that had to steal from the GPU's queue had nothing of its own: for theta, as
-    // good as idle (it can take more of the queries it is best at).
-    if (stole && p == Processor::kCpu) cpu_idled_ = true;
-    if (specialize && p == Processor::kGpu) {
-      // theta follows the load: stealing means the CPU's share is more than it answers;
-      // a CPU worker idle now, or since the last call, that it can answer more. With
-      // balance_waits, the CPU's queue waiting longer than the GPU's says the same as a steal,
-      // also when the GPU's own queue fills its batch and it cannot steal.
-      // idle_workers_ counts a worker between two calls (its bookkeeping, its completions, its
-      // wait for the lock) as idle: with eight CPU workers one almost always is, and theta rose
-      // at nearly every call while the CPU's queue grew (session 34, call J's timelines). With
-      // balance_waits only a CPU worker that found nothing to take counts.
-      const bool balance = options_.specialize_balance_waits;
-      const bool cpu_behind = balance && cpu_head_wait > gpu_head_wait;
-      const bool cpu_free =
-          cpu_idled_ || (!balance && idle_workers_[std::size_t(Processor::kCpu)] > 0);
-      if (stole || cpu_behind) {
-        log_theta_ -= options_.specialize_step;
-        ++theta_down_;
-      } else if (cpu_free) {
-        log_theta_ += options_.specialize_step;
-        ++theta_up_;
-      }
-      log_theta_ = std::clamp(log_theta_, -20.0, 20.0);
-      cpu_idled_ = false;
-      if (theta_trace_.size() < options_.theta_trace_limit)
-        theta_trace_.push_back(
-            {std::chrono::duration<double>(now.time_since_epoch()).count(), std::exp(log_theta_)});
-    }
-    --idle_workers_[std::size_t(p)];
-    ++running_calls_;
-    double predicted = 0;  // the call's predicted seconds on p (capacity measurement)
-    for (const Taken& t : batch) predicted += t.job->estimate.on(p);
-    if (router_) router_->call_started(p, predicted);
-    // Jobs left for p: another idle worker of p takes them. p now busy: the other processor
-    // may steal from p's queue.
-    if (can_take(p)) notify(p);
-    if (options_.policy == SchedulerPolicy::kQueues && idle_workers_[std::size_t(p)] == 0 &&
-        !queue(own_queue(p)).empty())
-      notify(other(p));
-    counters_[std::size_t(p)].take_hold_seconds += seconds_between(now, Clock::now());
-    lock.unlock();
+    chained = false;
 
     queries.clear();
     results.assign(batch.size(), ShardResult{});
@@ -449,9 +464,20 @@ void CoProcessorScheduler::worker_main(Processor p) {
       notify(Processor::kCpu);
       notify(Processor::kGpu);
     }
+    // chain_next_batch: the next batch is taken in this same critical section, and run right
+    // after this one's completions, so a worker takes the lock once a call instead of twice.
+    if (options_.chain_next_batch && !stop_ && can_take(p)) {
+      form_batch_locked(p, next, next_predicted);
+      chained = !next.empty();
+    }
     lock.unlock();
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (batch[i].job->done) batch[i].job->done(outcomes[i]);
+    if (chained) {
+      std::swap(batch, next);
+      predicted = next_predicted;
+      continue;  // without the lock: the chained batch runs now
+    }
     const auto asked_again = Clock::now();
     lock.lock();
     counters_[std::size_t(p)].lock_wait_seconds += seconds_between(asked_again, Clock::now());

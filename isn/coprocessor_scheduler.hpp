@@ -122,6 +122,12 @@ struct SchedulerOptions {
   // calls raised theta at nearly every GPU call (issue 11, session 34, call J's timelines). Off
   // by default until measured on a GPU host.
   bool specialize_balance_waits = false;
+  // A worker takes its next batch in the critical section that ends its call, before that call's
+  // completions run, and so takes the scheduler's lock once a call instead of twice. (The CPU
+  // workers waited for the lock 13-21% of their time at 400K jobs/s on the H200, session 34.)
+  // A caller that submits from a completion may then see the worker busy. Off by default until
+  // measured on a GPU host.
+  bool chain_next_batch = false;
   // routing kSpecialize: keep theta after each GPU call, up to this many points, in stats()
   // (specialize.theta_trace: [steady-clock seconds, theta]); 0: none. For a benchmark's timeline.
   std::size_t theta_trace_limit = 0;
@@ -197,6 +203,8 @@ class CoProcessorScheduler {
   struct Taken;
   struct ProcessorState;
   void worker_main(Processor p);
+  // Under mutex_: p's next batch (left empty when there is nothing p may take), p marked busy.
+  void form_batch_locked(Processor p, std::vector<Taken>& batch, double& predicted);
   // Under mutex_: the next job processor p may take, given the parameters of the batch it fills
   // (nullptr: the first job).
   bool take_next(Processor p, Clock::time_point now, const SearchParams* batch_params,

@@ -16,7 +16,8 @@
 // A configuration name may carry :hostN (TBB capped at N threads while it runs), :cpuW (W CPU
 // workers), :single (arrivals submitted one at a time, not all those due at once) and, for
 // queues-specialize, :marginal (the GPU's cost by a query's postings), :stepX (theta's step) and
-// :balance (theta also balances the two queues' oldest waits).
+// :balance (theta also balances the two queues' oldest waits); :chain, for any queues routing,
+// has a worker take its next batch as its call ends (SchedulerOptions::chain_next_batch).
 // --split-bound measures what a perfect split of the queries could sustain (split_bound.hpp).
 // the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
 // with no missed deadline is the configuration's sustained rate, and each run reports the mean,
@@ -434,6 +435,7 @@ int main(int argc, char** argv) {
       if (s.timeline_bin_ms > 0) o.theta_trace_limit = 200000;
       if (variant.step > 0) o.specialize_step = variant.step;
       o.specialize_balance_waits = variant.balance;
+      o.chain_next_batch = variant.chain;
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;

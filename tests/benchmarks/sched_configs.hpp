@@ -1,4 +1,4 @@
-// bench_scheduler's configuration names: BASE[:hostN][:cpuW][:marginal][:single][:stepX][:balance]
+// bench_scheduler's configuration names: BASE[:hostN][:cpuW][:marginal][:single][:stepX][:balance][:chain]
 // (see bench_scheduler.cpp's opening comment for what each part does).
 #pragma once
 
@@ -18,6 +18,7 @@ struct ConfigVariant {
   bool single = false;    // arrivals submitted one at a time, not every one due at once
   double step = 0;        // queues-specialize: theta's step (0: the default)
   bool balance = false;   // queues-specialize: theta also balances the queues' oldest waits
+  bool chain = false;     // SchedulerOptions::chain_next_batch
 };
 
 inline ConfigVariant parse_config_variant(const std::string& name) {
@@ -37,8 +38,11 @@ inline ConfigVariant parse_config_variant(const std::string& name) {
       colon = next;
       continue;
     }
-    if (part == "marginal" || part == "single" || part == "balance") {
-      (part == "marginal" ? v.marginal : part == "single" ? v.single : v.balance) = true;
+    if (part == "marginal" || part == "single" || part == "balance" || part == "chain") {
+      (part == "marginal" ? v.marginal
+       : part == "single" ? v.single
+       : part == "chain"  ? v.chain
+                          : v.balance) = true;
       colon = next;
       continue;
     }
@@ -49,7 +53,7 @@ inline ConfigVariant parse_config_variant(const std::string& name) {
     if (!field || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
         digits.size() > 4 || std::stoul(digits) == 0)
       throw InputError("--configs", 0,
-                       fmt::format("'{}': a configuration is NAME[:hostN][:cpuW][:marginal][:single][:stepX][:balance] with "
+                       fmt::format("'{}': a configuration is NAME[:hostN][:cpuW][:marginal][:single][:stepX][:balance][:chain] with "
                                    "N, W > 0",
                                    name));
     *field = unsigned(std::stoul(digits));

@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "scheduler_fixture.hpp"
 
 using namespace gpusearch;
@@ -273,10 +275,12 @@ TEST_F(SchedulerFixture, UrgentJobGoesFirstToItsPreferredProcessor) {
 // Many jobs arriving at random over slow processors, with a short deadline: jobs are stolen,
 // promoted and late, and every answer is still the reference's.
 TEST_F(SchedulerFixture, ExactUnderLoadWithStealingAndPromotion) {
-  for (QueuesRouting routing : {QueuesRouting::kLoneCost, QueuesRouting::kCapacity}) {
-    SCOPED_TRACE(to_string(routing));
+  for (QueuesRouting routing : {QueuesRouting::kLoneCost, QueuesRouting::kCapacity})
+  for (bool chain : {false, true}) {
+    SCOPED_TRACE(fmt::format("{}{}", to_string(routing), chain ? ", chained batches" : ""));
     SchedulerOptions o;
     o.routing = routing;
+    o.chain_next_batch = chain;
     o.policy = SchedulerPolicy::kQueues;
     o.deadline = 20ms;
     o.urgent_fraction = 0.25;
@@ -363,7 +367,9 @@ TEST_F(SchedulerFixture, SpecializeBalanceWaitsLowersThetaWhenTheCpuQueueIsOlder
     // stole. Without it, only the three that stole.
     EXPECT_EQ(st["moves_down"].get<int>(), balance ? 7 : 3) << st.dump();
     // The CPU's worker was in a call throughout: with the option nothing raised theta.
-    if (balance) EXPECT_EQ(st["moves_up"].get<int>(), 0) << st.dump();
+    if (balance) {
+      EXPECT_EQ(st["moves_up"].get<int>(), 0) << st.dump();
+    }
     cpu.open();
     done.wait_for(8);
     expect_exact(queries, p, out, "specialize, balance waits");
@@ -371,13 +377,16 @@ TEST_F(SchedulerFixture, SpecializeBalanceWaitsLowersThetaWhenTheCpuQueueIsOlder
 }
 
 // submit_many: arrivals queued in groups (one lock, one wake-up per processor) reach every
-// processor, under each routing: every job is answered once, as the reference answers it.
+// processor, under each routing, with and without chained batches: every job is answered once,
+// as the reference answers it.
 TEST_F(SchedulerFixture, GroupsOfArrivalsAreAllAnsweredExactly) {
   for (QueuesRouting routing :
-       {QueuesRouting::kLoneCost, QueuesRouting::kCapacity, QueuesRouting::kSpecialize}) {
-    SCOPED_TRACE(to_string(routing));
+       {QueuesRouting::kLoneCost, QueuesRouting::kCapacity, QueuesRouting::kSpecialize})
+  for (bool chain : {false, true}) {
+    SCOPED_TRACE(fmt::format("{}{}", to_string(routing), chain ? ", chained batches" : ""));
     SchedulerOptions o;
     o.routing = routing;
+    o.chain_next_batch = chain;
     o.policy = SchedulerPolicy::kQueues;
     o.estimate = [](const QueryFeatures& f) {
       const double x = std::fmod(f.total, 3.0);

@@ -18,7 +18,7 @@ if [[ ! -f $idx/manifest.json ]]; then
 fi
 timeout 240 $bin/bench_scheduler --index $idx --out "$OUT/sched_timeline.json" --timeline-ms 10 \
   --seconds-per-rate 3 --rate-step 1.25 --bisect-to 1.04 --max-runs 6 --start-rate 300000 \
-  --configs "gpu,queues-specialize,queues-specialize:balance,queues-lone-cost" > "$OUT/sched_timeline.log" 2>&1
+  --configs "gpu,queues-specialize,queues-specialize:balance,queues-specialize:balance:chain,queues-lone-cost" > "$OUT/sched_timeline.log" 2>&1
 echo "sched exit $? ($(( $(date +%s) - t0 )) s)"
 grep -E '^(predictor|[a-z:0-9-]+ +sustain)' "$OUT/sched_timeline.log"
 ridx=/tmp/gpusearch-debian
