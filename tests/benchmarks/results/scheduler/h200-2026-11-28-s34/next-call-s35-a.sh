@@ -4,7 +4,8 @@
 # MARCO sample into .gpuhost/s35a/data as in call I; carry .deps .gpuhost/s35a and this script).
 # Issue 11: why specialize misses deadlines with neither processor saturated: timelines of
 # specialize and lone cost on the 2.5M index (plot with launch/plot-sched-timeline.py), then the
-# real queries with the fixed rate climb; then the GPU tests. Timeouts sum to under 600 s.
+# real queries with the fixed rate climb; then the GPU tests (about 7-8 minutes in all; the
+# steps' timeouts keep a slow step from taking the GPU tests' time).
 set -u
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
