@@ -6,11 +6,10 @@
 #include <exception>
 #include <future>
 
-#include <time.h>
-
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/metrics.hpp"
 
 namespace gpusearch {
 
@@ -27,12 +26,6 @@ bool same_params(const SearchParams& a, const SearchParams& b) {
 double seconds_between(CoProcessorScheduler::Clock::time_point a,
                        CoProcessorScheduler::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 }  // namespace
@@ -403,7 +396,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
     std::string error;
     const bool observe = options_.observe && batch.size() == 1;
     const bool thread_clock = options_.observe_clock[std::size_t(p)] == CostClock::kThreadCpu;
-    const double cpu0 = thread_cpu_seconds();
+    const double cpu0 = metrics::thread_cpu_seconds();
     const auto t0 = Clock::now();
     try {
       slot.engine->search(queries, batch.front().job->params, results);
@@ -411,7 +404,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
       error = e.what();
     }
     const auto t1 = Clock::now();
-    const double call_thread_seconds = thread_cpu_seconds() - cpu0;
+    const double call_thread_seconds = metrics::thread_cpu_seconds() - cpu0;
     if (observe && error.empty())
       options_.observe(p, batch.front().job->features,
                        thread_clock ? call_thread_seconds : seconds_between(t0, t1));

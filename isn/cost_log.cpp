@@ -3,25 +3,18 @@
 #include <algorithm>
 #include <chrono>
 
-#include <time.h>
-
+#include "common/metrics.hpp"
 #include "isn/coprocessor_scheduler.hpp"
 
 namespace gpusearch {
 
 namespace {
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 double clock_seconds(CostClock clock) {
   if (clock == CostClock::kWall)
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
-  return thread_cpu_seconds();
+  return metrics::thread_cpu_seconds();
 }
 
 }  // namespace
