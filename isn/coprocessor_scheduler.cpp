@@ -307,13 +307,27 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
     if (!gq.empty()) gpu_head_wait = seconds_between(gq.front()->arrival, now);
   }
   const SearchParams* params = nullptr;
-  const std::size_t max_batch =
-      options_.policy == SchedulerPolicy::kBestSerial ? 1 : slots_[std::size_t(p)].max_batch;
+  const ProcessorSlot& slot = slots_[std::size_t(p)];
+  std::size_t max_batch = slot.max_batch;
+  if (options_.policy == SchedulerPolicy::kBestSerial) {
+    max_batch = 1;
+  } else if (slot.max_batch == 1) {
+    // A processor that answers one query per call takes up to its fair share of its own queue,
+    // answered one by one (lone_jobs_per_take): one lock a take, not two a job.
+    const std::size_t share = queue(own_queue(p)).size() / slot.workers;
+    max_batch = std::clamp<std::size_t>(share, 1, std::max(1u, options_.lone_jobs_per_take));
+  }
+  const bool lone_take = slot.max_batch == 1 && max_batch > 1;
+  double take_seconds = 0;  // a lone take: its jobs' expected seconds on p
   while (batch.size() < max_batch) {
     Taken t;
     if (!take_next(p, now, params, t)) break;
     batch.push_back(std::move(t));
     params = &batch.front().job->params;
+    if (lone_take && router_) {
+      take_seconds += router_->seconds_per_predicted(p) * batch.back().job->estimate.on(p);
+      if (take_seconds >= options_.lone_take_seconds) break;
+    }
   }
   if (batch.empty()) {
     if (specialize && p == Processor::kCpu) cpu_idled_ = true;
@@ -332,11 +346,13 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
     // idle_workers_ counts a worker between two calls (its bookkeeping, its completions, its
     // wait for the lock) as idle: with eight CPU workers one almost always is, and theta rose
     // at nearly every call while the CPU's queue grew (session 34, call J's timelines). With
-    // balance_waits only a CPU worker that found nothing to take counts.
+    // balance_waits only a CPU worker that found nothing to take counts: since the last call, or
+    // still asleep for want of a job now.
     const bool balance = options_.specialize_balance_waits;
     const bool cpu_behind = balance && cpu_head_wait > gpu_head_wait;
     const bool cpu_free =
-        cpu_idled_ || (!balance && idle_workers_[std::size_t(Processor::kCpu)] > 0);
+        cpu_idled_ || (balance ? waiting_workers_[std::size_t(Processor::kCpu)] > 0
+                               : idle_workers_[std::size_t(Processor::kCpu)] > 0);
     if (stole || cpu_behind) {
       log_theta_ -= options_.specialize_step;
       ++theta_down_;
@@ -382,7 +398,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
       // Urgency needs no timer: it changes only the order in which a worker takes jobs, never
       // whether it can take one.
       if (specialize && p == Processor::kCpu && !can_take(p)) cpu_idled_ = true;
+      ++waiting_workers_[std::size_t(p)];
       wake_[std::size_t(p)].wait(lock, [&] { return stop_ || can_take(p); });
+      --waiting_workers_[std::size_t(p)];
       if (stop_) return;
       form_batch_locked(p, batch, predicted);
       if (batch.empty()) continue;
@@ -390,43 +408,54 @@ void CoProcessorScheduler::worker_main(Processor p) {
     }
     chained = false;
 
-    queries.clear();
-    results.assign(batch.size(), ShardResult{});
-    for (const Taken& t : batch) queries.push_back(*t.job->query);
-    std::string error;
-    const bool observe = options_.observe && batch.size() == 1;
-    const bool thread_clock = options_.observe_clock[std::size_t(p)] == CostClock::kThreadCpu;
-    const double cpu0 = metrics::thread_cpu_seconds();
-    const auto t0 = Clock::now();
-    try {
-      slot.engine->search(queries, batch.front().job->params, results);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    const auto t1 = Clock::now();
-    const double call_thread_seconds = metrics::thread_cpu_seconds() - cpu0;
-    if (observe && error.empty())
-      options_.observe(p, batch.front().job->features,
-                       thread_clock ? call_thread_seconds : seconds_between(t0, t1));
+    // One engine call for the batch, or, for a processor that answers one query per call
+    // (max_batch 1) and took several jobs at once, one call per job.
     outcomes.assign(batch.size(), JobOutcome{});
-    std::uint64_t missed = 0, stolen = 0, promoted = 0;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Job& j = *batch[i].job;
-      JobOutcome& o = outcomes[i];
-      o.ran_on = p;
-      o.preferred = j.preferred;
-      o.queued_in = j.queue;
-      o.stolen = batch[i].stolen;
-      o.promoted = batch[i].promoted;
-      o.missed_deadline = t1 > j.deadline;
-      o.batch_size = batch.size();
-      o.wait_seconds = seconds_between(j.arrival, t0);
-      o.service_seconds = seconds_between(t0, t1);
-      o.error = error;
-      if (error.empty()) *j.out = std::move(results[i]);
-      missed += o.missed_deadline;
-      stolen += o.stolen;
-      promoted += o.promoted;
+    std::string error;  // the first engine error of the take
+    double busy = 0, thread_busy = 0;
+    std::uint64_t calls = 0, missed = 0, stolen = 0, promoted = 0;
+    const std::size_t per_call = slot.max_batch == 1 ? 1 : batch.size();
+    const bool thread_clock = options_.observe_clock[std::size_t(p)] == CostClock::kThreadCpu;
+    for (std::size_t first = 0; first < batch.size(); first += per_call) {
+      const std::size_t end = std::min(batch.size(), first + per_call);
+      queries.clear();
+      results.assign(end - first, ShardResult{});
+      for (std::size_t i = first; i < end; ++i) queries.push_back(*batch[i].job->query);
+      std::string call_error;
+      const double cpu0 = metrics::thread_cpu_seconds();
+      const auto t0 = Clock::now();
+      try {
+        slot.engine->search(queries, batch[first].job->params, results);
+      } catch (const std::exception& e) {
+        call_error = e.what();
+      }
+      const auto t1 = Clock::now();
+      const double call_thread_seconds = metrics::thread_cpu_seconds() - cpu0;
+      if (options_.observe && end - first == 1 && call_error.empty())
+        options_.observe(p, batch[first].job->features,
+                         thread_clock ? call_thread_seconds : seconds_between(t0, t1));
+      for (std::size_t i = first; i < end; ++i) {
+        Job& j = *batch[i].job;
+        JobOutcome& o = outcomes[i];
+        o.ran_on = p;
+        o.preferred = j.preferred;
+        o.queued_in = j.queue;
+        o.stolen = batch[i].stolen;
+        o.promoted = batch[i].promoted;
+        o.missed_deadline = t1 > j.deadline;
+        o.batch_size = end - first;
+        o.wait_seconds = seconds_between(j.arrival, t0);
+        o.service_seconds = seconds_between(t0, t1);
+        o.error = call_error;
+        if (call_error.empty()) *j.out = std::move(results[i - first]);
+        missed += o.missed_deadline;
+        stolen += o.stolen;
+        promoted += o.promoted;
+      }
+      ++calls;
+      busy += seconds_between(t0, t1);
+      thread_busy += call_thread_seconds;
+      if (error.empty()) error = call_error;
     }
 
     // The worker counts as idle again, and the counters are current, before anyone hears that
@@ -439,18 +468,19 @@ void CoProcessorScheduler::worker_main(Processor p) {
     ++idle_workers_[std::size_t(p)];
     Counters& c = counters_[std::size_t(p)];
     c.jobs += batch.size();
-    ++c.calls;
+    c.calls += calls;
+    ++c.takes;
     c.stolen += stolen;
     c.promoted += promoted;
     c.missed += missed;
     c.errors += !error.empty();
-    c.busy_seconds += seconds_between(t0, t1);
-    c.busy_thread_seconds += call_thread_seconds;
-    if (router_) router_->call_finished(p, predicted, seconds_between(t0, t1), error.empty());
+    c.busy_seconds += busy;
+    c.busy_thread_seconds += thread_busy;
+    if (router_) router_->call_finished(p, predicted, busy, error.empty());
     if (specialize && p == Processor::kGpu && error.empty()) {
       double postings = 0;
       for (const Taken& t : batch) postings += t.job->features.total;
-      gpu_batch_cost_.observe(double(batch.size()), postings, seconds_between(t0, t1));
+      gpu_batch_cost_.observe(double(batch.size()), postings, busy);
     }
     // Serialized (best-serial): the end of a call lets either processor start the next.
     if (options_.policy == SchedulerPolicy::kBestSerial) {

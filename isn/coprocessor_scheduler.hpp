@@ -26,18 +26,20 @@
 //                             lone cost times the GPU's seconds per predicted second), else the
 //                             GPU: the CPU answers the queries it is best at.
 //                             theta follows the load at each GPU call: down a step
-//                             when the GPU had to steal from the CPU's queue (the CPU was given
-//                             more than it can answer), up a step when a CPU worker is idle,
-//                             or had found nothing of its own to do since the last call
-//                             (waited, or stole from the GPU's queue: it can take more).
+//                             when the GPU had to steal from the CPU's queue, or the CPU's
+//                             queue has waited longer than the GPU's (the CPU was given more
+//                             than it can answer), up a step when a CPU worker had found
+//                             nothing of its own to do since the last call (waited, or stole
+//                             from the GPU's queue: it can take more).
 //   best-serial  paper 001 Figure 7's third line: one query at a time, on the processor
 //                predicted cheaper for it (a benchmark baseline).
 //
 // A processor is a QueryEngine with `workers` threads, each taking up to `max_batch` jobs of
 // equal search parameters per call (the CPU engine: one worker per core, one query each; the GPU
-// engine: one worker, batches of whatever waits). Every answer is the engine's, so every answer
-// is exact whichever processor computed it. Nothing here knows which engine is which: tests
-// drive the scheduler with two CPU-side engines.
+// engine: one worker, batches of whatever waits). A worker of a one-query processor may take
+// several jobs at once under load and answer them one call each (lone_jobs_per_take). Every
+// answer is the engine's, so every answer is exact whichever processor computed it. Nothing here
+// knows which engine is which: tests drive the scheduler with two CPU-side engines.
 #pragma once
 
 #include <array>
@@ -119,15 +121,28 @@ struct SchedulerOptions {
   // worker found nothing to take (not when one is merely between two calls). Stealing alone
   // signals an overloaded CPU only while the GPU has room in its batch; when both processors are
   // behind, the GPU's own queue fills its batches and theta never fell; and a worker between
-  // calls raised theta at nearly every GPU call (issue 11, session 34, call J's timelines). Off
-  // by default until measured on a GPU host.
-  bool specialize_balance_waits = false;
+  // calls raised theta at nearly every GPU call (issue 11, session 34, call J's timelines).
+  // On by default: 1.44x and 1.32x the GPU alone against 1.29x and 1.25x without it, in two runs
+  // on the H200 (session 35, calls A and B; NOTES-scheduler.md).
+  bool specialize_balance_waits = true;
   // A worker takes its next batch in the critical section that ends its call, before that call's
   // completions run, and so takes the scheduler's lock once a call instead of twice. (The CPU
   // workers waited for the lock 13-21% of their time at 400K jobs/s on the H200, session 34.)
   // A caller that submits from a completion may then see the worker busy. Off by default until
   // measured on a GPU host.
   bool chain_next_batch = false;
+  // A worker of a processor that answers one query per call (max_batch 1: the CPU engine) takes
+  // up to this many jobs of its queue at once, its fair share (the queue's jobs over the
+  // processor's workers), and answers them one by one, one engine call each: under load it takes
+  // the scheduler's lock once per take, not twice per job. With 8 CPU workers answering 31 us
+  // jobs, each waited for the lock 11 us a job, 27% of its time (H200, session 35, call A).
+  // Their completions run after the take's last job. Jobs taken are no longer waiting: neither
+  // stolen nor dropped (drop_waiting). 1: a job a take.
+  unsigned lone_jobs_per_take = 8;
+  // ... and stops adding jobs to a take once they are expected to take this long (their
+  // predicted costs times the processor's measured seconds per predicted second): a long job is
+  // worth a lock of its own, and the jobs behind it in the take wait less.
+  double lone_take_seconds = 1e-3;
   // routing kSpecialize: keep theta after each GPU call, up to this many points, in stats()
   // (specialize.theta_trace: [steady-clock seconds, theta]); 0: none. For a benchmark's timeline.
   std::size_t theta_trace_limit = 0;
@@ -236,11 +251,15 @@ class CoProcessorScheduler {
   // Capacity bookkeeping and routing (policies with an estimator); mutable: classify() asks it.
   mutable std::unique_ptr<CapacityRouter> router_;
   std::array<unsigned, kProcessors> idle_workers_{};
+  // Of those, the workers asleep for want of a job (not between two calls).
+  std::array<unsigned, kProcessors> waiting_workers_{};
   unsigned running_calls_ = 0;  // engine calls in progress, both processors
   bool stop_ = false;
   std::uint64_t next_seq_ = 0;
   struct Counters {
-    std::uint64_t jobs = 0, calls = 0, stolen = 0, promoted = 0, missed = 0, errors = 0;
+    // takes: the batches taken from the queues (one engine call each, or, for a one-query
+    // processor, a call per job).
+    std::uint64_t jobs = 0, calls = 0, takes = 0, stolen = 0, promoted = 0, missed = 0, errors = 0;
     double busy_seconds = 0;
     // The worker threads' own CPU time in those calls: busy_seconds less this is time the
     // threads were runnable but descheduled, or blocked (the host oversubscribed).

@@ -109,6 +109,8 @@ nlohmann::json CoProcessorScheduler::stats() const {
         {"max_batch", slots_[p].max_batch},
         {"jobs", c.jobs},
         {"calls", c.calls},
+        {"takes", c.takes},
+        {"jobs_per_take_limit", slots_[p].max_batch == 1 ? options_.lone_jobs_per_take : 1},
         {"stolen", c.stolen},
         {"promoted", c.promoted},
         {"missed_deadline", c.missed},

@@ -14,10 +14,12 @@
 //                throughput against the GPU's cost per query within a batch, as many as it
 //                answers (QueuesRouting::kSpecialize)
 // A configuration name may carry :hostN (TBB capped at N threads while it runs), :cpuW (W CPU
-// workers), :single (arrivals submitted one at a time, not all those due at once) and, for
-// queues-specialize, :marginal (the GPU's cost by a query's postings), :stepX (theta's step) and
-// :balance (theta also balances the two queues' oldest waits); :chain, for any queues routing,
-// has a worker take its next batch as its call ends (SchedulerOptions::chain_next_batch).
+// workers), :takeN (a CPU worker takes up to N jobs at once, SchedulerOptions::
+// lone_jobs_per_take; :take1, one a take), :single (arrivals submitted one at a time, not all
+// those due at once) and, for queues-specialize, :marginal (the GPU's cost by a query's
+// postings), :stepX (theta's step), :balance (theta also balances the two queues' oldest
+// waits, the default) and :steals (theta by steals and idle CPU workers alone); :chain, for any queues routing, has a worker take its next batch as its call ends
+// (SchedulerOptions::chain_next_batch).
 // --split-bound measures what a perfect split of the queries could sustain (split_bound.hpp).
 // the rate rises by --rate-step until a run fails, then is bisected twice; the highest rate
 // with no missed deadline is the configuration's sustained rate, and each run reports the mean,
@@ -434,8 +436,9 @@ int main(int argc, char** argv) {
       o.specialize_flat_gpu_cost = !variant.marginal;
       if (s.timeline_bin_ms > 0) o.theta_trace_limit = 200000;
       if (variant.step > 0) o.specialize_step = variant.step;
-      o.specialize_balance_waits = variant.balance;
+      if (variant.balance) o.specialize_balance_waits = *variant.balance;
       o.chain_next_batch = variant.chain;
+      if (variant.take > 0) o.lone_jobs_per_take = variant.take;
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;

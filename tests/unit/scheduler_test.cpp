@@ -340,6 +340,8 @@ TEST_F(SchedulerFixture, SpecializeBalanceWaitsLowersThetaWhenTheCpuQueueIsOlder
     o.policy = SchedulerPolicy::kQueues;
     o.routing = QueuesRouting::kSpecialize;
     o.specialize_balance_waits = balance;
+    // The GPU stands for one whose own queue fills every call: one job a take, not several.
+    o.lone_jobs_per_take = 1;
     o.estimate = [cpu_cheap](const QueryFeatures& f) {
       return cpu_cheap.count(f.total) ? CostEstimate{{1.0, 10.0}} : CostEstimate{{10.0, 1.0}};
     };
@@ -424,6 +426,7 @@ TEST_F(SchedulerFixture, GroupsOfArrivalsAreAllAnsweredExactly) {
 TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
   SchedulerOptions o;
   o.policy = SchedulerPolicy::kCpu;
+  o.lone_jobs_per_take = 1;  // jobs 1-3 wait in the queue, not in the held worker's take
   auto cpu = std::make_unique<GatedEngine>(cpu_engine(shard()));
   auto gpu = reference_engine(shard());
   CoProcessorScheduler s(shard(), {cpu.get(), 1, 1}, {gpu.get(), 1, 1}, o);
@@ -440,6 +443,56 @@ TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
   cpu->open();
   done.wait_for(4);
   EXPECT_FALSE(done.get("0").dropped);
+}
+
+// lone_jobs_per_take: under load a worker of a one-query processor takes several jobs at once
+// and answers them one engine call each. Every answer is the reference's; the takes are fewer
+// than the jobs, never more than the limit each (no more than its fair share of the queue), and a
+// job taken is not dropped. With a limit of 1, a job a take.
+TEST_F(SchedulerFixture, LoneProcessorTakesSeveralJobsAtOnceUnderLoad) {
+  for (unsigned limit : {1u, 4u}) {
+    SCOPED_TRACE(fmt::format("up to {} jobs a take", limit));
+    SchedulerOptions o;
+    o.policy = SchedulerPolicy::kCpu;
+    o.lone_jobs_per_take = limit;
+    auto gated = std::make_unique<GatedEngine>(cpu_engine(shard()));
+    GatedEngine& cpu = *gated;
+    auto gpu = reference_engine(shard());
+    CoProcessorScheduler s(shard(), {&cpu, 2, 1}, {gpu.get(), 1, 1}, o);
+    const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
+    const std::size_t n = std::min<std::size_t>(test_queries.size(), 40);
+    std::vector<ShardResult> out(n);
+    Completions done;
+    // Both workers held in their first call, so that the rest queue up behind them.
+    const auto now = CoProcessorScheduler::Clock::now();
+    s.submit(test_queries[0], p, out[0], now, done.done("0"));
+    s.submit(test_queries[1], p, out[1], now, done.done("1"));
+    cpu.wait_entered();
+    std::vector<CoProcessorScheduler::Submission> rest;
+    for (std::size_t i = 2; i < n; ++i)
+      rest.push_back({&test_queries[i], &out[i], now, done.done(std::to_string(i))});
+    s.submit_many(rest, p);
+    cpu.open();
+    done.wait_for(n);
+    const std::vector<Query> asked(test_queries.begin(), test_queries.begin() + std::ptrdiff_t(n));
+    expect_exact(asked, p, out, "lone takes");
+    const auto st = s.stats()["processors"]["cpu"];
+    EXPECT_EQ(st["jobs"].get<std::size_t>(), n) << st.dump();
+    EXPECT_EQ(st["calls"].get<std::size_t>(), n) << st.dump();  // one engine call a job
+    const auto takes = st["takes"].get<std::size_t>();
+    if (limit == 1) {
+      EXPECT_EQ(takes, n) << st.dump();
+    } else {
+      EXPECT_LT(takes, n) << st.dump();
+      EXPECT_GE(takes * limit, n) << st.dump();
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const JobOutcome& outcome = done.get(std::to_string(i));
+      EXPECT_FALSE(outcome.dropped);
+      EXPECT_EQ(outcome.batch_size, 1u);
+      EXPECT_EQ(outcome.ran_on, Processor::kCpu);
+    }
+  }
 }
 
 TEST(CostModel, RecoversAPowerLawFromNoisyCosts) {
