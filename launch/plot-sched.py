@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Paper 001's Figure 7 from bench_scheduler's JSON: mean delay (arrival to answer) against the
-arrival rate, one line per configuration (cpu, gpu, best-serial, lbd, queues), passing runs only
+arrival rate, one line per configuration (cpu, gpu, best-serial, lbd, queues-lone-cost, queues,
+queues-specialize), passing runs only
 (no missed deadline), each line ending at its sustained rate; and a table on the terminal
 (sustained rate, and per run: rate, mean and p99 delay, jobs per processor, stolen, promoted).
 Without matplotlib, only the table.
@@ -22,17 +23,17 @@ def main():
         e = d["predictor"][p]
         print(f"predictor {p}: mean relative error {100 * e['mean_relative_error_held_out']:.1f}% "
               f"(held out), {100 * e.get('mean_relative_error_test', float('nan')):.1f}% (test)")
-    print(f"{'config':<12} {'sustained/s':>12}")
+    print(f"{'config':<18} {'sustained/s':>12}")
     for name, c in d["configs"].items():
-        print(f"{name:<12} {c['sustained_rate']:>12.1f}")
+        print(f"{name:<18} {c['sustained_rate']:>12.1f}")
     for k, v in d["sustained_rate"].items():
         if k.endswith("_over_best_single"):
             print(f"{k}: {v:.2f}x")
-    print(f"\n{'config':<12} {'rate/s':>9} {'pass':>5} {'mean ms':>9} {'p99 ms':>9} "
+    print(f"\n{'config':<18} {'rate/s':>9} {'pass':>5} {'mean ms':>9} {'p99 ms':>9} "
           f"{'cpu jobs':>9} {'gpu jobs':>9} {'stolen':>7} {'promoted':>9}")
     for name, c in d["configs"].items():
         for r in sorted(c["runs"], key=lambda r: r["rate"]):
-            print(f"{name:<12} {r['rate']:>9.1f} {str(r['passed']):>5} "
+            print(f"{name:<18} {r['rate']:>9.1f} {str(r['passed']):>5} "
                   f"{r['delay_ms']['mean']:>9.2f} {r['delay_ms']['p99']:>9.2f} "
                   f"{r['jobs_on']['cpu']:>9} {r['jobs_on']['gpu']:>9} {r['stolen']:>7} "
                   f"{r['promoted']:>9}")

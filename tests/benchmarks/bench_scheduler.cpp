@@ -30,7 +30,7 @@
 // reference is what their own tests check).
 //
 //   bench_scheduler --index DIR [--queries FILE] [--train FILE] --out JSON [--gpu-engine E]
-//                   [--configs cpu,gpu,best-serial,lbd,queues-lone-cost,queues]
+//                   [--configs cpu,gpu,best-serial,lbd,queues-lone-cost,queues,queues-specialize]
 //                   [--deadline-ms 500] [--gpu-engine simulated --sim-gpu-call-us 500 ...]
 //                   [--cpu-engine simulated --sim-cpu-query-ns ...]
 // A simulated processor (tests/support/simulated_engine.hpp) answers exactly and sleeps the
@@ -79,7 +79,8 @@ namespace {
 
 struct Settings {
   std::filesystem::path index_dir, queries_path, train_path, out_path;
-  std::string gpu_engine = "auto", configs = "cpu,gpu,best-serial,lbd,queues-lone-cost,queues";
+  std::string gpu_engine = "auto",
+              configs = "cpu,gpu,best-serial,lbd,queues-lone-cost,queues,queues-specialize";
   std::string mode = "and-or", scoring = "bm25";
   unsigned gpu_host_threads = 0;  // TBB's threads while both processors run (0: every core)
   unsigned k = 10, cpu_workers = 0, gpu_max_batch = 4096, deadline_ms = 500, max_runs = 14;
