@@ -19,6 +19,11 @@ JobQueue own_queue(Processor p) {
   return p == Processor::kCpu ? JobQueue::kCpuPreferred : JobQueue::kGpuPreferred;
 }
 
+// The processor whose own queue q is (not the either queue).
+Processor owner(JobQueue q) {
+  return q == JobQueue::kCpuPreferred ? Processor::kCpu : Processor::kGpu;
+}
+
 bool same_params(const SearchParams& a, const SearchParams& b) {
   return a.mode == b.mode && a.scoring == b.scoring && a.alpha == b.alpha && a.k == b.k;
 }
@@ -30,24 +35,48 @@ double seconds_between(CoProcessorScheduler::Clock::time_point a,
 
 }  // namespace
 
+// What the worker that runs a job reads (what a take reads is in its QueuedJob).
 struct CoProcessorScheduler::Job {
   const Query* query = nullptr;
-  QueryFeatures features;  // with an observer only
-  CostEstimate estimate;   // with an estimator only
-  bool has_estimate = false;
+  QueryFeatures features;  // with an observer or an estimator only
   SearchParams params;
   ShardResult* out = nullptr;
-  Clock::time_point arrival, urgent_at, deadline;
+  Clock::time_point arrival, deadline;
   JobQueue queue = JobQueue::kEither;
-  Processor preferred = Processor::kCpu;
-  std::uint64_t seq = 0;
   Done done;
 };
 
 struct CoProcessorScheduler::Taken {
   std::unique_ptr<Job> job;
+  double predicted = 0;  // the job's predicted seconds on the processor that took it
+  Processor preferred = Processor::kCpu;
   bool stolen = false, promoted = false;
 };
+
+void CoProcessorScheduler::JobRing::push_back(QueuedJob&& job) {
+  if (size_ == slots_.size()) {
+    std::vector<QueuedJob> grown(std::max<std::size_t>(64, 2 * slots_.size()));
+    for (std::size_t i = 0; i < size_; ++i) grown[i] = std::move((*this)[i]);
+    slots_ = std::move(grown);
+    head_ = 0;
+  }
+  (*this)[size_++] = std::move(job);
+}
+
+void CoProcessorScheduler::JobRing::pop_front() {
+  front().job.reset();
+  head_ = (head_ + 1) & (slots_.size() - 1);
+  --size_;
+}
+
+void CoProcessorScheduler::JobRing::erase(std::size_t i) {
+  for (; i > 0; --i) (*this)[i] = std::move((*this)[i - 1]);
+  pop_front();
+}
+
+void CoProcessorScheduler::JobRing::clear() {
+  while (!empty()) pop_front();
+}
 
 CoProcessorScheduler::CoProcessorScheduler(const ShardIndex& shard, ProcessorSlot cpu,
                                            ProcessorSlot gpu, SchedulerOptions options)
@@ -186,27 +215,26 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
   const bool under_lock = options_.policy == SchedulerPolicy::kQueues &&
                           (options_.routing == QueuesRouting::kCapacity ||
                            options_.routing == QueuesRouting::kSpecialize);
-  std::vector<std::unique_ptr<Job>> jobs;
+  const bool has_estimate = bool(options_.estimate);
+  std::vector<QueuedJob> jobs;
   jobs.reserve(submissions.size());
   for (Submission& sub : submissions) {
-    auto job = std::make_unique<Job>();
-    job->query = sub.query;
-    job->params = params;
-    job->out = sub.out;
-    job->arrival = sub.arrival;
-    job->deadline = sub.arrival + options_.deadline;
-    job->urgent_at = sub.arrival + std::chrono::duration_cast<Clock::duration>(
-                                       options_.deadline * options_.urgent_fraction);
-    if (options_.observe || options_.estimate) job->features = query_features(shard_, *sub.query);
-    if (options_.estimate) {
-      job->estimate = options_.estimate(job->features);
-      job->has_estimate = true;
-    }
-    job->done = std::move(sub.done);
+    QueuedJob& queued = jobs.emplace_back();
+    queued.job = std::make_unique<Job>();
+    Job& job = *queued.job;
+    job.query = sub.query;
+    job.params = queued.params = params;
+    job.out = sub.out;
+    job.arrival = sub.arrival;
+    job.deadline = sub.arrival + options_.deadline;
+    queued.urgent_at = sub.arrival + std::chrono::duration_cast<Clock::duration>(
+                                         options_.deadline * options_.urgent_fraction);
+    if (options_.observe || has_estimate) job.features = query_features(shard_, *sub.query);
+    if (has_estimate) queued.estimate = options_.estimate(job.features);
+    job.done = std::move(sub.done);
     if (!under_lock)
-      std::tie(job->queue, job->preferred) = classify_locked(
-          *job->query, job->has_estimate ? &job->estimate : nullptr, false);
-    jobs.push_back(std::move(job));
+      std::tie(job.queue, queued.preferred) =
+          classify_locked(*job.query, has_estimate ? &queued.estimate : nullptr, false);
   }
   // One lock and one wake-up per processor for the lot: a submitting thread that took the lock
   // and signalled once per query fell behind its arrivals with eight CPU workers busy
@@ -215,16 +243,17 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
   std::lock_guard lock(mutex_);
   const auto held = Clock::now();
   std::array<std::size_t, 3> landed{};
-  for (std::unique_ptr<Job>& job : jobs) {
+  for (QueuedJob& queued : jobs) {
+    Job& job = *queued.job;
     if (under_lock)
-      std::tie(job->queue, job->preferred) = classify_locked(
-          *job->query, job->has_estimate ? &job->estimate : nullptr, true, &job->features);
-    if (router_ && job->queue != JobQueue::kEither) router_->queued(job->preferred, job->estimate);
-    job->seq = next_seq_++;
-    ++queued_in_[std::size_t(job->queue)];
-    ++landed[std::size_t(job->queue)];
-    const JobQueue q = job->queue;
-    queue(q).push_back(std::move(job));
+      std::tie(job.queue, queued.preferred) = classify_locked(
+          *job.query, has_estimate ? &queued.estimate : nullptr, true, &job.features);
+    if (router_ && job.queue != JobQueue::kEither)
+      router_->queued(queued.preferred, queued.estimate);
+    queued.seq = next_seq_++;
+    ++queued_in_[std::size_t(job.queue)];
+    ++landed[std::size_t(job.queue)];
+    queue(job.queue).push_back(std::move(queued));
   }
   wake_for(landed);
   ++submit_counters_.calls;
@@ -239,43 +268,58 @@ bool CoProcessorScheduler::take_next(Processor p, Clock::time_point now,
   auto& own = queue(own_queue(p));
   auto& either = queue(JobQueue::kEither);
   auto& others = queue(own_queue(other(p)));
-  auto fits = [&](const Job& j) { return !batch_params || same_params(j.params, *batch_params); };
-  auto take = [&](std::deque<std::unique_ptr<Job>>& q, std::size_t i, bool stolen, bool promoted) {
-    taken.job = std::move(q[i]);
-    q.erase(q.begin() + std::ptrdiff_t(i));
-    if (router_ && &q != &either)
-      router_->dequeued(&q == &own ? p : other(p), taken.job->estimate, q.empty());
-    taken.stolen = stolen;
-    taken.promoted = promoted;
+  auto fits = [&](const QueuedJob& j) {
+    return !batch_params || same_params(j.params, *batch_params);
+  };
+  auto take = [&](JobQueue q, std::size_t i, bool stolen, bool promoted) {
+    take_from(q, i, p, stolen, promoted, taken);
     return true;
   };
   if (queues) {
     // a) The oldest urgent job that prefers p, from its own queue or the either queue. Urgent
     //    jobs are the oldest of a queue, so the scan stops at the first job that is not.
     std::size_t best_own = own.size(), best_either = either.size();
-    for (std::size_t i = 0; i < own.size() && own[i]->urgent_at <= now; ++i)
-      if (fits(*own[i])) {
+    for (std::size_t i = 0; i < own.size() && own[i].urgent_at <= now; ++i)
+      if (fits(own[i])) {
         best_own = i;
         break;
       }
-    for (std::size_t i = 0; i < either.size() && either[i]->urgent_at <= now; ++i)
-      if (either[i]->preferred == p && fits(*either[i])) {
+    for (std::size_t i = 0; i < either.size() && either[i].urgent_at <= now; ++i)
+      if (either[i].preferred == p && fits(either[i])) {
         best_either = i;
         break;
       }
     const bool have_own = best_own < own.size(), have_either = best_either < either.size();
-    if (have_either && (!have_own || either[best_either]->seq < own[best_own]->seq))
-      return take(either, best_either, false, true);
-    if (have_own) return take(own, best_own, false, best_own != 0);
+    if (have_either && (!have_own || either[best_either].seq < own[best_own].seq))
+      return take(JobQueue::kEither, best_either, false, true);
+    if (have_own) return take(own_queue(p), best_own, false, best_own != 0);
   }
   // b) The oldest of its own queue.
-  if (!own.empty() && fits(*own.front())) return take(own, 0, false, false);
+  if (!own.empty() && fits(own.front())) return take(own_queue(p), 0, false, false);
   if (!queues) return false;
   // c) The oldest of the either queue.
-  if (!either.empty() && fits(*either.front())) return take(either, 0, false, false);
+  if (!either.empty() && fits(either.front())) return take(JobQueue::kEither, 0, false, false);
   // d) Steal the oldest of the other's queue, when the other has no idle worker to take it.
-  if (!others.empty() && idle_workers_[std::size_t(other(p))] == 0 && fits(*others.front()))
-    return take(others, 0, true, false);
+  if (!others.empty() && idle_workers_[std::size_t(other(p))] == 0 && fits(others.front()))
+    return take(own_queue(other(p)), 0, true, false);
+  return false;
+}
+
+void CoProcessorScheduler::take_from(JobQueue q, std::size_t i, Processor p, bool stolen,
+                                     bool promoted, Taken& taken) {
+  auto& jobs = queue(q);
+  QueuedJob& queued = jobs[i];
+  const CostEstimate estimate = queued.estimate;
+  taken = {std::move(queued.job), estimate.on(p), queued.preferred, stolen, promoted};
+  jobs.erase(i);
+  if (router_ && q != JobQueue::kEither) router_->dequeued(owner(q), estimate, jobs.empty());
+}
+
+bool CoProcessorScheduler::urgent_either_job_prefers(Processor p, Clock::time_point now) const {
+  if (options_.policy != SchedulerPolicy::kQueues) return false;  // take_next skips it
+  const JobRing& either = queues_[std::size_t(JobQueue::kEither)];
+  for (std::size_t i = 0; i < either.size() && either[i].urgent_at <= now; ++i)
+    if (either[i].preferred == p) return true;  // urgent jobs are the oldest, as in take_next
   return false;
 }
 
@@ -303,8 +347,8 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
   if (specialize && p == Processor::kGpu && options_.specialize_balance_waits) {
     const auto& cq = queue(JobQueue::kCpuPreferred);
     const auto& gq = queue(JobQueue::kGpuPreferred);
-    if (!cq.empty()) cpu_head_wait = seconds_between(cq.front()->arrival, now);
-    if (!gq.empty()) gpu_head_wait = seconds_between(gq.front()->arrival, now);
+    if (!cq.empty()) cpu_head_wait = seconds_between(cq.front().job->arrival, now);
+    if (!gq.empty()) gpu_head_wait = seconds_between(gq.front().job->arrival, now);
   }
   const SearchParams* params = nullptr;
   const ProcessorSlot& slot = slots_[std::size_t(p)];
@@ -319,13 +363,24 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
   }
   const bool lone_take = slot.max_batch == 1 && max_batch > 1;
   double take_seconds = 0;  // a lone take: its jobs' expected seconds on p
+  // While no urgent job of the either queue prefers p, take_next's choice is p's own queue's
+  // head whenever that fits the batch (urgent or not, and never promoted): that run is taken
+  // straight from the queue, without take_next's scans. Once that queue is empty or its head
+  // does not fit, take_next takes the rest (the either queue, steals, urgent jobs behind it).
+  auto& own = queue(own_queue(p));
+  bool own_head_next = !urgent_either_job_prefers(p, now);
   while (batch.size() < max_batch) {
     Taken t;
-    if (!take_next(p, now, params, t)) break;
+    own_head_next =
+        own_head_next && !own.empty() && (!params || same_params(own.front().params, *params));
+    if (own_head_next)
+      take_from(own_queue(p), 0, p, false, false, t);
+    else if (!take_next(p, now, params, t))
+      break;
     batch.push_back(std::move(t));
     params = &batch.front().job->params;
     if (lone_take && router_) {
-      take_seconds += router_->seconds_per_predicted(p) * batch.back().job->estimate.on(p);
+      take_seconds += router_->seconds_per_predicted(p) * batch.back().predicted;
       if (take_seconds >= options_.lone_take_seconds) break;
     }
   }
@@ -369,7 +424,7 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
   --idle_workers_[std::size_t(p)];
   ++running_calls_;
   predicted = 0;
-  for (const Taken& t : batch) predicted += t.job->estimate.on(p);
+  for (const Taken& t : batch) predicted += t.predicted;
   if (router_) router_->call_started(p, predicted);
   // Jobs left for p: another idle worker of p takes them. p now busy: the other processor
   // may steal from p's queue.
@@ -438,7 +493,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
         Job& j = *batch[i].job;
         JobOutcome& o = outcomes[i];
         o.ran_on = p;
-        o.preferred = j.preferred;
+        o.preferred = batch[i].preferred;
         o.queued_in = j.queue;
         o.stolen = batch[i].stolen;
         o.promoted = batch[i].promoted;
@@ -457,6 +512,11 @@ void CoProcessorScheduler::worker_main(Processor p) {
       thread_busy += call_thread_seconds;
       if (error.empty()) error = call_error;
     }
+
+    // The GPU's batch cost model's input, summed before the lock is taken.
+    double postings = 0;
+    if (specialize && p == Processor::kGpu)
+      for (const Taken& t : batch) postings += t.job->features.total;
 
     // The worker counts as idle again, and the counters are current, before anyone hears that
     // its jobs are done: a caller that submits on completion sees this worker free (so the
@@ -477,11 +537,8 @@ void CoProcessorScheduler::worker_main(Processor p) {
     c.busy_seconds += busy;
     c.busy_thread_seconds += thread_busy;
     if (router_) router_->call_finished(p, predicted, busy, error.empty());
-    if (specialize && p == Processor::kGpu && error.empty()) {
-      double postings = 0;
-      for (const Taken& t : batch) postings += t.job->features.total;
+    if (specialize && p == Processor::kGpu && error.empty())
       gpu_batch_cost_.observe(double(batch.size()), postings, busy);
-    }
     // Serialized (best-serial): the end of a call lets either processor start the next.
     if (options_.policy == SchedulerPolicy::kBestSerial) {
       notify(Processor::kCpu);
@@ -496,6 +553,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
     lock.unlock();
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (batch[i].job->done) batch[i].job->done(outcomes[i]);
+    // The jobs are freed here, not at the next take under the lock (thousands of frees to the
+    // submitting thread's heap for a GPU batch).
+    batch.clear();
     if (chained) {
       std::swap(batch, next);
       predicted = next_predicted;
@@ -508,24 +568,24 @@ void CoProcessorScheduler::worker_main(Processor p) {
 }
 
 void CoProcessorScheduler::drop_waiting() {
-  std::vector<std::unique_ptr<Job>> dropped;
+  std::vector<QueuedJob> dropped;
   {
     std::lock_guard lock(mutex_);
-    for (auto& q : queues_) {
-      for (auto& j : q) dropped.push_back(std::move(j));
+    for (JobRing& q : queues_) {
+      for (std::size_t i = 0; i < q.size(); ++i) dropped.push_back(std::move(q[i]));
       q.clear();
     }
     if (router_)
       for (std::size_t p = 0; p < kProcessors; ++p) router_->dequeued(Processor(p), {}, true);
     dropped_ += dropped.size();
   }
-  for (auto& j : dropped) {
+  for (QueuedJob& queued : dropped) {
     JobOutcome o;
     o.dropped = true;
-    o.preferred = j->preferred;
-    o.queued_in = j->queue;
+    o.preferred = queued.preferred;
+    o.queued_in = queued.job->queue;
     o.missed_deadline = true;
-    if (j->done) j->done(o);
+    if (queued.job->done) queued.job->done(o);
   }
 }
 

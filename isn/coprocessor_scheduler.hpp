@@ -46,7 +46,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -215,6 +214,42 @@ class CoProcessorScheduler {
 
  private:
   struct Job;
+  // A job as its queue holds it: what a take reads, inline in the queue's memory, and the job.
+  // A take of thousands of jobs (the GPU's) then reads the queue's contiguous memory under the
+  // lock, not each Job, which the submitting thread allocated (about a cache miss a field: the
+  // H200 host's GPU worker held the lock 140 ns a job).
+  struct QueuedJob {
+    Clock::time_point urgent_at;
+    std::uint64_t seq = 0;  // arrival order
+    CostEstimate estimate;  // with an estimator only
+    SearchParams params;    // the job's (a copy: its worker reads the Job's)
+    Processor preferred = Processor::kCpu;
+    std::unique_ptr<Job> job;
+  };
+  // A FIFO of queued jobs in one ring of memory: taking a job frees nothing (a std::deque of
+  // them frees a block every seven jobs, under the lock, into the heap of the thread that
+  // submitted them). It doubles when full, as a submission queues a job, and keeps its largest
+  // size.
+  class JobRing {
+   public:
+    bool empty() const { return size_ == 0; }
+    std::size_t size() const { return size_; }
+    // i < size(): the i-th oldest.
+    QueuedJob& operator[](std::size_t i) { return slots_[(head_ + i) & (slots_.size() - 1)]; }
+    const QueuedJob& operator[](std::size_t i) const {
+      return slots_[(head_ + i) & (slots_.size() - 1)];
+    }
+    QueuedJob& front() { return (*this)[0]; }
+    const QueuedJob& front() const { return (*this)[0]; }
+    void push_back(QueuedJob&& job);
+    void pop_front();
+    void erase(std::size_t i);  // moves the jobs ahead of i up by one
+    void clear();
+
+   private:
+    std::vector<QueuedJob> slots_;  // a power of two of them
+    std::size_t head_ = 0, size_ = 0;
+  };
   struct Taken;
   struct ProcessorState;
   void worker_main(Processor p);
@@ -224,6 +259,11 @@ class CoProcessorScheduler {
   // (nullptr: the first job).
   bool take_next(Processor p, Clock::time_point now, const SearchParams* batch_params,
                  Taken& taken);
+  // Under mutex_: moves job i of queue q into `taken`, for processor p.
+  void take_from(JobQueue q, std::size_t i, Processor p, bool stolen, bool promoted, Taken& taken);
+  // Under mutex_: whether an urgent job of the either queue prefers p (take_next's first choice
+  // may then come from that queue rather than p's own).
+  bool urgent_either_job_prefers(Processor p, Clock::time_point now) const;
   bool can_take(Processor p) const;  // under mutex_
   // The queue and preferred processor of a query with estimate e (null: no estimator); under
   // mutex_ for capacity and specialize routing (route: a submission, which moves capacity
@@ -232,7 +272,7 @@ class CoProcessorScheduler {
                                                  bool route,
                                                  const QueryFeatures* features = nullptr) const;
   void notify(Processor p) { wake_[std::size_t(p)].notify_one(); }
-  std::deque<std::unique_ptr<Job>>& queue(JobQueue q) { return queues_[std::size_t(q)]; }
+  JobRing& queue(JobQueue q) { return queues_[std::size_t(q)]; }
 
   const ShardIndex& shard_;
   SchedulerOptions options_;
@@ -247,7 +287,7 @@ class CoProcessorScheduler {
   std::condition_variable ready_;
   // Under mutex_: wakes whoever may take the jobs just queued (their count per queue).
   void wake_for(const std::array<std::size_t, 3>& landed);
-  std::array<std::deque<std::unique_ptr<Job>>, 3> queues_;
+  std::array<JobRing, 3> queues_;
   // Capacity bookkeeping and routing (policies with an estimator); mutable: classify() asks it.
   mutable std::unique_ptr<CapacityRouter> router_;
   std::array<unsigned, kProcessors> idle_workers_{};
