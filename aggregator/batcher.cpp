@@ -9,12 +9,6 @@
 
 namespace gpusearch {
 
-bool same_params(const SearchParams& a, const SearchParams& b) {
-  return a.mode == b.mode && a.scoring == b.scoring && a.k == b.k &&
-         a.candidates == b.candidates &&
-         (a.alpha == b.alpha || (std::isnan(a.alpha) && std::isnan(b.alpha)));
-}
-
 std::size_t Batcher::most_urgent() const {
   std::size_t best = pending_.size();
   for (std::size_t i = 0; i < pending_.size(); ++i)

@@ -49,8 +49,6 @@ struct PendingQuery {
   std::string ranker;        // second-stage ranker ("" : none)
 };
 
-bool same_params(const SearchParams& a, const SearchParams& b);
-
 class RankerCacheCoordinator;
 
 struct BatchPolicy {

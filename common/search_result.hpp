@@ -2,6 +2,7 @@
 // answer (the same code for in-process search and the aggregator).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -35,6 +36,13 @@ struct SearchParams {
   // stage), the second stage scores them with the query's ranker and keeps the top k.
   std::uint32_t candidates = 0;
 };
+// Whether queries with these parameters may share an engine call (the aggregator's batches, the
+// scheduler's): every field equal, a NaN alpha (the index's default) equal to a NaN alpha.
+inline bool same_params(const SearchParams& a, const SearchParams& b) {
+  return a.mode == b.mode && a.scoring == b.scoring && a.k == b.k &&
+         a.candidates == b.candidates &&
+         (a.alpha == b.alpha || (std::isnan(a.alpha) && std::isnan(b.alpha)));
+}
 inline constexpr std::uint32_t kMaxCandidates = 10000;
 // Candidates per shard when a ranker store is given without --candidates.
 inline constexpr std::uint32_t kDefaultCandidates = 1000;

@@ -24,10 +24,6 @@ Processor owner(JobQueue q) {
   return q == JobQueue::kCpuPreferred ? Processor::kCpu : Processor::kGpu;
 }
 
-bool same_params(const SearchParams& a, const SearchParams& b) {
-  return a.mode == b.mode && a.scoring == b.scoring && a.alpha == b.alpha && a.k == b.k;
-}
-
 double seconds_between(CoProcessorScheduler::Clock::time_point a,
                        CoProcessorScheduler::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();

@@ -597,6 +597,32 @@ TEST_F(SchedulerFixture, LoneProcessorTakesSeveralJobsAtOnceUnderLoad) {
   }
 }
 
+// Jobs share an engine call only with parameters equal in every field: a batch runs with its
+// first job's (the scheduler once ignored the candidates).
+TEST(SearchParamsBatching, SameParamsComparesEveryField) {
+  const SearchParams base{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  EXPECT_TRUE(same_params(base, base));
+  SearchParams other = base;
+  other.candidates = 100;
+  EXPECT_FALSE(same_params(base, other));
+  other = base;
+  other.k = 11;
+  EXPECT_FALSE(same_params(base, other));
+  other = base;
+  other.mode = Mode::kOr;
+  EXPECT_FALSE(same_params(base, other));
+  other = base;
+  other.scoring = Scoring::kBm25Pr;
+  EXPECT_FALSE(same_params(base, other));
+  other = base;
+  other.alpha = 0.4;
+  EXPECT_FALSE(same_params(base, other));
+  SearchParams nan_alpha = base, nan_alpha_too = base;
+  nan_alpha.alpha = nan_alpha_too.alpha = std::nan("");
+  EXPECT_TRUE(same_params(nan_alpha, nan_alpha_too));  // both the index's default
+  EXPECT_FALSE(same_params(nan_alpha, base));
+}
+
 TEST(CostModel, RecoversAPowerLawFromNoisyCosts) {
   std::mt19937 rng(3);
   std::lognormal_distribution<double> len(8.0, 2.0);
