@@ -31,19 +31,9 @@ double seconds_between(CoProcessorScheduler::Clock::time_point a,
 
 }  // namespace
 
-// What the worker that runs a job reads (what a take reads is in its QueuedJob).
-struct CoProcessorScheduler::Job {
-  const Query* query = nullptr;
-  QueryFeatures features;  // with an observer or an estimator only
-  SearchParams params;
-  ShardResult* out = nullptr;
-  Clock::time_point arrival, deadline;
-  JobQueue queue = JobQueue::kEither;
-  Done done;
-};
 
 struct CoProcessorScheduler::Taken {
-  std::unique_ptr<Job> job;
+  Job job;
   double predicted = 0;  // the job's predicted seconds on the processor that took it
   Processor preferred = Processor::kCpu;
   bool stolen = false, promoted = false;
@@ -60,7 +50,7 @@ void CoProcessorScheduler::JobRing::push_back(QueuedJob&& job) {
 }
 
 void CoProcessorScheduler::JobRing::pop_front() {
-  front().job.reset();
+  front().job.done = nullptr;  // what it holds goes now (a taken job's was moved out)
   head_ = (head_ + 1) & (slots_.size() - 1);
   --size_;
 }
@@ -216,8 +206,7 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
   jobs.reserve(submissions.size());
   for (Submission& sub : submissions) {
     QueuedJob& queued = jobs.emplace_back();
-    queued.job = std::make_unique<Job>();
-    Job& job = *queued.job;
+    Job& job = queued.job;
     job.query = sub.query;
     job.params = queued.params = params;
     job.out = sub.out;
@@ -240,7 +229,7 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
   const auto held = Clock::now();
   std::array<std::size_t, 3> landed{};
   for (QueuedJob& queued : jobs) {
-    Job& job = *queued.job;
+    Job& job = queued.job;
     if (under_lock)
       std::tie(job.queue, queued.preferred) = classify_locked(
           *job.query, has_estimate ? &queued.estimate : nullptr, true, &job.features);
@@ -343,8 +332,8 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
   if (specialize && p == Processor::kGpu && options_.specialize_balance_waits) {
     const auto& cq = queue(JobQueue::kCpuPreferred);
     const auto& gq = queue(JobQueue::kGpuPreferred);
-    if (!cq.empty()) cpu_head_wait = seconds_between(cq.front().job->arrival, now);
-    if (!gq.empty()) gpu_head_wait = seconds_between(gq.front().job->arrival, now);
+    if (!cq.empty()) cpu_head_wait = seconds_between(cq.front().job.arrival, now);
+    if (!gq.empty()) gpu_head_wait = seconds_between(gq.front().job.arrival, now);
   }
   const SearchParams* params = nullptr;
   const ProcessorSlot& slot = slots_[std::size_t(p)];
@@ -374,7 +363,7 @@ void CoProcessorScheduler::form_batch_locked(Processor p, std::vector<Taken>& ba
     else if (!take_next(p, now, params, t))
       break;
     batch.push_back(std::move(t));
-    params = &batch.front().job->params;
+    params = &batch.front().job.params;
     if (lone_take && router_) {
       take_seconds += router_->seconds_per_predicted(p) * batch.back().predicted;
       if (take_seconds >= options_.lone_take_seconds) break;
@@ -471,22 +460,22 @@ void CoProcessorScheduler::worker_main(Processor p) {
       const std::size_t end = std::min(batch.size(), first + per_call);
       queries.clear();
       results.assign(end - first, ShardResult{});
-      for (std::size_t i = first; i < end; ++i) queries.push_back(*batch[i].job->query);
+      for (std::size_t i = first; i < end; ++i) queries.push_back(*batch[i].job.query);
       std::string call_error;
       const double cpu0 = metrics::thread_cpu_seconds();
       const auto t0 = Clock::now();
       try {
-        slot.engine->search(queries, batch[first].job->params, results);
+        slot.engine->search(queries, batch[first].job.params, results);
       } catch (const std::exception& e) {
         call_error = e.what();
       }
       const auto t1 = Clock::now();
       const double call_thread_seconds = metrics::thread_cpu_seconds() - cpu0;
       if (options_.observe && end - first == 1 && call_error.empty())
-        options_.observe(p, batch[first].job->features,
+        options_.observe(p, batch[first].job.features,
                          thread_clock ? call_thread_seconds : seconds_between(t0, t1));
       for (std::size_t i = first; i < end; ++i) {
-        Job& j = *batch[i].job;
+        Job& j = batch[i].job;
         JobOutcome& o = outcomes[i];
         o.ran_on = p;
         o.preferred = batch[i].preferred;
@@ -512,7 +501,7 @@ void CoProcessorScheduler::worker_main(Processor p) {
     // The GPU's batch cost model's input, summed before the lock is taken.
     double postings = 0;
     if (specialize && p == Processor::kGpu)
-      for (const Taken& t : batch) postings += t.job->features.total;
+      for (const Taken& t : batch) postings += t.job.features.total;
 
     // The worker counts as idle again, and the counters are current, before anyone hears that
     // its jobs are done: a caller that submits on completion sees this worker free (so the
@@ -548,9 +537,9 @@ void CoProcessorScheduler::worker_main(Processor p) {
     }
     lock.unlock();
     for (std::size_t i = 0; i < batch.size(); ++i)
-      if (batch[i].job->done) batch[i].job->done(outcomes[i]);
-    // The jobs are freed here, not at the next take under the lock (thousands of frees to the
-    // submitting thread's heap for a GPU batch).
+      if (batch[i].job.done) batch[i].job.done(outcomes[i]);
+    // Done with here, not at the next take under the lock (the completions' state goes with
+    // them).
     batch.clear();
     if (chained) {
       std::swap(batch, next);
@@ -579,9 +568,9 @@ void CoProcessorScheduler::drop_waiting() {
     JobOutcome o;
     o.dropped = true;
     o.preferred = queued.preferred;
-    o.queued_in = queued.job->queue;
+    o.queued_in = queued.job.queue;
     o.missed_deadline = true;
-    if (queued.job->done) queued.job->done(o);
+    if (queued.job.done) queued.job.done(o);
   }
 }
 
