@@ -233,9 +233,10 @@ class CoProcessorScheduler {
     CostEstimate estimate;  // with an estimator only
     SearchParams params;    // the job's (a copy: its worker reads the Job's)
     Processor preferred = Processor::kCpu;
-    // Inline too: a job costs no allocation. Jobs allocated by the submitting thread and freed
-    // by nine workers at once contended for its malloc arena, and the submitting thread fell
-    // 20-234 ms behind its arrivals at 381-426K jobs/s (H200, session 35, call D).
+    // Inline too: a job costs no allocation. With each job allocated by the submitting thread
+    // and freed by the workers as they finished (nine threads freeing into its malloc arena),
+    // the submitting thread fell 20-234 ms behind its arrivals at 381-426K jobs/s (H200,
+    // session 35, call D); with jobs inline the same benchmark sustained 496K (call E).
     Job job;
   };
   // A FIFO of queued jobs in one ring of memory: taking a job frees nothing (a std::deque of
