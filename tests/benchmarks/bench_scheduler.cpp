@@ -67,6 +67,7 @@
 #include "isn/parallel_batch_engine.hpp"
 #include "simulated_engine.hpp"
 #include "sched_configs.hpp"
+#include "sched_cost_log.hpp"
 #include "sched_open_loop.hpp"
 #include "split_bound.hpp"
 
@@ -111,23 +112,6 @@ std::vector<Query> resolve_all(const ShardIndex& shard, const std::filesystem::p
       out.push_back(std::move(q));
   }
   return out;
-}
-
-// The logged costs, one line per query and set: features, whether and-or's OR ran, the cost on
-// each processor (for fitting other models offline).
-void write_cost_log(const std::filesystem::path& path, const CostLog& train, const CostLog& test) {
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("cannot write the cost log {}", path.string()));
-  out << "set\tterms\tshortest\tsecond_shortest\ttotal\ttotal_blocks\tand_estimate\tor_ran\t"
-         "cpu_seconds\tgpu_seconds\n";
-  for (const auto& [name, log] : {std::pair{"train", &train}, std::pair{"test", &test}})
-    for (std::size_t i = 0; i < log->samples[0].size(); ++i) {
-      const CostSample& c = log->samples[0][i];
-      const QueryFeatures& f = c.features;
-      out << fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{:.6g}\t{:d}\t{:.9f}\t{:.9f}\n", name, f.terms,
-                         f.shortest, f.second_shortest, f.total, f.total_blocks, f.and_estimate,
-                         c.or_ran, c.seconds, log->samples[1][i].seconds);
-    }
 }
 
 std::string host_name() {
@@ -358,7 +342,8 @@ int main(int argc, char** argv) {
       cost_sum[1] += test_log[1][i].seconds;
       best_sum += std::min(test_log[0][i].seconds, test_log[1][i].seconds);
     }
-    if (!s.cost_log_path.empty()) write_cost_log(s.cost_log_path, train_log, test_cost_log);
+    if (!s.cost_log_path.empty())
+      bench::write_cost_log(s.cost_log_path, train_log, test_cost_log);
     predictor_report["cpu"]["mean_relative_error_test"] =
         predictor.model(Processor::kCpu).mean_relative_error(test_log[0]);
     predictor_report["gpu"]["mean_relative_error_test"] =
