@@ -133,7 +133,9 @@ TEST_P(CodecTest, FullPostingBlocksAtEveryBitWidth) {
       ASSERT_EQ(out_freqs, freqs) << "bits " << b << " variant " << variant;
     }
   }
-  if (GetParam() == Codec::kPForDelta) EXPECT_GT(with_exceptions, 10u);
+  if (GetParam() == Codec::kPForDelta) {
+    EXPECT_GT(with_exceptions, 10u);
+  }
 }
 
 TEST_P(CodecTest, LargestDocidAndLargestGap) {
