@@ -22,9 +22,14 @@ void CoProcessorScheduler::submit_batch(std::span<const Query> queries, const Se
     std::string first_error;
     BatchDone done;
   };
-  auto batch = std::make_shared<Batch>();
-  batch->left = queries.size();
-  batch->done = std::move(done);
+  // Owned by its jobs' completions: the last one deletes it. Each callback then holds one plain
+  // pointer, which std::function keeps inline: a shared_ptr copy per job cost an allocation that
+  // a worker freed and a reference count that every worker touched (the benchmark's submitting
+  // thread fell behind on such frees, NOTES-scheduler.md, session 35).
+  auto owned = std::make_unique<Batch>();
+  owned->left = queries.size();
+  owned->done = std::move(done);
+  Batch* batch = owned.get();
   const auto now = Clock::now();
   std::vector<Submission> submissions;
   submissions.reserve(queries.size());
@@ -37,14 +42,12 @@ void CoProcessorScheduler::submit_batch(std::span<const Query> queries, const Se
       }
       // The last job's completion sees every other job's writes (acq_rel on the count).
       if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::string error;
-        {
-          std::lock_guard lock(batch->mutex);
-          error = batch->first_error;
-        }
-        batch->done(error);
+        const std::unique_ptr<Batch> last(batch);
+        last->done(last->first_error);
       }
     }});
+  // From here the completions own it (one may run before submit_many returns).
+  owned.release();
   submit_many(submissions, params);
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <future>
 #include <random>
 #include <set>
 
@@ -443,6 +444,47 @@ TEST_F(SchedulerFixture, DroppedJobsAreCompletedWithoutRunning) {
   cpu->open();
   done.wait_for(4);
   EXPECT_FALSE(done.get("0").dropped);
+}
+
+// submit_batch (the ISN's pipelined batches): its done is called once, after every answer is
+// written, with no error; an engine that throws gives its error, once. A CPU engine that throws
+// for any query stands in for a failing processor.
+TEST_F(SchedulerFixture, SubmitBatchCompletesOnceWithTheFirstError) {
+  class ThrowingEngine final : public QueryEngine {
+   public:
+    std::string_view name() const override { return "throwing"; }
+    void search(std::span<const Query>, const SearchParams&, std::span<ShardResult>) override {
+      throw Error("injected failure");
+    }
+  };
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  for (bool failing : {false, true}) {
+    SCOPED_TRACE(failing ? "a failing engine" : "exact engines");
+    SchedulerOptions o;
+    o.policy = SchedulerPolicy::kCpu;
+    std::unique_ptr<QueryEngine> cpu =
+        failing ? std::unique_ptr<QueryEngine>(std::make_unique<ThrowingEngine>())
+                : cpu_engine(shard());
+    auto gpu = reference_engine(shard());
+    CoProcessorScheduler s(shard(), {cpu.get(), 3, 1}, {gpu.get(), 1, 8}, o);
+    std::vector<ShardResult> out(test_queries.size());
+    std::promise<std::string> finished;
+    std::atomic<int> calls{0};
+    s.submit_batch(test_queries, p, out, [&](const std::string& error) {
+      if (calls.fetch_add(1) == 0) finished.set_value(error);
+    });
+    auto result = finished.get_future();
+    ASSERT_EQ(result.wait_for(30s), std::future_status::ready);
+    const std::string error = result.get();
+    if (failing) {
+      EXPECT_NE(error.find("injected failure"), std::string::npos) << error;
+    } else {
+      EXPECT_EQ(error, "");
+      expect_exact(test_queries, p, out, "submit_batch");
+    }
+    std::this_thread::sleep_for(20ms);  // a second call of done would come by now
+    EXPECT_EQ(calls.load(), 1);
+  }
 }
 
 TEST(CostModel, RecoversAPowerLawFromNoisyCosts) {
