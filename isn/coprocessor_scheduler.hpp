@@ -240,7 +240,7 @@ class CoProcessorScheduler {
     Job job;
   };
   // A FIFO of queued jobs in one ring of memory: taking a job frees nothing (a std::deque of
-  // them frees a block every seven jobs, under the lock, into the heap of the thread that
+  // them frees a block every few jobs, under the lock, into the heap of the thread that
   // submitted them). It doubles when full, as a submission queues a job, and keeps its largest
   // size.
   class JobRing {
