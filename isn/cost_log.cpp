@@ -28,7 +28,8 @@ CostLog log_query_costs(const ShardIndex& shard, std::span<const Query> queries,
   std::vector<double> runs;
   for (const Query& q : queries) {
     if (q.terms.empty()) continue;
-    const QueryFeatures f = query_features(shard, q);
+    const QueryFeatures f =
+        options.pruning ? options.pruning->features(q, params) : query_features(shard, q);
     for (std::size_t p = 0; p < kProcessors; ++p) {
       runs.clear();
       for (unsigned run = 0; run < std::max(1u, options.repeats); ++run) {
@@ -37,7 +38,8 @@ CostLog log_query_costs(const ShardIndex& shard, std::span<const Query> queries,
         runs.push_back(clock_seconds(options.clock[p]) - t0);
       }
       const bool or_ran = params.mode == Mode::kAndOr && r.and_matches < params.k;
-      log.samples[p].push_back({f, *std::min_element(runs.begin(), runs.end()), or_ran});
+      log.samples[p].push_back({f, *std::min_element(runs.begin(), runs.end()), or_ran,
+                                r.counters.postings_decoded, r.counters.docs_scored});
     }
   }
   return log;

@@ -20,14 +20,19 @@ inline void write_cost_log(const std::filesystem::path& path, const CostLog& tra
   std::ofstream out(path);
   if (!out) throw Error(fmt::format("cannot write the cost log {}", path.string()));
   out << "set\tterms\tshortest\tsecond_shortest\ttotal\ttotal_blocks\tand_estimate\tor_ran\t"
-         "cpu_seconds\tgpu_seconds\n";
+         "cpu_seconds\tgpu_seconds\tseed_ratio\tstop_fraction\tbounded_total\tbounded_shortest\t"
+         "cpu_postings\tcpu_docs_scored\tgpu_postings\tgpu_docs_scored\n";
   for (const auto& [name, log] : {std::pair{"train", &train}, std::pair{"test", &test}})
     for (std::size_t i = 0; i < log->samples[0].size(); ++i) {
       const CostSample& c = log->samples[0][i];
       const QueryFeatures& f = c.features;
-      out << fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{:.6g}\t{:d}\t{:.9f}\t{:.9f}\n", name, f.terms,
-                         f.shortest, f.second_shortest, f.total, f.total_blocks, f.and_estimate,
-                         c.or_ran, c.seconds, log->samples[1][i].seconds);
+      const CostSample& g = log->samples[1][i];
+      out << fmt::format(
+          "{}\t{}\t{}\t{}\t{}\t{}\t{:.6g}\t{:d}\t{:.9f}\t{:.9f}\t{:.6g}\t{:.6g}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+          name, f.terms, f.shortest, f.second_shortest, f.total, f.total_blocks, f.and_estimate,
+          c.or_ran, c.seconds, g.seconds, f.seed_ratio, f.stop_fraction, f.bounded_total,
+          f.bounded_shortest, c.postings_decoded, c.docs_scored, g.postings_decoded,
+          g.docs_scored);
     }
 }
 
