@@ -178,45 +178,73 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
     const std::uint32_t blocks = std::min(l.blocks, shard_.term(l.term).num_blocks);
     if (blocks > 0) want[l.term] = blocks;
   }
-  // Lists that leave, and prefixes that shrink in place (their end entry stays right: the
-  // blocks are contiguous, so the next block's start is the new last block's end).
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    CacheEntry& e = it->second;
-    const auto w = want.find(it->first);
+  // Lists that left the plan (evicted below only for room), and prefixes that shrink in place
+  // (their end entry stays right: the blocks are contiguous, so the next block's start is the
+  // new last block's end).
+  std::vector<TermId> stale;
+  std::uint64_t stale_words = 0;
+  for (auto& [t, e] : entries_) {
+    const auto w = want.find(t);
     if (w == want.end()) {
-      release(e.word_offset, e.words);
-      cached_blocks_total_ -= e.blocks;
-      ++change.lists_removed;
-      it = entries_.erase(it);
+      stale.push_back(t);
+      stale_words += e.words;
       continue;
     }
     if (w->second < e.blocks) {
-      const std::uint64_t words = prefix_words(shard_, it->first, w->second);
+      const std::uint64_t words = prefix_words(shard_, t, w->second);
       release(e.word_offset + words, e.words - words);
       cached_blocks_total_ -= e.blocks - w->second;
       e.blocks = w->second;
       e.words = words;
       ++change.lists_shrunk;
     }
-    ++it;
   }
+  // The worst-ranked last: evicted first.
+  std::sort(stale.begin(), stale.end(), [&](TermId a, TermId b) {
+    const std::uint32_t ra = entries_.at(a).rank, rb = entries_.at(b).rank;
+    return ra != rb ? ra < rb : a < b;
+  });
+  auto evict_last_stale = [&] {
+    const auto it = entries_.find(stale.back());
+    stale.pop_back();
+    release(it->second.word_offset, it->second.words);
+    cached_blocks_total_ -= it->second.blocks;
+    stale_words -= it->second.words;
+    entries_.erase(it);
+    ++change.lists_removed;
+  };
+  // First fit, evicting stale lists until it fits (none where all of them would not do).
+  auto allocate_evicting = [&](std::uint64_t words, std::uint64_t& offset) {
+    if (allocate(words, offset)) return true;
+    if (capacity_words_ - used_words_ + stale_words < words) return false;
+    while (!stale.empty()) {
+      evict_last_stale();
+      if (allocate(words, offset)) return true;
+    }
+    return false;
+  };
   // New and longer prefixes, most valuable first.
   std::uint64_t copy_words_left = max_copy_bytes / 4;
   std::uint64_t fragmented_words = 0;
-  for (const CachedList& l : target) {
+  for (std::size_t rank = 0; rank < target.size(); ++rank) {
+    const CachedList& l = target[rank];
     const auto w = want.find(l.term);
     if (w == want.end()) continue;
     const std::uint32_t blocks = w->second;
     const auto cur = entries_.find(l.term);
     const std::uint32_t have = cur == entries_.end() ? 0 : cur->second.blocks;
+    if (cur != entries_.end()) cur->second.rank = std::uint32_t(rank);
     if (blocks <= have) continue;
     const std::uint64_t words = prefix_words(shard_, l.term, blocks);
-    if (words > copy_words_left) {
+    // The copy limit bounds a change's copies, but a change copies at least one list: a list
+    // over the limit (at 1/50 of the postings, a sixteenth of the region is less than many a
+    // frequent list) would otherwise never come in.
+    if (words > copy_words_left && change.words_copied > 0) {
       ++change.lists_skipped;
       continue;
     }
     std::uint64_t offset = 0;
-    bool placed = allocate(words, offset);
+    bool placed = allocate_evicting(words, offset);
     if (!placed && have > 0) {
       // Room may open where the shorter prefix sits; if not, the shorter prefix comes back.
       const CacheEntry old = cur->second;
@@ -232,6 +260,7 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
           cached_blocks_total_ += old.blocks;
         } else {
           place(l.term, old.blocks, back, change);
+          entries_[l.term].rank = std::uint32_t(rank);
         }
       }
     }
@@ -246,17 +275,19 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
       cached_blocks_total_ -= old.blocks;
     }
     place(l.term, blocks, offset, change);
-    copy_words_left -= words;
+    entries_[l.term].rank = std::uint32_t(rank);
+    copy_words_left -= std::min(copy_words_left, words);
     ++change.lists_added;
   }
   if (fragmented_words > capacity_words_ / 8) {
     // Lay the region out again: every wanted list that fits, contiguously, in priority order.
-    const std::uint64_t removed = change.lists_removed;
+    const std::uint64_t removed = change.lists_removed + stale.size();
     change = CacheChange{};
     change.lists_removed = removed;
     change.rebuilt = true;
     clear();
-    for (const CachedList& l : target) {
+    for (std::size_t rank = 0; rank < target.size(); ++rank) {
+      const CachedList& l = target[rank];
       const auto w = want.find(l.term);
       if (w == want.end() || entries_.count(l.term)) continue;
       std::uint64_t offset = 0;
@@ -265,6 +296,7 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
         continue;
       }
       place(l.term, w->second, offset, change);
+      entries_[l.term].rank = std::uint32_t(rank);
       ++change.lists_added;
     }
   }

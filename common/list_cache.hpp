@@ -63,6 +63,9 @@ struct CacheEntry {
   std::uint32_t blocks = 0;       // the list's first `blocks` blocks are cached
   std::uint64_t word_offset = 0;  // where they start in the cache region
   std::uint64_t words = 0;
+  // Its position in the last plan that wanted it (0: the most valuable). Once a plan leaves it
+  // out, it stays cached until a wanted list needs its room; the worst-placed goes first.
+  std::uint32_t rank = 0;
 };
 
 // What apply() asks of the device: copies into the cache region, then table entries (absolute
@@ -80,10 +83,14 @@ class ListCacheDirectory {
  public:
   ListCacheDirectory(const ShardIndex& shard, const DeviceBlockNumbering& numbering,
                      std::uint64_t capacity_bytes);
-  // Moves the cache toward `target` (lists in priority order, most valuable first): lists not
-  // in it leave, shrunk prefixes keep their place, new or longer prefixes are copied in
-  // priority order while max_copy_bytes lasts and the region has room; a list that does not
-  // fit is skipped. Where fragmentation alone keeps lists out (over an eighth of the region),
+  // Moves the cache toward `target` (lists in priority order, most valuable first): shrunk
+  // prefixes keep their place, new or longer prefixes are copied in priority order while
+  // max_copy_bytes lasts (the first copy of a change goes in whatever its size); a list that
+  // does not fit is skipped. Lists not in `target` leave only
+  // when a copied list needs their room (worst rank first): an online plan may copy a
+  // fraction of the region per change, and lists dropped before their replacements can come
+  // in would leave the region part empty (a quarter of it at 1/50 of the postings, session
+  // 36), where the old lists still had hits. Where fragmentation alone keeps lists out (over an eighth of the region),
   // the region is laid out again (every list copied, whatever max_copy_bytes says). Call only
   // while no batch that reads the cache is in flight.
   CacheChange apply(std::span<const CachedList> target, std::uint64_t max_copy_bytes = ~0ull);

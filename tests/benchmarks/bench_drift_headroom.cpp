@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cache_admission.hpp"
+#include "common/cache_plan.hpp"
 #include "common/error.hpp"
 #include "common/list_cache.hpp"
 #include "common/online_cache_policy.hpp"
@@ -100,6 +101,9 @@ Scored score(const ShardIndex& shard, const std::vector<CachedList>& plan, const
 struct OnlineRun {
   Scored second;
   std::size_t changes = 0;
+  double used_fraction = 0;        // of the region the cache holds at the end
+  std::uint64_t rebuilds = 0;      // changes that laid the region out again
+  std::uint64_t lists_skipped = 0;  // wanted lists a change did not copy (copy limit or room)
   nlohmann::json stats;
 };
 OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed& test,
@@ -118,9 +122,12 @@ OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed&
   for (std::size_t b = 0; b < n; b += call) {
     online.drain();
     if (auto plan = online.take_plan()) {
-      cache.apply(*plan, std::uint64_t(swap_fraction * double(oo.budget_bytes)));
+      const CacheChange change =
+          cache.apply(*plan, std::uint64_t(swap_fraction * double(oo.budget_bytes)));
       online.report_cache(cache.held_lists());
       ++run.changes;
+      run.rebuilds += change.rebuilt;
+      run.lists_skipped += change.lists_skipped;
     }
     const std::size_t e = std::min(n, b + call);
     if (e > half) {
@@ -134,6 +141,9 @@ OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed&
   run.second.read = read / double(n - half);
   run.second.hit = hit / double(n - half);
   run.stats = online.stats();
+  run.used_fraction = cache.capacity_words() > 0
+                          ? double(cache.used_words()) / double(cache.capacity_words())
+                          : 0;
   return run;
 }
 
@@ -176,6 +186,9 @@ int main(int argc, char** argv) {
   oo.planner_threads = 4;
   std::size_t call = 1000;
   double swap_fraction = 1.0 / 16;
+  std::string policy_name = "vfb";
+  app.add_option("--policy", policy_name, "admission of both plans: vfb (lambda 1), qtf, qtfdf")
+      ->capture_default_str();
   app.add_flag("--online", online, "also follow the log with the online policy");
   app.add_option("--sample", oo.sample_every, "online: replay one query in this many")
       ->capture_default_str();
@@ -217,7 +230,7 @@ int main(int argc, char** argv) {
       const std::size_t n = test.queries.size(), half = n / 2;
       const std::uint64_t budget =
           std::uint64_t(share * double(shard.postings().size_bytes()) / ratio);
-      const AdmissionOptions ao{CachePolicy::kVfb, 1.0, budget};
+      const AdmissionOptions ao{parse_cache_policy(policy_name), 1.0, budget};
       VisitLog tv = visits_of(train, 0, train.queries.size(), 1);
       const auto offline = admit_lists(shard, tv, ao);
       VisitLog fv = visits_of(test, half, n, 2);  // the drifted half's even queries
@@ -256,20 +269,27 @@ int main(int argc, char** argv) {
       if (online) {
         oo.budget_bytes = budget;
         oo.k = k;
+        oo.policy = ao.policy;
         const OnlineRun run = follow(shard, train, test, oo, offline, call, swap_fraction);
         const auto& st = run.stats;
-        report["online"] = {
-            {"hit_second_half", run.second.rate()}, {"changes", run.changes}, {"stats", st}};
+        report["online"] = {{"hit_second_half", run.second.rate()},
+                            {"changes", run.changes},
+                            {"used_fraction_at_end", run.used_fraction},
+                            {"rebuilds", run.rebuilds},
+                            {"lists_skipped", run.lists_skipped},
+                            {"stats", st}};
         fmt::print(
             "  online policy (sample 1/{}, half-life {}, re-plan every {}, gate {}:{}, calls of "
             "{}): second half hit {:.3f} against the offline plan's {:.3f}; {} changes, {} "
-            "plans withheld (last gate: saves {:.0f} B/query of {:.0f}, copies {:.1f} MB)\n",
+            "plans withheld (last gate: saves {:.0f} B/query of {:.0f}, copies {:.1f} MB); the "
+            "region {:.1f}% full at the end, {} rebuilds, {} lists skipped\n",
             oo.sample_every, oo.half_life_queries, oo.replan_queries, oo.min_payoff, oo.min_gain,
             call, run.second.rate(), off_second.rate(), run.changes,
             st["plans_withheld"].get<std::uint64_t>(),
             st["last_gate"]["saving_per_query"].get<double>(),
             st["last_gate"]["held_bytes_per_query"].get<double>(),
-            st["last_gate"]["copy_bytes"].get<double>() / 1e6);
+            st["last_gate"]["copy_bytes"].get<double>() / 1e6, 100 * run.used_fraction,
+            run.rebuilds, run.lists_skipped);
       }
     }
     if (temporary) std::filesystem::remove_all(index_dir);

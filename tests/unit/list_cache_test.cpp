@@ -9,6 +9,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "common/cache_admission.hpp"
 #include "common/list_cache.hpp"
@@ -235,14 +236,16 @@ TEST_F(ListCacheTest, DirectoryHoldsAPlanWithinItsCapacityAndAddressesEveryCache
 
 TEST_F(ListCacheTest, DirectoryMovesTowardNewPlansAndStaysConsistent) {
   const DeviceBlockNumbering n(shard());
-  ListCacheDirectory cache(shard(), n, index_bytes() / 5);
+  // A region small enough that the targets' lists outgrow it: stale lists are evicted.
+  ListCacheDirectory cache(shard(), n, index_bytes() / 40);
   HostPool pool(cache.capacity_words(), n.num_slots());
   std::mt19937_64 rng(11);
   std::vector<TermId> candidates;
   for (TermId t = 0; t < shard().num_terms(); ++t)
     if (shard().term(t).num_blocks >= 2) candidates.push_back(t);
   ASSERT_GT(candidates.size(), 200u);
-  bool shrunk = false, removed = false, rebuilt_or_skipped = false;
+  bool shrunk = false, removed = false, rebuilt_or_skipped = false, kept_stale = false;
+  std::set<TermId> ever;  // every term some plan so far wanted
   for (int round = 0; round < 40; ++round) {
     std::vector<CachedList> target;
     std::map<TermId, bool> seen;
@@ -253,13 +256,15 @@ TEST_F(ListCacheTest, DirectoryMovesTowardNewPlansAndStaysConsistent) {
       const std::uint32_t nb = shard().term(t).num_blocks;
       target.push_back({t, 1 + std::uint32_t(rng() % nb), 0});
     }
-    const std::uint64_t cap = round % 3 == 0 ? ~0ull : index_bytes() / 50;
+    const std::uint64_t cap = round % 3 == 0 ? ~0ull : index_bytes() / 400;
+    for (const CachedList& l : target) ever.insert(l.term);
     const CacheChange c = cache.apply(target, cap);
     shrunk |= c.lists_shrunk > 0;
     removed |= c.lists_removed > 0;
     rebuilt_or_skipped |= c.rebuilt || c.lists_skipped > 0;
     if (cap != ~0ull && !c.rebuilt) {
-      EXPECT_LE(c.words_copied * 4, cap);
+      // Within the limit, or one list over it (a change copies at least one).
+      EXPECT_TRUE(c.words_copied * 4 <= cap || c.copies.size() == 1) << c.words_copied * 4;
     }
     for (const WordCopy& w : c.copies) pool.copy(shard(), w, 0);
     pool.patch(c.patches, 0);
@@ -268,7 +273,9 @@ TEST_F(ListCacheTest, DirectoryMovesTowardNewPlansAndStaysConsistent) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
     for (const auto& [t, e] : cache.entries()) {
       ASSERT_TRUE(pool.addresses(shard(), n, t, e.blocks)) << "round " << round;
-      ASSERT_TRUE(seen[t]) << "term " << t << " is cached but not in the target";
+      // A list the target left out stays only while no wanted list needed its room.
+      ASSERT_TRUE(ever.count(t)) << "term " << t << " is cached but no plan wanted it";
+      kept_stale |= !seen[t];
       used += e.words;
       blocks += e.blocks;
       ranges.push_back({e.word_offset, e.words});
@@ -283,6 +290,106 @@ TEST_F(ListCacheTest, DirectoryMovesTowardNewPlansAndStaysConsistent) {
   EXPECT_TRUE(shrunk);
   EXPECT_TRUE(removed);
   EXPECT_TRUE(rebuilt_or_skipped);
+  EXPECT_TRUE(kept_stale);
+}
+
+// A list larger than a change's copy limit still comes in, alone in its change: at tight
+// budgets a sixteenth of the region is less than many a frequent list, and the online policy
+// at 1/50 of the postings had held 0.43 of the bytes instead of 0.52 (session 36).
+TEST_F(ListCacheTest, AChangeCopiesAtLeastOneListWhateverTheCopyLimit) {
+  const DeviceBlockNumbering n(shard());
+  std::vector<TermId> by_size;
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks >= 2) by_size.push_back(t);
+  ASSERT_GE(by_size.size(), 3u);
+  std::sort(by_size.begin(), by_size.end(), [&](TermId a, TermId b) {
+    return shard().term(a).num_blocks > shard().term(b).num_blocks;
+  });
+  const TermId big = by_size[0], next = by_size[1];
+  ListCacheDirectory cache(shard(), n, index_bytes());
+  const std::vector<CachedList> plan = {{big, shard().term(big).num_blocks, 0},
+                                        {next, shard().term(next).num_blocks, 0}};
+  const CacheChange first = cache.apply(plan, 64);  // far below either list
+  EXPECT_EQ(first.lists_added, 1u);
+  EXPECT_EQ(first.lists_skipped, 1u);
+  EXPECT_NE(cache.find(big), nullptr);
+  EXPECT_EQ(cache.find(next), nullptr);
+  const CacheChange second = cache.apply(plan, 64);  // the next change brings the next list
+  EXPECT_EQ(second.lists_added, 1u);
+  EXPECT_NE(cache.find(next), nullptr);
+  EXPECT_EQ(cache.apply(plan, 64).lists_added, 0u);  // nothing left to copy
+}
+
+// A plan that changes more than a change may copy: the lists it drops stay cached until the
+// lists it wants need their room, so the region does not empty out between plans; the worst-
+// ranked of them leave first; with room to spare, no wanted list is skipped for a stale one.
+TEST_F(ListCacheTest, ListsThatLeaveAPlanStayUntilTheirRoomIsNeeded) {
+  const DeviceBlockNumbering n(shard());
+  std::vector<TermId> terms;  // lists of two blocks, so that lists weigh about the same
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks == 2) terms.push_back(t);
+  ASSERT_GE(terms.size(), 90u);
+  auto words_of = [&](TermId t) {  // a whole list's words in the cache region
+    const TermInfo& ti = shard().term(t);
+    return shard().block_offsets()[ti.first_block + ti.num_blocks] -
+           shard().block_offsets()[ti.first_block];
+  };
+  auto lists = [&](std::size_t from, std::size_t count) {
+    std::vector<CachedList> plan;
+    for (std::size_t i = from; i < from + count; ++i) plan.push_back({terms[i], 2, 0});
+    return plan;
+  };
+  auto words_of_plan = [&](const std::vector<CachedList>& plan) {
+    std::uint64_t w = 0;
+    for (const CachedList& l : plan) w += words_of(l.term);
+    return w;
+  };
+  // Plan A: lists 0-59, and a region that holds it exactly.
+  const std::vector<CachedList> plan_a = lists(0, 60);
+  const std::uint64_t a_words = words_of_plan(plan_a);
+  ListCacheDirectory cache(shard(), n, 4 * a_words);
+  ASSERT_EQ(cache.apply(plan_a).lists_added, 60u);
+  ASSERT_EQ(cache.used_words(), a_words);
+
+  // Plan B keeps lists 0-29 and wants 60-89 instead of 30-59, with room to copy a third of them.
+  std::vector<CachedList> plan_b = lists(0, 30);
+  const std::vector<CachedList> fresh = lists(60, 30);
+  plan_b.insert(plan_b.end(), fresh.begin(), fresh.end());
+  const CacheChange b = cache.apply(plan_b, 4 * (words_of_plan(fresh) / 3));
+  EXPECT_GT(b.lists_added, 0u);
+  EXPECT_GT(b.lists_skipped, 0u);
+  // Only what the copies needed left: the region stays nearly full (before: half empty).
+  EXPECT_LT(b.lists_removed, 30u);
+  EXPECT_GE(cache.used_words() + 2 * words_of(terms[59]) + 64, a_words);
+  // What is left of A's dropped lists is their best-ranked part: 30, 31, ... in order.
+  bool gone = false;
+  std::size_t held = 0;
+  for (std::size_t i = 30; i < 60; ++i) {
+    const bool here = cache.find(terms[i]) != nullptr;
+    EXPECT_FALSE(gone && here) << "list " << i << " outlived a better-ranked one";
+    gone |= !here;
+    held += here;
+  }
+  EXPECT_GT(held, 0u);
+  EXPECT_EQ(held + b.lists_removed, 30u);
+
+  // Plan C, with no copy limit, wants fewer words than the region holds: every list of it is
+  // cached, room made from the stale lists.
+  std::vector<CachedList> plan_c = lists(0, 25);
+  plan_c.insert(plan_c.end(), fresh.begin(), fresh.end());
+  ASSERT_LE(words_of_plan(plan_c), cache.capacity_words());
+  const CacheChange c = cache.apply(plan_c);
+  std::size_t missing = 0, stale_held = 0;
+  for (const CachedList& l : plan_c) missing += cache.find(l.term) == nullptr;
+  for (std::size_t i = 25; i < 60; ++i) stale_held += cache.find(terms[i]) != nullptr;
+  // A wanted list is skipped only where first fit finds no hole even with every stale list
+  // gone (the region's fragmentation; past an eighth of it, the region is laid out again).
+  if (missing > 0) {
+    EXPECT_EQ(stale_held, 0u) << missing << " wanted lists skipped while stale ones stayed";
+  }
+  EXPECT_LE(missing, 3u);
+  EXPECT_EQ(c.lists_skipped, missing);
+  EXPECT_LE(cache.used_words(), cache.capacity_words());
 }
 
 // Every batch fits the shipping region; through two lanes' tables (stale entries from earlier
