@@ -279,7 +279,7 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
     copy_words_left -= std::min(copy_words_left, words);
     ++change.lists_added;
   }
-  if (fragmented_words > capacity_words_ / 8) {
+  if (fragmented_words > capacity_words_ / 32) {
     // Lay the region out again: every wanted list that fits, contiguously, in priority order.
     const std::uint64_t removed = change.lists_removed + stale.size();
     change = CacheChange{};

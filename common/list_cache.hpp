@@ -84,14 +84,14 @@ class ListCacheDirectory {
   ListCacheDirectory(const ShardIndex& shard, const DeviceBlockNumbering& numbering,
                      std::uint64_t capacity_bytes);
   // Moves the cache toward `target` (lists in priority order, most valuable first): shrunk
-  // prefixes keep their place, new or longer prefixes are copied in priority order while
-  // max_copy_bytes lasts (the first copy of a change goes in whatever its size); a list that
-  // does not fit is skipped. Lists not in `target` leave only
-  // when a copied list needs their room (worst rank first): an online plan may copy a
-  // fraction of the region per change, and lists dropped before their replacements can come
-  // in would leave the region part empty (a quarter of it at 1/50 of the postings, session
-  // 36), where the old lists still had hits. Where fragmentation alone keeps lists out (over an eighth of the region),
-  // the region is laid out again (every list copied, whatever max_copy_bytes says). Call only
+  // prefixes keep their place; new or longer prefixes are copied in priority order while
+  // max_copy_bytes lasts, and the first copy of a change goes in whatever its size (at 1/50 of
+  // the postings a sixteenth of the region, the online policy's limit, is less than many a
+  // frequent list, which then never came in: session 36); a list that does not fit is
+  // skipped. Lists not in `target` leave only when a copied list needs their room, worst rank
+  // first: until then they still serve hits. Where fragmentation alone keeps lists out (over
+  // 1/32 of the region; at 1/8 a qtf cache at 1/25 of the postings stayed 8% empty), the
+  // region is laid out again (every list copied, whatever max_copy_bytes says). Call only
   // while no batch that reads the cache is in flight.
   CacheChange apply(std::span<const CachedList> target, std::uint64_t max_copy_bytes = ~0ull);
 
