@@ -119,19 +119,16 @@ bool ListCacheDirectory::allocate(std::uint64_t words, std::uint64_t& offset) {
     offset = 0;
     return true;
   }
-  // Best fit, the smallest hole that holds it: online plans change the lists one change at a
-  // time, and first fit cut the large holes up (a qtf cache at 1/25 of the postings stayed 8%
-  // empty with lists skipped for room; best fit: 3.5%, session 36).
-  auto best = free_.end();
-  for (auto it = free_.begin(); it != free_.end(); ++it)
-    if (it->second >= words && (best == free_.end() || it->second < best->second)) best = it;
-  if (best == free_.end()) return false;
-  offset = best->first;
-  const std::uint64_t rest = best->second - words;
-  free_.erase(best);
-  if (rest > 0) free_[offset + words] = rest;
-  used_words_ += words;
-  return true;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {  // first fit
+    if (it->second < words) continue;
+    offset = it->first;
+    const std::uint64_t rest = it->second - words;
+    free_.erase(it);
+    if (rest > 0) free_[offset + words] = rest;
+    used_words_ += words;
+    return true;
+  }
+  return false;
 }
 
 void ListCacheDirectory::release(std::uint64_t offset, std::uint64_t words) {
@@ -282,7 +279,7 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
     copy_words_left -= std::min(copy_words_left, words);
     ++change.lists_added;
   }
-  if (fragmented_words > capacity_words_ / 8) {
+  if (fragmented_words > capacity_words_ / 32) {
     // Lay the region out again: every wanted list that fits, contiguously, in priority order.
     const std::uint64_t removed = change.lists_removed + stale.size();
     change = CacheChange{};

@@ -89,11 +89,14 @@ class ListCacheDirectory {
   // the postings a sixteenth of the region, the online policy's limit, is less than many a
   // frequent list, which then never came in: session 36); a list that does not fit is
   // skipped. Lists not in `target` leave only when a copied list needs their room, worst rank
-  // first: until then they still serve hits. Lists go where they fit best (the smallest hole).
-  // Where fragmentation alone keeps lists out (over an eighth of the region), the region is
-  // laid out again (every list copied, whatever max_copy_bytes says; at 1/32 the online qtf
-  // policy rebuilt at 8 of 23 changes at 1/50 of the postings, vfb at 20 of 23 at 1/10, for
-  // 0.3-2 points of hit rate). Call only while no batch that reads the cache is in flight.
+  // first: until then they still serve hits. Where fragmentation alone keeps lists out (over
+  // 1/32 of the region), the region is laid out again (every list copied, whatever
+  // max_copy_bytes says). At an eighth, a qtf cache at 1/25 of the postings stayed 8% empty and
+  // served fewer queries than the offline plan on the H200 (0.86-0.97 of it); at 1/32 it fills,
+  // for rebuilds at 2-8 of 23 changes (qtf; vfb 10-21) in bench_drift_headroom's replay
+  // (session 36, NOTES-list-cache.md). Best fit
+  // instead of first fit filled it only to 96.5% without the rebuilds. Call only while no
+  // batch that reads the cache is in flight.
   CacheChange apply(std::span<const CachedList> target, std::uint64_t max_copy_bytes = ~0ull);
 
   // Read for every term of every query when a call is planned and packed: an array by term.
