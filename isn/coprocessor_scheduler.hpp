@@ -401,7 +401,6 @@ class SchedulerEngine final : public QueryEngine {
 struct CostLogOptions {
   unsigned repeats = 7;
   std::array<CostClock, kProcessors> clock{CostClock::kThreadCpu, CostClock::kWall};
-  const PruningFeatures* pruning = nullptr;  // null: the list-length features only
 };
 struct CostLog {
   std::array<std::vector<CostSample>, kProcessors> samples;

@@ -5,9 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "common/block_layout.hpp"
 #include "common/error.hpp"
-#include "common/scoring.hpp"
 #include "isn/boosted_cost_model.hpp"
 #include "isn/least_squares.hpp"
 
@@ -35,75 +33,6 @@ QueryFeatures query_features(const ShardIndex& shard, const Query& query) {
   if (!lengths.empty()) f.shortest = lengths[0];
   if (lengths.size() > 1) f.second_shortest = lengths[1];
   return f;
-}
-
-PruningFeatures::PruningFeatures(const ShardIndex& shard, const KthImpactTable* kth_impacts)
-    : shard_(shard), kth_impacts_(kth_impacts) {
-  const auto gs = shard.global_scores();
-  gs_ordered_ = std::is_sorted(gs.begin(), gs.end(), std::greater<float>());
-}
-
-QueryFeatures PruningFeatures::features(const Query& query, const SearchParams& params) const {
-  QueryFeatures f = query_features(shard_, query);
-  add_to(f, query, params);
-  return f;
-}
-
-void PruningFeatures::add_to(QueryFeatures& f, const Query& query,
-                             const SearchParams& params) const {
-  const std::size_t u = query.terms.size();
-  const std::uint64_t n = shard_.num_docs();
-  if (u == 0 || n == 0) return;
-  const IndexParams& ip = shard_.params();
-  std::array<std::uint32_t, 64> df_stack;
-  std::vector<std::uint32_t> df_heap;
-  std::span<std::uint32_t> dfs;
-  if (u <= df_stack.size()) {
-    dfs = std::span(df_stack).first(u);
-  } else {
-    df_heap.resize(u);
-    dfs = df_heap;
-  }
-  for (std::size_t i = 0; i < u; ++i) dfs[i] = shard_.term(query.terms[i]).df_global;
-  const double alpha = std::isnan(params.alpha) ? ip.gs_alpha : params.alpha;
-  const QueryWeights w =
-      make_query_weights(params.scoring, alpha, ip.bm25, ip.collection.num_docs, dfs);
-  const std::size_t k = params.candidates > 0 ? params.candidates : params.k;
-  double seed = 0, best = w.static_weight;
-  for (std::size_t i = 0; i < u; ++i) {
-    const TermInfo& info = shard_.term(query.terms[i]);
-    best += w.term_weight[i] * double(info.max_impact);
-    if (kth_impacts_) seed = std::max(seed, w.term_weight[i] * kth_impacts_->lower_bound(query.terms[i], k));
-  }
-  f.seed_ratio = best > 0 ? seed / best : 0;
-  // The first docID whose GS bound falls under the seed: no scan reads past it.
-  std::uint64_t stop = n;
-  const auto factor = gs_bound_factor(w, ip.gs_alpha);
-  if (gs_ordered_ && factor && seed > 0) {
-    const auto gs = shard_.global_scores();
-    stop = std::uint64_t(std::partition_point(gs.begin(), gs.end(), [&](float g) {
-                           return *factor * double(g) * (1.0 + kBoundSlack) >= seed;
-                         }) -
-                         gs.begin());
-  }
-  f.stop_fraction = double(stop) / double(n);
-  const auto last = shard_.block_last_docid();
-  f.bounded_total = 0;
-  f.bounded_shortest = 0;
-  for (std::size_t i = 0; i < u; ++i) {
-    const TermInfo& info = shard_.term(query.terms[i]);
-    double postings = info.df_shard;
-    if (stop < n && info.num_blocks > 0) {
-      // Blocks ending before the stop, and the one holding it.
-      const auto begin = last.begin() + std::ptrdiff_t(info.first_block);
-      const auto whole = std::partition_point(begin, begin + info.num_blocks,
-                                              [&](DocId d) { return std::uint64_t(d) < stop; });
-      const double blocks = double(whole - begin) + 1.0;
-      postings = std::min(postings, blocks * double(kBlockSize));
-    }
-    f.bounded_total += postings;
-    f.bounded_shortest = i == 0 ? postings : std::min(f.bounded_shortest, postings);
-  }
 }
 
 namespace {

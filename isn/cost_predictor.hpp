@@ -21,9 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/kth_impact_table.hpp"
 #include "common/query.hpp"
-#include "common/search_result.hpp"
 #include "common/shard_index.hpp"
 
 namespace gpusearch {
@@ -47,37 +45,9 @@ struct QueryFeatures {
   // shard's N documents. and-or runs its OR phase only when AND finds fewer than k, which
   // doubles or triples a query's cost: this tells the two apart before the query runs.
   double and_estimate = 0;
-  // How far the pruning can reach, known before the query runs (PruningFeatures; 0 where no
-  // PruningFeatures computed them). Within a term count, list lengths leave most of a query's
-  // CPU cost unexplained: GS early termination ends a scan where the documents' global scores
-  // fall under the k-th best score, and the lists' best impacts decide how soon that is.
-  //   seed_ratio: the K-th impact seed theta0 = max_t w_t * kth_impact_t(k), a lower bound of
-  //     the k-th best score, over sum_t w_t * max_impact_t, the best score a document can have;
-  //   stop_fraction: the docIDs a scan can reach before f * GS(d) < theta0 stops it, over N;
-  //   bounded_total, bounded_shortest: the postings of the lists (all, the shortest) before
-  //     that stop, counted in whole blocks.
-  double seed_ratio = 0;
-  double stop_fraction = 0;
-  double bounded_total = 0;
-  double bounded_shortest = 0;
 };
 QueryFeatures query_features(const ShardIndex& shard, const Query& query);
 
-// The pruning features of QueryFeatures, for one shard and its K-th impact table (the CPU
-// engine's, CpuEngine::kth_impacts(); null: theta0 = 0, so the stop is the shard's end). A few
-// binary searches a query: the GS column once, each list's block ends once.
-class PruningFeatures {
- public:
-  PruningFeatures(const ShardIndex& shard, const KthImpactTable* kth_impacts);
-  // query_features(shard, query) with the pruning features for `params` (scoring, alpha, k).
-  QueryFeatures features(const Query& query, const SearchParams& params) const;
-  void add_to(QueryFeatures& f, const Query& query, const SearchParams& params) const;
-
- private:
-  const ShardIndex& shard_;
-  const KthImpactTable* kth_impacts_;
-  bool gs_ordered_ = false;  // GS bounds only hold over a shard numbered in GS order
-};
 
 // Costs below a microsecond are timer noise; logarithms and relative errors need a floor.
 inline constexpr double kMinCostSeconds = 1e-7;

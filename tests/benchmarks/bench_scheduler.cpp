@@ -323,8 +323,6 @@ int main(int argc, char** argv) {
     metrics::Stopwatch train_watch;
     CostLogOptions cost_options;
     cost_options.repeats = s.cost_repeats;
-    const PruningFeatures pruning(shard, real_cpu_engine.kth_impacts());
-    cost_options.pruning = &pruning;
     for (const auto& [p, name] : {std::pair{0, s.cpu_cost_clock}, std::pair{1, s.gpu_cost_clock}}) {
       if (name != "thread" && name != "wall")
         throw InputError("--cost-clock", 0, fmt::format("'{}': thread or wall", name));

@@ -107,6 +107,12 @@ TEST(CostLog, RecordsEveryQueryWithTermsItsCostAndWhetherTheOrPhaseRan) {
       EXPECT_EQ(c.features.terms, double(queries[i].terms.size()));
     }
     or_ran += log.samples[0][i].or_ran;
+    // Each sample carries the work of its run: the engine's own counters for the query.
+    ShardResult again;
+    cpu_engine.search(std::span(&queries[i], 1), params, std::span(&again, 1));
+    EXPECT_EQ(log.samples[0][i].postings_decoded, again.counters.postings_decoded);
+    EXPECT_EQ(log.samples[0][i].docs_scored, again.counters.docs_scored);
+    EXPECT_GT(log.samples[0][i].postings_decoded, 0u) << "query " << queries[i].id;
   }
   // The log holds both kinds, or the test checks nothing.
   EXPECT_GT(or_ran, 0u);
