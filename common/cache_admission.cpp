@@ -7,7 +7,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "common/block_codec.hpp"
+#include "common/lazy_list.hpp"
 #include "common/scoring.hpp"
 #include "common/serving_gaps.hpp"
 #include "common/shard_index.hpp"
@@ -31,51 +31,6 @@ std::uint64_t blocks_bytes(const ShardIndex& shard, std::uint64_t first, std::ui
   const auto offsets = shard.block_offsets();
   return cached_block_bytes(offsets[first + count] - offsets[first]);
 }
-
-namespace {
-
-// One list read in docID order, a block decoded only when the read reaches it: early
-// termination usually stops long before the end of a long list.
-class LazyList {
- public:
-  LazyList(const ShardIndex& shard, TermId t) : shard_(shard), ti_(shard.term(t)) {}
-  std::uint32_t num_blocks() const { return ti_.num_blocks; }
-  void load(std::uint32_t j) {
-    if (j == block_) return;
-    const std::uint64_t b = ti_.first_block + j;
-    const std::uint32_t* in = shard_.block_data(b);
-    n_ = codec::read_header(in[0]).count;
-    codec::decode_freqs(codec::decode_docids(in, shard_.block_floor(ti_, b), docs_), freqs_);
-    block_ = j;
-    pos_ = 0;
-  }
-  unsigned count() const { return n_; }
-  DocId doc(unsigned i) const { return docs_[i]; }
-  std::uint32_t freq(unsigned i) const { return freqs_[i]; }
-  // Moves to the first posting >= d at or after the current one; false if the list has none.
-  bool seek(DocId d) {
-    const DocId* last = shard_.block_last_docid().data() + ti_.first_block;
-    std::uint32_t j = block_ == kNone ? 0 : block_;
-    if (last[j] < d) j = std::uint32_t(std::lower_bound(last + j, last + ti_.num_blocks, d) - last);
-    if (j == ti_.num_blocks) return false;
-    load(j);
-    pos_ = unsigned(std::lower_bound(docs_ + pos_, docs_ + n_, d) - docs_);
-    return true;  // last[j] >= d: pos_ < n_
-  }
-  DocId current_doc() const { return docs_[pos_]; }
-  std::uint32_t current_freq() const { return freqs_[pos_]; }
-
- private:
-  static constexpr std::uint32_t kNone = ~0u;
-  const ShardIndex& shard_;
-  const TermInfo& ti_;
-  std::uint32_t block_ = kNone;
-  unsigned n_ = 0, pos_ = 0;
-  DocId docs_[kBlockSize];
-  std::uint32_t freqs_[kBlockSize];
-};
-
-}  // namespace
 
 std::vector<ListRead> simulate_and_reads(const ShardIndex& shard, const Query& q, unsigned k,
                                          Scoring scoring) {

@@ -39,7 +39,8 @@ std::array<float, BoostedCostModel::kFeatures> BoostedCostModel::row(const Query
           float(std::log1p(f.second_shortest)),
           float(std::log1p(f.total)),
           float(std::log1p(double(f.total_blocks))),
-          float(std::log1p(f.and_estimate))};
+          float(std::log1p(f.and_estimate)),
+          float(f.and_reaches_k)};
 }
 
 BoostedCostModel BoostedCostModel::fit(std::span<const CostSample> samples,

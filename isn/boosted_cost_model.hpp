@@ -33,7 +33,7 @@ struct BoostedCostOptions {
 
 class BoostedCostModel {
  public:
-  static constexpr std::size_t kFeatures = 6;
+  static constexpr std::size_t kFeatures = 7;
   static constexpr std::size_t kMinSamples = 40;
   // Throws Error with fewer than kMinSamples samples, or with XGBoost's message.
   static BoostedCostModel fit(std::span<const CostSample> samples, BoostedCostOptions options = {});

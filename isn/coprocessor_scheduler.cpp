@@ -123,9 +123,11 @@ void CoProcessorScheduler::wake_for(const std::array<std::size_t, 3>& landed) {
   }
 }
 
-std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query) const {
+std::pair<JobQueue, Processor> CoProcessorScheduler::classify(const Query& query,
+                                                              const SearchParams& params) const {
   CostEstimate e;
-  if (options_.estimate) e = options_.estimate(query_features(shard_, query));
+  if (options_.estimate)
+    e = options_.estimate(query_features(shard_, query, params, options_.and_probe_blocks));
   std::lock_guard lock(mutex_);
   return classify_locked(query, options_.estimate ? &e : nullptr, false);
 }
@@ -214,7 +216,8 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
     job.deadline = sub.arrival + options_.deadline;
     queued.urgent_at = sub.arrival + std::chrono::duration_cast<Clock::duration>(
                                          options_.deadline * options_.urgent_fraction);
-    if (options_.observe || has_estimate) job.features = query_features(shard_, *sub.query);
+    if (options_.observe || has_estimate)
+      job.features = query_features(shard_, *sub.query, params, options_.and_probe_blocks);
     if (has_estimate) queued.estimate = options_.estimate(job.features);
     job.done = std::move(sub.done);
     if (!under_lock)

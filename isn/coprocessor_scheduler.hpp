@@ -100,6 +100,11 @@ struct SchedulerOptions {
   // specialize: 1.15-1.22x the GPU alone against lone-cost's 1.06x, paired, H200 (NOTES-scheduler.md,
   // session 34)
   QueuesRouting routing = QueuesRouting::kSpecialize;
+  // and-or: the cost features probe whether the AND phase reaches k, decoding at most this many
+  // blocks a query (0: no probe). It must match the training log's (CostLogOptions). Off by
+  // default: on the build machine it took the CPU model's error from 36% to 22-27% for 4.5-6.6
+  // us a query on the submitting thread (NOTES-scheduler.md, session 36).
+  std::uint32_t and_probe_blocks = 0;
   CapacityRoutingOptions capacity;  // routing kCapacity
   double preference_ratio = 1.2;  // routing kLoneCost (paper 001: "20% faster" makes a job prefer)
   // routing kSpecialize: ln(theta)'s step at a GPU call, and its start (theta = 1: the CPU
@@ -204,7 +209,8 @@ class CoProcessorScheduler {
   // benchmark run quickly.
   void drop_waiting();
   // Where the next query would be queued, and which processor it prefers (for tests and logs).
-  std::pair<JobQueue, Processor> classify(const Query& query) const;
+  std::pair<JobQueue, Processor> classify(const Query& query,
+                                          const SearchParams& params = SearchParams{}) const;
   // Capacity routing's measured seconds per predicted second of p (1 before any measured call;
   // also measured under lone-cost routing; 1 for policies without a cost estimator).
   double seconds_per_predicted(Processor p) const;
@@ -401,6 +407,7 @@ class SchedulerEngine final : public QueryEngine {
 struct CostLogOptions {
   unsigned repeats = 7;
   std::array<CostClock, kProcessors> clock{CostClock::kThreadCpu, CostClock::kWall};
+  std::uint32_t and_probe_blocks = 0;  // the features' and-or probe (SchedulerOptions)
 };
 struct CostLog {
   std::array<std::vector<CostSample>, kProcessors> samples;

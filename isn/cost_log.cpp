@@ -28,7 +28,7 @@ CostLog log_query_costs(const ShardIndex& shard, std::span<const Query> queries,
   std::vector<double> runs;
   for (const Query& q : queries) {
     if (q.terms.empty()) continue;
-    const QueryFeatures f = query_features(shard, q);
+    const QueryFeatures f = query_features(shard, q, params, options.and_probe_blocks);
     for (std::size_t p = 0; p < kProcessors; ++p) {
       runs.clear();
       for (unsigned run = 0; run < std::max(1u, options.repeats); ++run) {

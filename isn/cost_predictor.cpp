@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/lazy_list.hpp"
 #include "isn/boosted_cost_model.hpp"
 #include "isn/least_squares.hpp"
 
@@ -32,6 +35,53 @@ QueryFeatures query_features(const ShardIndex& shard, const Query& query) {
   f.terms = double(lengths.size());
   if (!lengths.empty()) f.shortest = lengths[0];
   if (lengths.size() > 1) f.second_shortest = lengths[1];
+  return f;
+}
+
+std::optional<bool> and_matches_reach(const ShardIndex& shard, const Query& query,
+                                      std::uint32_t k, std::uint32_t max_blocks) {
+  if (k == 0) return true;
+  if (query.terms.empty()) return false;
+  std::vector<TermId> terms(query.terms.begin(), query.terms.end());
+  std::sort(terms.begin(), terms.end(), [&](TermId a, TermId b) {
+    return shard.term(a).df_shard < shard.term(b).df_shard;
+  });
+  if (shard.term(terms[0]).df_shard < k) return false;  // the AND is no longer than any list
+  if (terms.size() == 1) return true;
+  std::vector<LazyList> lists;  // shortest first
+  lists.reserve(terms.size());
+  for (TermId t : terms) lists.emplace_back(shard, t, /*with_freqs=*/false);
+  // Leapfrog: every list moves to the candidate; a list past it makes its document the next.
+  std::uint32_t matches = 0;
+  DocId d = 0;
+  for (;;) {
+    std::uint32_t loaded = 0;
+    for (const LazyList& l : lists) loaded += l.blocks_loaded();
+    if (loaded > max_blocks) return std::nullopt;
+    bool all = true;
+    for (LazyList& l : lists) {
+      if (!l.seek(d)) return false;  // a list ended: no more matches
+      if (l.current_doc() != d) {
+        d = l.current_doc();
+        all = false;
+        break;
+      }
+    }
+    if (!all) continue;
+    if (++matches >= k) return true;
+    if (d == std::numeric_limits<DocId>::max()) return false;
+    ++d;
+  }
+}
+
+QueryFeatures query_features(const ShardIndex& shard, const Query& query,
+                             const SearchParams& params, std::uint32_t and_probe_blocks) {
+  QueryFeatures f = query_features(shard, query);
+  if (and_probe_blocks > 0 && params.mode == Mode::kAndOr && !query.terms.empty()) {
+    const std::optional<bool> reaches = and_matches_reach(shard, query, params.k, and_probe_blocks);
+    // Undecided within the budget: mostly queries with few matches (many reach k early).
+    f.and_reaches_k = !reaches ? 0.5 : *reaches ? 1 : 0;
+  }
   return f;
 }
 

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/query.hpp"
+#include "common/search_result.hpp"
 #include "common/shard_index.hpp"
 
 namespace gpusearch {
@@ -45,8 +46,24 @@ struct QueryFeatures {
   // shard's N documents. and-or runs its OR phase only when AND finds fewer than k, which
   // doubles or triples a query's cost: this tells the two apart before the query runs.
   double and_estimate = 0;
+  // and-or with the probe on (query_features with SearchParams and a block budget): 1 where the
+  // AND phase finds k matches, so the OR phase will not run; 0 where it falls short; 0.5 where
+  // the budget ran out first; -1 not probed. Whether the OR phase runs is most of the cost
+  // predictor's error (NOTES-scheduler.md, session 36: on the H200, knowing it takes the GPU
+  // side from 24% to 11%), and the independence estimate above does not tell it.
+  double and_reaches_k = -1;
 };
 QueryFeatures query_features(const ShardIndex& shard, const Query& query);
+// The same, and with and-or and and_probe_blocks > 0 the probe of and_reaches_k: the query's
+// lists intersected, shortest first with skips over blocks, until k matches are found, a list
+// ends, or and_probe_blocks blocks are decoded. Where matches are many the k-th comes early;
+// where they are few the query's OR phase costs many times the probe.
+QueryFeatures query_features(const ShardIndex& shard, const Query& query,
+                             const SearchParams& params, std::uint32_t and_probe_blocks);
+// Whether the query's terms co-occur in at least k of the shard's documents (true for k = 0);
+// nullopt where the answer needs more than max_blocks blocks decoded.
+std::optional<bool> and_matches_reach(const ShardIndex& shard, const Query& query,
+                                      std::uint32_t k, std::uint32_t max_blocks = ~0u);
 
 
 // Costs below a microsecond are timer noise; logarithms and relative errors need a floor.

@@ -128,6 +128,7 @@ std::unique_ptr<FallbackEngine> make_isn_engine_stack(const IsnEngineStackOption
       auto queries = std::make_shared<std::vector<Query>>(read_training_queries(so, shard));
       // The CPU engine's cost is its thread's CPU time, unless it spreads a query over threads.
       CostLogOptions cost_log;
+      cost_log.and_probe_blocks = sched.and_probe_blocks;  // the features the scheduler computes
       if (co.intra_query_threads > 1) cost_log.clock[std::size_t(Processor::kCpu)] = CostClock::kWall;
       sched.observe_clock = cost_log.clock;
       const std::size_t refit_every = so.refit_every;

@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
                  "held-out quarter of the training costs)")
       ->capture_default_str()
       ->check(CLI::IsMember({"linear", "trees", "best"}));
+  app.add_option("--scheduler-and-probe", so.scheduling.and_probe_blocks,
+                 "scheduler, and-or: the cost features probe whether a query's AND phase finds k "
+                 "matches, decoding at most this many blocks (0: off); training and scheduling "
+                 "use the same")
+      ->capture_default_str();
   app.add_option("--gpu-max-batch", so.gpu_max_batch,
                  "scheduler: most queries per call of the GPU-side engine")
       ->capture_default_str();

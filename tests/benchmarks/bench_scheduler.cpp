@@ -94,6 +94,7 @@ struct Settings {
   std::string lbd_short_on = "gpu";
   unsigned seed = 1;
   unsigned cost_repeats = CostLogOptions{}.repeats;
+  std::uint32_t and_probe_blocks = 0;
   std::string cost_model = "best";
   std::string cpu_cost_clock = "thread", gpu_cost_clock = "wall";
   std::filesystem::path cost_log_path;
@@ -219,6 +220,10 @@ int main(int argc, char** argv) {
                  "(whichever misses less on a held-out quarter of the training costs)")
       ->capture_default_str()
       ->check(CLI::IsMember({"linear", "trees", "best"}));
+  app.add_option("--and-probe", s.and_probe_blocks,
+                 "and-or: the cost features probe whether the AND phase reaches k, decoding at "
+                 "most this many blocks a query (0: off; SchedulerOptions::and_probe_blocks)")
+      ->capture_default_str();
   app.add_option("--cost-repeats", s.cost_repeats,
                  "timed runs per query and processor when logging costs (the median is kept)")
       ->capture_default_str();
@@ -323,6 +328,7 @@ int main(int argc, char** argv) {
     metrics::Stopwatch train_watch;
     CostLogOptions cost_options;
     cost_options.repeats = s.cost_repeats;
+    cost_options.and_probe_blocks = s.and_probe_blocks;
     for (const auto& [p, name] : {std::pair{0, s.cpu_cost_clock}, std::pair{1, s.gpu_cost_clock}}) {
       if (name != "thread" && name != "wall")
         throw InputError("--cost-clock", 0, fmt::format("'{}': thread or wall", name));
@@ -355,16 +361,26 @@ int main(int argc, char** argv) {
     predictor_report["gpu"]["mean_relative_error_test"] =
         predictor.model(Processor::kGpu).mean_relative_error(test_log[1]);
     predictor_report["training_seconds"] = train_seconds;
+    {
+      // What the scheduler pays per submitted query for the features (and-or's probe included).
+      metrics::Stopwatch watch;
+      double sink = 0;
+      for (const Query& q : test)
+        sink += query_features(shard, q, params, s.and_probe_blocks).and_reaches_k;
+      predictor_report["features_us_per_query"] = 1e6 * watch.seconds() / double(test.size());
+      predictor_report["and_probe_blocks"] = s.and_probe_blocks;
+    }
     const double mean_cpu = cost_sum[0] / double(timed), mean_gpu = cost_sum[1] / double(timed);
     std::cout << fmt::format(
         "predictor: mean relative error CPU {:.1f}% GPU {:.1f}% (held-out training queries), "
         "CPU {:.1f}% GPU {:.1f}% (test queries); mean cost alone CPU {:.3f} ms, GPU {:.3f} ms, "
-        "better of the two {:.3f} ms\n",
+        "better of the two {:.3f} ms; features {:.2f} us a query\n",
         100 * predictor_report["cpu"]["mean_relative_error_held_out"].get<double>(),
         100 * predictor_report["gpu"]["mean_relative_error_held_out"].get<double>(),
         100 * predictor_report["cpu"]["mean_relative_error_test"].get<double>(),
         100 * predictor_report["gpu"]["mean_relative_error_test"].get<double>(), 1e3 * mean_cpu,
-        1e3 * mean_gpu, 1e3 * best_sum / double(timed));
+        1e3 * mean_gpu, 1e3 * best_sum / double(timed),
+        predictor_report["features_us_per_query"].get<double>());
 
     nlohmann::json split_bound = nullptr;
     if (s.split_bound_seconds > 0) {
@@ -431,6 +447,7 @@ int main(int argc, char** argv) {
       if (variant.balance) o.specialize_balance_waits = *variant.balance;
       o.chain_next_batch = variant.chain;
       if (variant.take > 0) o.lone_jobs_per_take = variant.take;
+      o.and_probe_blocks = s.and_probe_blocks;
       o.deadline = std::chrono::milliseconds(s.deadline_ms);
       o.urgent_fraction = s.urgent_fraction;
       o.preference_ratio = s.preference_ratio;

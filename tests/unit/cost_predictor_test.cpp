@@ -94,6 +94,7 @@ TEST(CostLog, RecordsEveryQueryWithTermsItsCostAndWhetherTheOrPhaseRan) {
   const SearchParams params{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
   CostLogOptions options;
   options.repeats = 2;
+  options.and_probe_blocks = ~0u;  // unbounded: the probe decides every query
   const CostLog log = log_query_costs(shard, queries, params, cpu_engine, reference, options);
   ASSERT_EQ(log.samples[0].size(), queries.size() - 1);
   ASSERT_EQ(log.samples[1].size(), queries.size() - 1);
@@ -105,6 +106,8 @@ TEST(CostLog, RecordsEveryQueryWithTermsItsCostAndWhetherTheOrPhaseRan) {
       EXPECT_GT(c.seconds, 0.0);
       EXPECT_EQ(c.or_ran, want.and_matches < params.k) << "query " << queries[i].id;
       EXPECT_EQ(c.features.terms, double(queries[i].terms.size()));
+      // and-or's probe, logged with the features: 1 exactly where the OR phase did not run.
+      EXPECT_EQ(c.features.and_reaches_k, c.or_ran ? 0.0 : 1.0) << "query " << queries[i].id;
     }
     or_ran += log.samples[0][i].or_ran;
     // Each sample carries the work of its run: the engine's own counters for the query.
@@ -117,6 +120,53 @@ TEST(CostLog, RecordsEveryQueryWithTermsItsCostAndWhetherTheOrPhaseRan) {
   // The log holds both kinds, or the test checks nothing.
   EXPECT_GT(or_ran, 0u);
   EXPECT_LT(or_ran, queries.size() - 1);
+}
+
+// The and-or probe against the reference's AND matches, for several k: the intersection it
+// stops early is exact about reaching k. Other modes are not probed.
+TEST(CostFeatures, AndOrProbeTellsWhetherTheAndPhaseReachesK) {
+  TempDir tmp;
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  build_index_synthetic(
+      SyntheticParams::parse("docs=4000,seed=5,train_queries=2,test_queries=120,mean_length=150"),
+      o);
+  const Index index = Index::open(tmp / "idx");
+  const ShardIndex& shard = index.shard(0);
+  std::size_t reached = 0, short_of = 0, undecided = 0;
+  for (const auto& qt : read_query_file(tmp / "idx" / "queries.test.tsv").queries) {
+    Query q;
+    QueryProblem problem;
+    if (!resolve_query(shard, qt, {}, q, problem, "test")) continue;
+    const SearchParams and_or{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+    const auto ref = reference_search_shard(shard, 0, q, and_or, 1);
+    for (std::uint32_t k : {1u, 3u, 10u, 50u}) {
+      const bool reaches = *and_matches_reach(shard, q, k);
+      EXPECT_EQ(reaches, ref.and_matches >= k) << "query " << q.id << " k " << k;
+      (reaches ? reached : short_of) += 1;
+    }
+    EXPECT_EQ(query_features(shard, q, and_or, ~0u).and_reaches_k,
+              ref.and_matches >= 10 ? 1.0 : 0.0);
+    // Not probed: the probe off, or another mode.
+    EXPECT_EQ(query_features(shard, q, and_or, 0).and_reaches_k, -1.0);
+    EXPECT_EQ(query_features(shard, q, SearchParams{Mode::kOr, Scoring::kBm25, 0.3, 10}, ~0u)
+                  .and_reaches_k,
+              -1.0);
+    // A budget of one block: undecided (0.5) where one block does not settle it; right where
+    // it does.
+    const double one_block = query_features(shard, q, and_or, 1).and_reaches_k;
+    if (one_block != 0.5) {
+      EXPECT_EQ(one_block, ref.and_matches >= 10 ? 1.0 : 0.0) << "query " << q.id;
+    }
+    undecided += one_block == 0.5;
+  }
+  EXPECT_TRUE(*and_matches_reach(shard, Query{}, 0));
+  EXPECT_FALSE(*and_matches_reach(shard, Query{}, 1));
+  // Both answers occur, or the test checks nothing.
+  EXPECT_GT(reached, 20u);
+  EXPECT_GT(short_of, 20u);
+  EXPECT_GT(undecided, 0u);
 }
 
 namespace {
