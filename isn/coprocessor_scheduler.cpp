@@ -7,6 +7,7 @@
 #include <future>
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include "common/error.hpp"
 #include "common/metrics.hpp"
@@ -216,14 +217,27 @@ void CoProcessorScheduler::submit_many(std::span<Submission> submissions,
     job.deadline = sub.arrival + options_.deadline;
     queued.urgent_at = sub.arrival + std::chrono::duration_cast<Clock::duration>(
                                          options_.deadline * options_.urgent_fraction);
-    if (options_.observe || has_estimate)
-      job.features = query_features(shard_, *sub.query, params, options_.and_probe_blocks);
-    if (has_estimate) queued.estimate = options_.estimate(job.features);
     job.done = std::move(sub.done);
-    if (!under_lock)
-      std::tie(job.queue, queued.preferred) =
-          classify_locked(*job.query, has_estimate ? &queued.estimate : nullptr, false);
   }
+  if (options_.observe || has_estimate) {
+    auto featurize = [&](std::size_t i) {
+      QueuedJob& queued = jobs[i];
+      queued.job.features =
+          query_features(shard_, *queued.job.query, params, options_.and_probe_blocks);
+      if (has_estimate) queued.estimate = options_.estimate(queued.job.features);
+    };
+    // and-or's probe costs microseconds a query (NOTES-scheduler.md, session 36): a batch's
+    // features on every core, not on the submitting thread alone.
+    if (options_.and_probe_blocks > 0 && jobs.size() >= SchedulerOptions::kParallelFeatureJobs) {
+      tbb::parallel_for(std::size_t(0), jobs.size(), featurize);
+    } else {
+      for (std::size_t i = 0; i < jobs.size(); ++i) featurize(i);
+    }
+  }
+  if (!under_lock)
+    for (QueuedJob& queued : jobs)
+      std::tie(queued.job.queue, queued.preferred) =
+          classify_locked(*queued.job.query, has_estimate ? &queued.estimate : nullptr, false);
   // One lock and one wake-up per processor for the lot: a submitting thread that took the lock
   // and signalled once per query fell behind its arrivals with eight CPU workers busy
   // (NOTES-scheduler.md, session 34).

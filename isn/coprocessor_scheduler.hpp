@@ -105,6 +105,9 @@ struct SchedulerOptions {
   // default: on the build machine it took the CPU model's error from 36% to 22-27% for 4.5-6.6
   // us a query on the submitting thread (NOTES-scheduler.md, session 36).
   std::uint32_t and_probe_blocks = 0;
+  // With the probe on, a submission of at least this many queries computes their features in
+  // parallel (oneTBB): the ISN's batches.
+  static constexpr std::size_t kParallelFeatureJobs = 32;
   CapacityRoutingOptions capacity;  // routing kCapacity
   double preference_ratio = 1.2;  // routing kLoneCost (paper 001: "20% faster" makes a job prefer)
   // routing kSpecialize: ln(theta)'s step at a GPU call, and its start (theta = 1: the CPU

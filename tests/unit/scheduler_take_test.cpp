@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <future>
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -191,4 +193,36 @@ TEST(SearchParamsBatching, SameParamsComparesEveryField) {
   nan_alpha.alpha = nan_alpha_too.alpha = std::nan("");
   EXPECT_TRUE(same_params(nan_alpha, nan_alpha_too));  // both the index's default
   EXPECT_FALSE(same_params(nan_alpha, base));
+}
+
+// With and-or's probe on, a batch's features are computed in parallel: every job carries the
+// features the serial path computes (the probe's answer included), and every answer is exact.
+TEST_F(SchedulerFixture, ABatchWithTheAndOrProbeCarriesEveryQuerysFeatures) {
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  ASSERT_GE(test_queries.size(), SchedulerOptions::kParallelFeatureJobs);
+  std::map<double, std::size_t> want, seen;  // jobs by and_reaches_k
+  for (const Query& q : test_queries) ++want[query_features(shard(), q, p, ~0u).and_reaches_k];
+  ASSERT_GT(want[1.0], 0u);
+  ASSERT_GT(want[0.0], 0u);
+  std::mutex m;
+  SchedulerOptions o;
+  o.policy = SchedulerPolicy::kCpu;  // every job on the CPU, each one observed
+  o.and_probe_blocks = ~0u;
+  o.observe = [&](Processor, const QueryFeatures& f, double) {
+    std::lock_guard lock(m);
+    ++seen[f.and_reaches_k];
+  };
+  auto cpu = cpu_engine(shard());
+  auto gpu = reference_engine(shard());
+  std::vector<ShardResult> out(test_queries.size());
+  {
+    CoProcessorScheduler s(shard(), {cpu.get(), 2, 1}, {gpu.get(), 1, 8}, o);
+    std::promise<std::string> finished;
+    s.submit_batch(test_queries, p, out, [&](const std::string& error) { finished.set_value(error); });
+    auto result = finished.get_future();
+    ASSERT_EQ(result.wait_for(30s), std::future_status::ready);
+    EXPECT_EQ(result.get(), "");
+  }
+  expect_exact(test_queries, p, out, "submit_batch with the probe");
+  EXPECT_EQ(seen, want);
 }
