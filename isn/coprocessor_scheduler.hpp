@@ -102,8 +102,9 @@ struct SchedulerOptions {
   QueuesRouting routing = QueuesRouting::kSpecialize;
   // and-or: the cost features probe whether the AND phase reaches k, decoding at most this many
   // blocks a query (0: no probe). It must match the training log's (CostLogOptions). Off by
-  // default: on the build machine it took the CPU model's error from 36% to 22-27% for 4.5-6.6
-  // us a query on the submitting thread (NOTES-scheduler.md, session 36).
+  // default: on the build machine it took the CPU model's error from 32-35% to 20.5% unbounded,
+  // for 6.6 us a query on the submitting thread, or to 27% with 16 blocks, for 4.3 us
+  // (NOTES-scheduler.md, session 36).
   std::uint32_t and_probe_blocks = 0;
   // With the probe on, a submission of at least this many queries computes their features in
   // parallel (oneTBB): the ISN's batches.

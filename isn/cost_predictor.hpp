@@ -65,7 +65,6 @@ QueryFeatures query_features(const ShardIndex& shard, const Query& query,
 std::optional<bool> and_matches_reach(const ShardIndex& shard, const Query& query,
                                       std::uint32_t k, std::uint32_t max_blocks = ~0u);
 
-
 // Costs below a microsecond are timer noise; logarithms and relative errors need a floor.
 inline constexpr double kMinCostSeconds = 1e-7;
 
