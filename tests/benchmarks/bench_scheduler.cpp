@@ -69,6 +69,7 @@
 #include "sched_configs.hpp"
 #include "sched_cost_log.hpp"
 #include "sched_open_loop.hpp"
+#include "sched_predictor.hpp"
 #include "split_bound.hpp"
 
 #include <tbb/global_control.h>
@@ -324,8 +325,6 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < test.size(); ++i) disagree += !bench::same_hits(scratch[i], expected[i]);
 
     // The predictor, trained on per-query costs logged on each processor.
-    nlohmann::json predictor_report;
-    metrics::Stopwatch train_watch;
     CostLogOptions cost_options;
     cost_options.repeats = s.cost_repeats;
     cost_options.and_probe_blocks = s.and_probe_blocks;
@@ -334,53 +333,14 @@ int main(int argc, char** argv) {
         throw InputError("--cost-clock", 0, fmt::format("'{}': thread or wall", name));
       cost_options.clock[p] = name == "wall" ? CostClock::kWall : CostClock::kThreadCpu;
     }
-    const CostLog train_log =
-        log_query_costs(shard, train, params, cpu_engine, *gpu_engine, cost_options);
-    const CostPredictor predictor =
-        CostPredictor::train(train_log.samples[0], train_log.samples[1], &predictor_report,
-                             parse_cost_model_kind(s.cost_model));
-    const double train_seconds = train_watch.seconds();
-    // Its error on the test queries, each timed alone on both processors as the training
-    // queries were (also the per-query costs behind the rate estimates).
-    const std::size_t timed = std::min<std::size_t>(test.size(), 1000);  // all have terms
-    const CostLog test_cost_log =
-        log_query_costs(shard, std::span(test).first(timed), params, cpu_engine, *gpu_engine,
-                        cost_options);
-    const auto& test_log = test_cost_log.samples;
-    std::array<double, 2> cost_sum{};
-    double best_sum = 0;
-    for (std::size_t i = 0; i < test_log[0].size(); ++i) {
-      cost_sum[0] += test_log[0][i].seconds;
-      cost_sum[1] += test_log[1][i].seconds;
-      best_sum += std::min(test_log[0][i].seconds, test_log[1][i].seconds);
-    }
-    if (!s.cost_log_path.empty())
-      bench::write_cost_log(s.cost_log_path, train_log, test_cost_log);
-    predictor_report["cpu"]["mean_relative_error_test"] =
-        predictor.model(Processor::kCpu).mean_relative_error(test_log[0]);
-    predictor_report["gpu"]["mean_relative_error_test"] =
-        predictor.model(Processor::kGpu).mean_relative_error(test_log[1]);
-    predictor_report["training_seconds"] = train_seconds;
-    {
-      // What the scheduler pays per submitted query for the features (and-or's probe included).
-      metrics::Stopwatch watch;
-      double sink = 0;
-      for (const Query& q : test)
-        sink += query_features(shard, q, params, s.and_probe_blocks).and_reaches_k;
-      predictor_report["features_us_per_query"] = 1e6 * watch.seconds() / double(test.size());
-      predictor_report["and_probe_blocks"] = s.and_probe_blocks;
-    }
-    const double mean_cpu = cost_sum[0] / double(timed), mean_gpu = cost_sum[1] / double(timed);
-    std::cout << fmt::format(
-        "predictor: mean relative error CPU {:.1f}% GPU {:.1f}% (held-out training queries), "
-        "CPU {:.1f}% GPU {:.1f}% (test queries); mean cost alone CPU {:.3f} ms, GPU {:.3f} ms, "
-        "better of the two {:.3f} ms; features {:.2f} us a query\n",
-        100 * predictor_report["cpu"]["mean_relative_error_held_out"].get<double>(),
-        100 * predictor_report["gpu"]["mean_relative_error_held_out"].get<double>(),
-        100 * predictor_report["cpu"]["mean_relative_error_test"].get<double>(),
-        100 * predictor_report["gpu"]["mean_relative_error_test"].get<double>(), 1e3 * mean_cpu,
-        1e3 * mean_gpu, 1e3 * best_sum / double(timed),
-        predictor_report["features_us_per_query"].get<double>());
+    const bench::TrainedPredictor trained =
+        bench::train_predictor(shard, train, test, params, cpu_engine, *gpu_engine, cost_options,
+                               parse_cost_model_kind(s.cost_model), s.cost_log_path, std::cout);
+    const CostPredictor& predictor = trained.predictor;
+    const nlohmann::json& predictor_report = trained.report;
+    const double mean_cpu = trained.mean_cpu, mean_gpu = trained.mean_gpu;
+    const double best_sum = trained.best_sum;
+    const std::size_t timed = trained.timed;
 
     nlohmann::json split_bound = nullptr;
     if (s.split_bound_seconds > 0) {
