@@ -60,7 +60,34 @@ std::vector<float> DeviceBlockNumbering::slot_block_max(const ShardIndex& shard)
 nlohmann::json CacheChange::to_json() const {
   return {{"lists_added", lists_added},       {"lists_removed", lists_removed},
           {"lists_shrunk", lists_shrunk},     {"lists_skipped", lists_skipped},
-          {"bytes_copied", words_copied * 4}, {"rebuilt", rebuilt}};
+          {"bytes_copied", words_copied * 4}, {"lists_relocated", lists_relocated},
+          {"bytes_relocated", words_relocated * 4}, {"rebuilt", rebuilt}};
+}
+
+std::vector<std::vector<RelocationPiece>> relocation_groups(
+    std::span<const WordRelocation> relocations, std::uint64_t scratch_words,
+    std::uint64_t max_piece_words, std::size_t max_pieces) {
+  if (scratch_words == 0 || max_piece_words == 0 || max_pieces == 0)
+    throw Error("list cache: relocation groups need a scratch region, pieces and a group size");
+  std::vector<std::vector<RelocationPiece>> groups;
+  std::vector<RelocationPiece> group;
+  std::uint64_t used = 0;
+  for (const WordRelocation& r : relocations) {
+    if (r.from == r.to) continue;
+    for (std::uint64_t done = 0; done < r.words;) {
+      const std::uint64_t n = std::min({r.words - done, max_piece_words, scratch_words});
+      if (used + n > scratch_words || group.size() == max_pieces) {
+        groups.push_back(std::move(group));
+        group.clear();
+        used = 0;
+      }
+      group.push_back({r.from + done, r.to + done, used, n});
+      used += n;
+      done += n;
+    }
+  }
+  if (!group.empty()) groups.push_back(std::move(group));
+  return groups;
 }
 
 namespace {
@@ -171,6 +198,8 @@ CacheChange ListCacheDirectory::apply(std::span<const CachedList> target,
 CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target,
                                               std::uint64_t max_copy_bytes) {
   CacheChange change;
+  // Where the region's lists sit on the device now: a rebuild moves them from there.
+  const std::unordered_map<TermId, CacheEntry> held_before = entries_;
   std::unordered_map<TermId, std::uint32_t> want;
   for (const CachedList& l : target) {
     if (l.term >= shard_.num_terms())
@@ -279,27 +308,101 @@ CacheChange ListCacheDirectory::apply_entries(std::span<const CachedList> target
     copy_words_left -= std::min(copy_words_left, words);
     ++change.lists_added;
   }
-  if (fragmented_words > capacity_words_ / 32) {
-    // Lay the region out again: every wanted list that fits, contiguously, in priority order.
-    const std::uint64_t removed = change.lists_removed + stale.size();
-    change = CacheChange{};
-    change.lists_removed = removed;
-    change.rebuilt = true;
-    clear();
-    for (std::size_t rank = 0; rank < target.size(); ++rank) {
-      const CachedList& l = target[rank];
-      const auto w = want.find(l.term);
-      if (w == want.end() || entries_.count(l.term)) continue;
-      std::uint64_t offset = 0;
-      if (!allocate(prefix_words(shard_, l.term, w->second), offset)) {
-        ++change.lists_skipped;
-        continue;
-      }
-      place(l.term, w->second, offset, change);
-      entries_[l.term].rank = std::uint32_t(rank);
-      ++change.lists_added;
+  if (fragmented_words > capacity_words_ / 32)
+    change = compact(target, want, held_before, max_copy_bytes);
+  return change;
+}
+
+CacheChange ListCacheDirectory::compact(
+    std::span<const CachedList> target, const std::unordered_map<TermId, std::uint32_t>& want,
+    const std::unordered_map<TermId, CacheEntry>& held_before, std::uint64_t max_copy_bytes) {
+  // What the compacted region holds: the wanted lists by priority while they fit, a list held
+  // before (a prefix at least as long) kept, one not held copied while the copy limit lasts;
+  // then, while room is left, lists held before that the plan left out, best ranked first.
+  CacheChange change;
+  change.rebuilt = true;
+  struct Kept {
+    TermId term;
+    std::uint32_t blocks, rank;
+    std::uint64_t old_offset;
+  };
+  std::vector<Kept> kept;
+  std::vector<std::pair<TermId, std::uint32_t>> fresh;  // term, rank
+  std::unordered_map<TermId, bool> decided;
+  std::uint64_t total = 0, copy_words_left = max_copy_bytes / 4;
+  const bool limit_copies = compaction_copy_limit_;
+  for (std::size_t rank = 0; rank < target.size(); ++rank) {
+    const TermId t = target[rank].term;
+    const auto w = want.find(t);
+    if (w == want.end() || decided[t]) continue;
+    decided[t] = true;
+    const std::uint64_t words = prefix_words(shard_, t, w->second);
+    const auto old = held_before.find(t);
+    const std::uint32_t held = old == held_before.end() ? 0 : old->second.blocks;
+    if (held >= w->second && total + words <= capacity_words_) {
+      kept.push_back({t, w->second, std::uint32_t(rank), old->second.word_offset});
+      total += words;
+      continue;
+    }
+    if (held < w->second && total + words <= capacity_words_ &&
+        (words <= copy_words_left || fresh.empty() || !limit_copies)) {
+      fresh.emplace_back(t, std::uint32_t(rank));
+      total += words;
+      copy_words_left -= std::min(copy_words_left, words);
+      continue;
+    }
+    ++change.lists_skipped;
+    // A longer prefix that cannot come in leaves the shorter one it had, where that fits.
+    const std::uint32_t keep = std::min(held, w->second);
+    if (keep > 0 && total + prefix_words(shard_, t, keep) <= capacity_words_) {
+      kept.push_back({t, keep, std::uint32_t(rank), old->second.word_offset});
+      total += prefix_words(shard_, t, keep);
     }
   }
+  std::vector<std::pair<std::uint32_t, TermId>> left_out;  // rank, term
+  for (const auto& [t, e] : held_before)
+    if (!want.count(t)) left_out.emplace_back(e.rank, t);
+  std::sort(left_out.begin(), left_out.end());
+  for (const auto& [rank, t] : left_out) {
+    const CacheEntry& e = held_before.at(t);
+    if (total + e.words > capacity_words_) continue;
+    kept.push_back({t, e.blocks, rank, e.word_offset});
+    total += e.words;
+  }
+  // The kept lists slide down in their order (each lands at or below where it was, and ends at
+  // or before where the next one starts); the fresh ones follow.
+  std::sort(kept.begin(), kept.end(),
+            [](const Kept& a, const Kept& b) { return a.old_offset < b.old_offset; });
+  clear();
+  const auto offsets = shard_.block_offsets();
+  std::uint64_t at = 0;
+  for (const Kept& k : kept) {
+    const std::uint64_t words = prefix_words(shard_, k.term, k.blocks);
+    entries_[k.term] = CacheEntry{k.blocks, at, words, k.rank};
+    cached_blocks_total_ += k.blocks;
+    if (at != k.old_offset) {
+      change.relocations.push_back(
+          {k.old_offset, at, words, offsets[shard_.term(k.term).first_block]});
+      change.words_relocated += words;
+      ++change.lists_relocated;
+      change.shifts.push_back(
+          {numbering_.first_slot(k.term), std::uint64_t(k.blocks) + 1, at - k.old_offset});
+    }
+    at += words;
+  }
+  used_words_ = at;
+  free_.clear();
+  if (at < capacity_words_) free_[at] = capacity_words_ - at;
+  for (const auto& [t, rank] : fresh) {
+    std::uint64_t offset = 0;
+    if (!allocate(prefix_words(shard_, t, want.at(t)), offset))
+      throw Error("list cache: a compaction's list did not fit its own tally");
+    place(t, want.at(t), offset, change);
+    entries_[t].rank = rank;
+    ++change.lists_added;
+  }
+  for (const auto& [t, e] : held_before)
+    if (!entries_.count(t)) ++change.lists_removed;
   return change;
 }
 

@@ -68,16 +68,55 @@ struct CacheEntry {
   std::uint32_t rank = 0;
 };
 
-// What apply() asks of the device: copies into the cache region, then table entries (absolute
-// word offsets) for every lane's table.
+// Words a rebuild slides down within the cache region (a list kept across the rebuild).
+// host_word_begin says where they come from in the shard, for a device that copies them again
+// instead.
+struct WordRelocation {
+  std::uint64_t from = 0, to = 0, words = 0;
+  std::uint64_t host_word_begin = 0;
+};
+
+// Table entries of a relocated list, moved with it: every entry of slots [first_slot,
+// first_slot + slots) gets delta added (modulo 2^64: a move down adds a negative delta). Valid
+// because between calls every lane table holds the cache's own entries for the cached prefixes
+// (a batch that ships over one restores them after its kernels), and a relocated prefix keeps
+// its length: its blocks move as one. Regenerating its entries instead was 70% of apply()'s
+// host time (perf, 2.5M documents, vfb at 1/10: 616K entries a change).
+struct TableShift {
+  std::uint64_t first_slot = 0, slots = 0, delta = 0;
+};
+
+// What apply() asks of the device: relocations within the cache region (in order: by `from`,
+// each `to` at or below its `from` and its range ending at or before the next one's `from`, so
+// that moving them one after another, or a group at a time through a scratch region, never
+// overwrites words still to move), then copies into the region, then table entries (absolute
+// word offsets) for every lane's table: the relocated lists' entries shifted (shifts), the
+// copied lists' entries set (patches; no slot is in both).
 struct CacheChange {
+  std::vector<WordRelocation> relocations;
   std::vector<WordCopy> copies;
+  std::vector<TableShift> shifts;
   std::vector<OffsetPatch> patches;
   std::uint64_t lists_added = 0, lists_removed = 0, lists_shrunk = 0, lists_skipped = 0;
-  std::uint64_t words_copied = 0;
-  bool rebuilt = false;  // fragmentation: the region was laid out again from scratch
+  std::uint64_t lists_relocated = 0;
+  std::uint64_t words_copied = 0;     // from the host
+  std::uint64_t words_relocated = 0;  // within the region
+  bool rebuilt = false;  // fragmentation: the region was compacted
   nlohmann::json to_json() const;
 };
+
+// One piece of a relocation through a scratch region: gathered from `from` to scratch offset
+// `scratch`, then scattered to `to`.
+struct RelocationPiece {
+  std::uint64_t from = 0, to = 0, scratch = 0, words = 0;
+};
+// The relocations cut into groups that each fit scratch_words (pieces of at most
+// max_piece_words, at most max_pieces a group), in order. A group gathered whole and then
+// scattered, one group after another, moves every word right (the order apply() gives them);
+// a relocation onto itself is left out.
+std::vector<std::vector<RelocationPiece>> relocation_groups(
+    std::span<const WordRelocation> relocations, std::uint64_t scratch_words,
+    std::uint64_t max_piece_words, std::size_t max_pieces);
 
 class ListCacheDirectory {
  public:
@@ -95,9 +134,15 @@ class ListCacheDirectory {
   // served fewer queries than the offline plan on the H200 (0.86-0.97 of it); at 1/32 it fills,
   // for rebuilds at 2-8 of 23 changes (qtf; vfb 10-21) in bench_drift_headroom's replay
   // (session 36, NOTES-list-cache.md). Best fit
-  // instead of first fit filled it only to 96.5% without the rebuilds. Call only while no
-  // batch that reads the cache is in flight.
+  // instead of first fit filled it only to 96.5% without the rebuilds. A rebuild compacts: the
+  // lists it keeps slide down within the region (relocations, device to device), in their
+  // order, and only lists it did not hold are copied from the host, in priority order within
+  // max_copy_bytes (the first whatever its size). Rebuilds that copied the whole region from
+  // the host took 17 ms a change for vfb at 1/10 on the H200, and calls that came meanwhile
+  // waited (session 37). Call only while no batch that reads the cache is in flight.
   CacheChange apply(std::span<const CachedList> target, std::uint64_t max_copy_bytes = ~0ull);
+  // Whether a rebuild's copies from the host keep to max_copy_bytes (default: no, as before).
+  void set_compaction_copy_limit(bool on) { compaction_copy_limit_ = on; }
 
   // Read for every term of every query when a call is planned and packed: an array by term.
   std::uint32_t cached_blocks(TermId t) const {
@@ -122,6 +167,11 @@ class ListCacheDirectory {
   void place(TermId t, std::uint32_t blocks, std::uint64_t offset, CacheChange& change);
   void clear();
   CacheChange apply_entries(std::span<const CachedList> target, std::uint64_t max_copy_bytes);
+  // The rebuild: the region laid out again from the lists held before apply_entries began.
+  CacheChange compact(std::span<const CachedList> target,
+                      const std::unordered_map<TermId, std::uint32_t>& want,
+                      const std::unordered_map<TermId, CacheEntry>& held_before,
+                      std::uint64_t max_copy_bytes);
   // blocks_by_term_ from entries_ (after every change; only the terms held before and now).
   void refresh_blocks_by_term();
   const ShardIndex& shard_;
@@ -131,6 +181,7 @@ class ListCacheDirectory {
   std::vector<std::uint32_t> blocks_by_term_;    // entries_[t].blocks, 0 where t is not held
   std::vector<TermId> terms_held_;               // the terms blocks_by_term_ has nonzero
   std::map<std::uint64_t, std::uint64_t> free_;  // offset -> words, coalesced
+  bool compaction_copy_limit_ = false;
 };
 
 // A list a batch ships: its first `blocks` blocks, at copy.pool_word_offset relative to the

@@ -1,7 +1,9 @@
 #include "gpu/device_list_cache.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -14,6 +16,9 @@
 
 namespace gpusearch::gpu {
 
+static_assert(sizeof(TableShift) == 3 * sizeof(std::uint64_t) &&
+                  std::is_standard_layout_v<TableShift>,
+              "the shift kernel reads TableShift entries as (first slot, slots, delta)");
 static_assert(sizeof(OffsetPatch) == 2 * sizeof(std::uint64_t) &&
                   std::is_standard_layout_v<OffsetPatch>,
               "the scatter kernel reads OffsetPatch entries as (slot, offset) pairs");
@@ -55,6 +60,7 @@ DeviceListCache::DeviceListCache(const ShardIndex& shard, const DeviceListCacheO
     : shard_(shard), numbering_(shard), directory_(shard, numbering_, options.cache_bytes) {
   const auto start = std::chrono::steady_clock::now();
   lane_words_ = options.batch_bytes / kLanes / 4 / 4 * 4;
+  if (const char* v = std::getenv("GPUSEARCH_CHECK_CACHE_TABLES")) check_tables_ = v == std::string("1");
   const std::uint64_t cache_words = align4(directory_.capacity_words());
   pool_.resize(cache_words + kLanes * lane_words_);
   for (int l = 0; l < kLanes; ++l) {
@@ -78,29 +84,136 @@ DeviceListCache::DeviceListCache(const ShardIndex& shard, const DeviceListCacheO
   upload(length_norm_f_, std::span<const float>(norm_f));
   upload(pagerank_, shard.pagerank());
   upload(global_score_, shard.global_scores());
+  // The uploads' DMA (pageable cudaMemcpy may return before it lands) is done before any
+  // kernel on the engine's non-blocking streams reads the arrays.
+  GPUSEARCH_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   fill_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 CacheChange DeviceListCache::apply(std::span<const CachedList> target,
                                    std::uint64_t max_copy_bytes) {
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  if (check_tables_) check_tables("before a change");
+  const auto start = Clock::now();
   CacheChange change = directory_.apply(target, max_copy_bytes);
+  apply_seconds_.directory += seconds_since(start);
+  auto t = Clock::now();
+  relocate_in_pool(change.relocations);
+  apply_seconds_.relocate += seconds_since(t);
+  t = Clock::now();
   copy_to_pool(change.copies);
-  if (!change.patches.empty()) {
-    patch_scratch_.reserve(change.patches.size());
-    GPUSEARCH_CUDA_CHECK(cudaMemcpy(patch_scratch_.data(), change.patches.data(),
-                                    change.patches.size() * sizeof(OffsetPatch),
-                                    cudaMemcpyHostToDevice));
+  apply_seconds_.copy += seconds_since(t);
+  t = Clock::now();
+  // The entries go up on the stream the kernels run on: a cudaMemcpy from pageable memory may
+  // return before its DMA lands, and a kernel on a non-blocking stream is not ordered after it
+  // (session 37: a shift kernel read the previous change's shifts, an illegal address).
+  if (!change.shifts.empty() || !change.patches.empty()) {
     CudaStream stream;
-    for (int l = 0; l < kLanes; ++l)
-      launch_scatter_offsets(tables_[l].data(), as_pairs(patch_scratch_.data()),
-                             change.patches.size(), 0, stream.get());
+    if (!change.shifts.empty()) {
+      shift_scratch_.reserve(change.shifts.size());
+      GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(shift_scratch_.data(), change.shifts.data(),
+                                           change.shifts.size() * sizeof(TableShift),
+                                           cudaMemcpyHostToDevice, stream.get()));
+      for (int l = 0; l < kLanes; ++l)
+        launch_shift_offsets(tables_[l].data(),
+                             reinterpret_cast<const std::uint64_t*>(shift_scratch_.data()),
+                             change.shifts.size(), stream.get());
+    }
+    if (!change.patches.empty()) {
+      patch_scratch_.reserve(change.patches.size());
+      GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(patch_scratch_.data(), change.patches.data(),
+                                           change.patches.size() * sizeof(OffsetPatch),
+                                           cudaMemcpyHostToDevice, stream.get()));
+      for (int l = 0; l < kLanes; ++l)
+        launch_scatter_offsets(tables_[l].data(), as_pairs(patch_scratch_.data()),
+                               change.patches.size(), 0, stream.get());
+    }
     stream.synchronize();
   }
+  // The copies without a staging region (copy_to_pool) are pageable cudaMemcpy calls too: their
+  // DMA is done before the next call's kernels may read the region.
+  GPUSEARCH_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  apply_seconds_.table += seconds_since(t);
+  table_entries_ += change.patches.size();
+  table_shifts_ += change.shifts.size();
   ++applies_;
   bytes_applied_ += change.words_copied * 4;
-  fill_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bytes_relocated_ += change.words_relocated * 4;
+  fill_seconds_ += seconds_since(start);
+  if (check_tables_) check_tables(change.rebuilt ? "after a compaction" : "after a change");
   return change;
+}
+
+void DeviceListCache::check_tables(const char* when) const {
+  std::vector<OffsetPatch> expected;
+  for (const auto& [t, e] : directory_.entries()) {
+    expected.clear();
+    // The same entries a placement writes (ListCacheDirectory::table_entries, one list).
+    const TermInfo& ti = shard_.term(t);
+    const auto offsets = shard_.block_offsets();
+    for (std::uint32_t j = 0; j <= e.blocks; ++j)
+      expected.push_back({numbering_.first_slot(t) + j,
+                          e.word_offset + (offsets[ti.first_block + j] - offsets[ti.first_block])});
+    for (int l = 0; l < kLanes; ++l) {
+      std::vector<std::uint64_t> got(expected.size());
+      GPUSEARCH_CUDA_CHECK(cudaMemcpy(got.data(), tables_[l].data() + expected.front().slot,
+                                      got.size() * sizeof(std::uint64_t),
+                                      cudaMemcpyDeviceToHost));
+      for (std::size_t j = 0; j < got.size(); ++j)
+        if (got[j] != expected[j].word_offset)
+          throw Error(fmt::format(
+              "list cache table check {}: term {} ({} blocks cached at word {}), lane {}, block "
+              "{}: the table holds {}, the cache {}",
+              when, t, e.blocks, e.word_offset, l, j, got[j], expected[j].word_offset));
+    }
+  }
+}
+
+void DeviceListCache::relocate_in_pool(std::span<const WordRelocation> relocations) {
+  if (relocations.empty()) return;
+  // Through lane 0's region (no batch is in flight between calls): a group's pieces gathered
+  // into it, then scattered to their places, one kernel each; the groups' move lists sit after
+  // the gathered words.
+  constexpr std::uint64_t kMoveWords = sizeof(WordMove) / 4;
+  constexpr std::uint64_t kMaxPieceWords = 1 << 16;  // a thread block's share of a move
+  constexpr std::size_t kMaxPieces = 4096;
+  const std::uint64_t lists_words = 2 * kMaxPieces * kMoveWords + 4;
+  if (lane_words_ < lists_words + kMaxPieceWords) {
+    // No room to stage through: the kept lists come again from the host (the order is kept:
+    // nothing is read from the region).
+    std::vector<WordCopy> copies;
+    copies.reserve(relocations.size());
+    for (const WordRelocation& r : relocations) copies.push_back({r.host_word_begin, r.words, r.to});
+    copy_to_pool(copies);
+    return;
+  }
+  const std::uint64_t scratch_words = lane_words_ - lists_words;
+  std::uint32_t* scratch = pool_.data() + align4(directory_.capacity_words());
+  std::uint32_t* staging = staging_[0].data();
+  CudaStream stream;
+  std::vector<WordMove> gather, scatter;
+  for (const auto& group :
+       relocation_groups(relocations, scratch_words, kMaxPieceWords, kMaxPieces)) {
+    gather.clear();
+    scatter.clear();
+    for (const RelocationPiece& p : group) {
+      gather.push_back({p.from, p.scratch, p.words});
+      scatter.push_back({p.scratch, p.to, p.words});
+    }
+    std::memcpy(staging, gather.data(), gather.size() * sizeof(WordMove));
+    std::memcpy(staging + gather.size() * kMoveWords, scatter.data(),
+                scatter.size() * sizeof(WordMove));
+    const WordMove* lists = reinterpret_cast<const WordMove*>(scratch + scratch_words);
+    GPUSEARCH_CUDA_CHECK(cudaMemcpyAsync(scratch + scratch_words, staging,
+                                         2 * group.size() * sizeof(WordMove),
+                                         cudaMemcpyHostToDevice, stream.get()));
+    launch_move_words(scratch, pool_.data(), lists, group.size(), stream.get());
+    launch_move_words(pool_.data(), scratch, lists + group.size(), group.size(), stream.get());
+    stream.synchronize();  // the staging buffer is the next group's
+  }
 }
 
 void DeviceListCache::copy_to_pool(std::span<const WordCopy> copies) {
@@ -231,7 +344,15 @@ nlohmann::json DeviceListCache::to_json() const {
           {"pool_bytes", pool_.bytes()},
           {"fill_seconds", fill_seconds_},
           {"cache_changes", applies_},
-          {"cache_bytes_copied", bytes_applied_}};
+          {"cache_bytes_copied", bytes_applied_},
+          {"cache_bytes_relocated", bytes_relocated_},
+          {"cache_table_entries", table_entries_},
+          {"cache_table_shifts", table_shifts_},
+          {"apply_seconds",
+           {{"directory", apply_seconds_.directory},
+            {"relocate", apply_seconds_.relocate},
+            {"copy", apply_seconds_.copy},
+            {"table", apply_seconds_.table}}}};
 }
 
 }  // namespace gpusearch::gpu

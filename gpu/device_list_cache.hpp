@@ -79,9 +79,22 @@ class DeviceListCache {
   DeviceBuffer<float> global_score_;
   // Posting words from the mapped shard to their places in the cache region.
   void copy_to_pool(std::span<const WordCopy> copies);
+  // A rebuild's kept lists moved within the cache region (device to device).
+  void relocate_in_pool(std::span<const WordRelocation> relocations);
+  // With GPUSEARCH_CHECK_CACHE_TABLES=1 in the environment (a diagnostic: it reads both lane
+  // tables back, hundreds of MB at GOV2 scale), apply() checks before and after each change
+  // that every lane table holds the cache's own entries for every cached prefix, and throws
+  // naming the first that does not.
+  void check_tables(const char* when) const;
+  bool check_tables_ = false;
   DeviceBuffer<OffsetPatch> patch_scratch_;  // apply()'s table entries
+  DeviceBuffer<TableShift> shift_scratch_;   // and its relocated lists' shifts
   double fill_seconds_ = 0;
-  std::uint64_t applies_ = 0, bytes_applied_ = 0;
+  std::uint64_t applies_ = 0, bytes_applied_ = 0, bytes_relocated_ = 0, table_entries_ = 0,
+                table_shifts_ = 0;
+  struct ApplySeconds {  // where apply()'s time goes, summed over the changes
+    double directory = 0, relocate = 0, copy = 0, table = 0;
+  } apply_seconds_;
 };
 
 }  // namespace gpusearch::gpu

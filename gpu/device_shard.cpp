@@ -94,6 +94,9 @@ DeviceShard::DeviceShard(const ShardIndex& shard, PostingLayout layout) : layout
     expand_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - expand_start).count();
   }
+  // A pageable cudaMemcpy may return before its DMA lands: the uploads are done before any
+  // kernel on the engine's non-blocking streams reads them.
+  GPUSEARCH_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   upload_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -20,7 +20,20 @@ __global__ void move_words_kernel(std::uint32_t* pool, const std::uint32_t* from
   for (std::uint64_t i = threadIdx.x; i < m.words; i += blockDim.x) pool[m.dst + i] = from[m.src + i];
 }
 
+__global__ void shift_offsets_kernel(std::uint64_t* table, const std::uint64_t* shifts) {
+  const std::uint64_t first = shifts[3 * blockIdx.x], slots = shifts[3 * blockIdx.x + 1],
+                      delta = shifts[3 * blockIdx.x + 2];
+  for (std::uint64_t i = threadIdx.x; i < slots; i += blockDim.x) table[first + i] += delta;
+}
+
 }  // namespace
+
+void launch_shift_offsets(std::uint64_t* table, const std::uint64_t* shifts, std::uint64_t count,
+                          cudaStream_t stream) {
+  if (count == 0) return;
+  shift_offsets_kernel<<<static_cast<unsigned>(count), 128, 0, stream>>>(table, shifts);
+  GPUSEARCH_CUDA_CHECK_LAUNCH("shift_offsets_kernel");
+}
 
 void launch_move_words(std::uint32_t* pool, const std::uint32_t* from, const WordMove* moves,
                        std::uint64_t count, cudaStream_t stream) {

@@ -14,6 +14,11 @@ void launch_scatter_offsets(std::uint64_t* table, const std::uint64_t* slot_offs
                             std::uint64_t count, std::uint64_t base, cudaStream_t stream);
 
 // One run of posting words to move within the pool: pool[dst, dst + words) = from[src, ...).
+// Every table entry of slots [first_slot, first_slot + slots) gets delta added (mod 2^64), one
+// thread block per shift (common/list_cache.hpp's TableShift, read as three words).
+void launch_shift_offsets(std::uint64_t* table, const std::uint64_t* shifts, std::uint64_t count,
+                          cudaStream_t stream);
+
 struct WordMove {
   std::uint64_t src = 0, dst = 0, words = 0;
 };

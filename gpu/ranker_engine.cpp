@@ -98,9 +98,13 @@ struct AttachedStreams {
 template <typename T>
 void upload_vector(DeviceBuffer<T>& d, const std::vector<T>& h) {
   d.resize(h.size());
-  if (!h.empty())
+  if (!h.empty()) {
     GPUSEARCH_CUDA_CHECK(
         cudaMemcpy(d.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy may return before its DMA lands; the kernels run on non-blocking
+    // streams, not ordered after it.
+    GPUSEARCH_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  }
 }
 
 }  // namespace
@@ -339,6 +343,7 @@ void GpuRankerEngine::attach_streams(const std::uint8_t* host, std::size_t bytes
   a.bytes = bytes;
   a.device.resize(bytes);  // throws CudaError when it does not fit
   GPUSEARCH_CUDA_CHECK(cudaMemcpy(a.device.data(), host, bytes, cudaMemcpyHostToDevice));
+  GPUSEARCH_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));  // the DMA landed (as above)
   impl_->attached.push_back(std::move(a));
 }
 

@@ -104,13 +104,17 @@ struct OnlineRun {
   double used_fraction = 0;        // of the region the cache holds at the end
   std::uint64_t rebuilds = 0;      // changes that laid the region out again
   std::uint64_t lists_skipped = 0;  // wanted lists a change did not copy (copy limit or room)
+  std::uint64_t bytes_copied = 0, bytes_relocated = 0;  // from the host; within the region
+  std::uint64_t table_entries = 0;  // block-offset table entries the changes rewrote
+  double apply_seconds = 0;         // the directory's share of the changes (host)
   nlohmann::json stats;
 };
 OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed& test,
                  const OnlinePolicyOptions& oo, const std::vector<CachedList>& offline,
-                 std::size_t call, double swap_fraction) {
+                 std::size_t call, double swap_fraction, bool compaction_copy_limit) {
   const DeviceBlockNumbering numbering(shard);
   ListCacheDirectory cache(shard, numbering, oo.budget_bytes);
+  cache.set_compaction_copy_limit(compaction_copy_limit);
   cache.apply(offline);
   OnlineCachePolicy online(shard, oo);
   online.seed(train.queries);
@@ -122,12 +126,18 @@ OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed&
   for (std::size_t b = 0; b < n; b += call) {
     online.drain();
     if (auto plan = online.take_plan()) {
+      const auto t0 = std::chrono::steady_clock::now();
       const CacheChange change =
           cache.apply(*plan, std::uint64_t(swap_fraction * double(oo.budget_bytes)));
+      run.apply_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      run.table_entries += change.patches.size();
       online.report_cache(cache.held_lists());
       ++run.changes;
       run.rebuilds += change.rebuilt;
       run.lists_skipped += change.lists_skipped;
+      run.bytes_copied += change.words_copied * 4;
+      run.bytes_relocated += change.words_relocated * 4;
     }
     const std::size_t e = std::min(n, b + call);
     if (e > half) {
@@ -186,6 +196,7 @@ int main(int argc, char** argv) {
   oo.planner_threads = 4;
   std::size_t call = 1000;
   double swap_fraction = 1.0 / 16;
+  bool compaction_copy_limit = false;
   std::string policy_name = "vfb";
   app.add_option("--policy", policy_name, "admission of both plans: vfb (lambda 1), qtf, qtfdf")
       ->capture_default_str();
@@ -203,6 +214,8 @@ int main(int argc, char** argv) {
   app.add_option("--call-size", call, "online: queries per call")->capture_default_str();
   app.add_option("--planner-threads", oo.planner_threads, "online: replay threads (same plans)")
       ->capture_default_str();
+  app.add_flag("--compaction-copy-limit", compaction_copy_limit,
+               "online: a rebuild's copies from the host keep to --swap-fraction too");
   app.add_option("--swap-fraction", swap_fraction, "online: bytes a change copies, of S_c")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -270,26 +283,32 @@ int main(int argc, char** argv) {
         oo.budget_bytes = budget;
         oo.k = k;
         oo.policy = ao.policy;
-        const OnlineRun run = follow(shard, train, test, oo, offline, call, swap_fraction);
+        const OnlineRun run = follow(shard, train, test, oo, offline, call, swap_fraction, compaction_copy_limit);
         const auto& st = run.stats;
         report["online"] = {{"hit_second_half", run.second.rate()},
                             {"changes", run.changes},
                             {"used_fraction_at_end", run.used_fraction},
                             {"rebuilds", run.rebuilds},
                             {"lists_skipped", run.lists_skipped},
+                            {"bytes_copied", run.bytes_copied},
+                            {"bytes_relocated", run.bytes_relocated},
+                            {"table_entries", run.table_entries},
+                            {"apply_seconds", run.apply_seconds},
                             {"stats", st}};
         fmt::print(
             "  online policy (sample 1/{}, half-life {}, re-plan every {}, gate {}:{}, calls of "
             "{}): second half hit {:.3f} against the offline plan's {:.3f}; {} changes, {} "
             "plans withheld (last gate: saves {:.0f} B/query of {:.0f}, copies {:.1f} MB); the "
-            "region {:.1f}% full at the end, {} rebuilds, {} lists skipped\n",
+            "region {:.1f}% full at the end, {} rebuilds, {} lists skipped; {:.1f} MB copied from the "
+            "host, {:.1f} MB moved within the region, {} table entries, {:.3f} s in apply()\n",
             oo.sample_every, oo.half_life_queries, oo.replan_queries, oo.min_payoff, oo.min_gain,
             call, run.second.rate(), off_second.rate(), run.changes,
             st["plans_withheld"].get<std::uint64_t>(),
             st["last_gate"]["saving_per_query"].get<double>(),
             st["last_gate"]["held_bytes_per_query"].get<double>(),
             st["last_gate"]["copy_bytes"].get<double>() / 1e6, 100 * run.used_fraction,
-            run.rebuilds, run.lists_skipped);
+            run.rebuilds, run.lists_skipped, run.bytes_copied / 1e6, run.bytes_relocated / 1e6,
+            run.table_entries, run.apply_seconds);
       }
     }
     if (temporary) std::filesystem::remove_all(index_dir);

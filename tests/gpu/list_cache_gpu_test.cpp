@@ -11,6 +11,9 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <cstdlib>
+#include <set>
+#include <random>
 #include <thread>
 
 #include <tbb/global_control.h>
@@ -312,6 +315,124 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
     EXPECT_EQ(ps["serving_calls"].get<std::uint64_t>(), calls) << ps.dump();
     EXPECT_FALSE(online->serving_gaps()->in_call());
   }
+}
+
+// A change that compacts the region (fragmentation) moves the lists it keeps within the device
+// pool (through lane 0's region, or, where the lanes are too small to stage through, again from
+// the host) and copies only the list it lacked: every answer over the moved lists stays exact,
+// through the exhaustive decode and the default algorithm.
+TEST_F(GpuListCacheTest, ARebuildMovesTheKeptListsOnTheDeviceAndStaysExact) {
+  auto words_of = [&](TermId t) {
+    const TermInfo& ti = shard().term(t);
+    return shard().block_offsets()[ti.first_block + ti.num_blocks] -
+           shard().block_offsets()[ti.first_block];
+  };
+  std::vector<TermId> by_size;
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks > 0) by_size.push_back(t);
+  std::sort(by_size.begin(), by_size.end(),
+            [&](TermId a, TermId b) { return words_of(a) > words_of(b); });
+  // A big list and 20 of a third to a half of its words (as the unit test
+  // ListCacheTest.ARebuildMovesTheListsItKeepsAndCopiesOnlyTheNewOnes).
+  TermId big = 0;
+  std::uint64_t big_words = 0;
+  std::vector<TermId> mid;
+  for (std::size_t i = 0; i < by_size.size() && mid.size() < 20; ++i) {
+    big = by_size[i];
+    big_words = words_of(big);
+    mid.clear();
+    for (TermId t : by_size)
+      if (3 * words_of(t) >= big_words && 2 * words_of(t) < big_words && mid.size() < 20)
+        mid.push_back(t);
+  }
+  ASSERT_EQ(mid.size(), 20u);
+  // Plan A caches the mid lists in part (all but their last block, where they have two), so
+  // that batches with ship_tails ship them whole over their cached prefixes and restore the
+  // lanes' tables afterwards: the relocated prefixes' entries are then shifted from restored
+  // ones.
+  std::vector<CachedList> plan_a, plan_b = {{big, shard().term(big).num_blocks, 0}};
+  std::uint64_t a_bytes = 0;
+  for (std::size_t i = 0; i < mid.size(); ++i) {
+    const std::uint32_t nb = shard().term(mid[i]).num_blocks;
+    const std::uint32_t blocks = nb >= 2 ? nb - 1 : nb;
+    plan_a.push_back({mid[i], blocks, 0});
+    if (i % 2 == 0) plan_b.push_back(plan_a.back());
+    const TermInfo& ti = shard().term(mid[i]);
+    a_bytes += 4 * (shard().block_offsets()[ti.first_block + blocks] -
+                    shard().block_offsets()[ti.first_block]);
+  }
+  // Queries over the moved lists: each alone, and pairs with the big one and with each other.
+  std::vector<Query> qs;
+  for (std::size_t i = 0; i < mid.size(); ++i) {
+    qs.push_back({"m" + std::to_string(i), {mid[i]}, 0, ""});
+    qs.push_back({"b" + std::to_string(i), {mid[i], big}, 0, ""});
+    qs.push_back({"p" + std::to_string(i), {mid[i], mid[(i + 2) % mid.size()]}, 0, ""});
+  }
+  // Lanes that stage the moves (4 MB each), and none (the fallback from the host); lists cached
+  // in part used as prefixes, or shipped whole (ship_tails).
+  for (std::uint64_t ship : {std::uint64_t(8) << 20, std::uint64_t(0)})
+  for (bool tails : {false, true}) {
+    if (tails && ship == 0) continue;
+    for (const std::string algorithm : {"exhaustive", "bmw"}) {
+      SCOPED_TRACE("ship " + std::to_string(ship) + (tails ? " tails, " : ", ") + algorithm);
+      gpu::GpuEngineOptions o;
+      o.algorithm = algorithm;
+      o.ship_tails = tails;
+      auto e = engine(a_bytes, ship, o);
+      ASSERT_EQ(e->apply_cache_plan(plan_a).lists_added, 20u);
+      References refs;
+      for (Mode mode : {Mode::kOr, Mode::kAnd})
+        wrong_answers(*e, *index_, qs, {mode, Scoring::kBm25, 0.3, 10}, refs, "before a rebuild");
+      const CacheChange b = e->apply_cache_plan(plan_b);
+      ASSERT_TRUE(b.rebuilt);
+      EXPECT_EQ(b.words_copied, big_words);
+      EXPECT_GT(b.words_relocated, 0u);
+      EXPECT_EQ(b.shifts.size(), b.lists_relocated);
+      for (Mode mode : {Mode::kOr, Mode::kAnd})
+        wrong_answers(*e, *index_, qs, {mode, Scoring::kBm25, 0.3, 10}, refs, "after a rebuild");
+      const nlohmann::json st = e->stats();
+      EXPECT_EQ(st["list_cache"]["device"]["cache_bytes_relocated"].get<std::uint64_t>(),
+                b.words_relocated * 4)
+          << st["list_cache"]["device"].dump();
+    }
+  }
+}
+
+// Plan after plan at a budget where first fit fragments: compactions among the changes, calls
+// between them that ship lists into both lanes, and every lane table checked against the
+// directory before and after each change (GPUSEARCH_CHECK_CACHE_TABLES). Session 37's first
+// table shifts were uploaded by a pageable cudaMemcpy that a kernel on a non-blocking stream
+// could outrun: a later change re-applied an earlier one's shifts, and the drift benchmark hit
+// an illegal address.
+TEST_F(GpuListCacheTest, ChangesAndCompactionsKeepEveryLaneTableRight) {
+  ::setenv("GPUSEARCH_CHECK_CACHE_TABLES", "1", 1);
+  auto e = engine(index_bytes() / 40, index_bytes() / 20);
+  ::unsetenv("GPUSEARCH_CHECK_CACHE_TABLES");
+  std::vector<TermId> candidates;
+  for (TermId t = 0; t < shard().num_terms(); ++t)
+    if (shard().term(t).num_blocks >= 2) candidates.push_back(t);
+  std::mt19937_64 rng(17);
+  std::vector<Query> qs(queries_->begin(),
+                        queries_->begin() + std::min<std::size_t>(60, queries_->size()));
+  References refs;
+  std::uint64_t compactions = 0, shifts = 0;
+  for (int round = 0; round < 30; ++round) {
+    std::vector<CachedList> target;
+    std::set<TermId> seen;
+    for (int i = 0; i < 150; ++i) {
+      const TermId t = candidates[rng() % candidates.size()];
+      if (!seen.insert(t).second) continue;
+      target.push_back({t, 1 + std::uint32_t(rng() % shard().term(t).num_blocks), 0});
+    }
+    // Throws on a table that disagrees with the directory, before or after the change.
+    const CacheChange c = e->apply_cache_plan(target, round % 2 ? ~0ull : index_bytes() / 400);
+    compactions += c.rebuilt;
+    shifts += c.shifts.size();
+    wrong_answers(*e, *index_, qs, {Mode::kAndOr, Scoring::kBm25, 0.3, 10}, refs,
+                  "round " + std::to_string(round), true, 16);
+  }
+  EXPECT_GE(compactions, 1u);  // this index and plan sequence: 1 on the H200 (deterministic)
+  EXPECT_GT(shifts, 0u);
 }
 
 // The swapper applies plans while calls keep coming, with no settle between them: a call that
