@@ -113,54 +113,116 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
   std::uint64_t used = 0;
   if (o.policy == CachePolicy::kVfb) {
     // Candidate blocks (term, j) with their visiting frequency vf = weight of prefixes longer
-    // than j.
-    struct Candidate {
-      double vf, qf;
-      TermId term;
-      std::uint32_t block;
+    // than j, taken most visited first (ties: the more queried term, then term and block), each
+    // admitted where it continues its list's prefix and fits; a block that does not fit ends
+    // its list's prefix (`closed`). Along a list vf never rises, so each list's candidates are
+    // already in that order: merging the lists gives the order the sort gives.
+    struct ListCandidates {
+      TermId term = 0;
+      double qf = 0;
+      const std::vector<std::pair<std::uint32_t, double>>* lens = nullptr;  // longest first
+      std::vector<double> cumulative;  // weight of the longest i prefixes
+      std::uint32_t end = 0;           // blocks [0, end) may be candidates (lambda, visits)
+      std::size_t covering = 0;        // prefixes [0, covering) are longer than `block`
+      std::uint32_t block = 0;
+      double vf = 0;
+      std::uint64_t first_block = 0;  // the list's, in the shard
+      std::uint32_t admitted = 0;     // blocks admitted (merge)
+      // Moves to block j; false where no prefix covers it (or past `end`): the list's last.
+      bool at(std::uint32_t j) {
+        if (j >= end) return false;
+        while (covering > 0 && (*lens)[covering - 1].first <= j) --covering;
+        block = j;
+        vf = cumulative[covering];
+        return vf > 0.0;
+      }
     };
-    std::vector<Candidate> candidates;
+    std::map<TermId, bool> closed;  // a block that did not fit ends its list's prefix
+    std::vector<ListCandidates> lists;
+    lists.reserve(visits.size());
     for (auto& [t, v] : visits) {
       auto& lens = v.prefixes;
       if (lens.empty()) continue;
       step();
       std::sort(lens.begin(), lens.end(),
                 [](const auto& a, const auto& b) { return a.first > b.first; });
-      std::vector<double> cumulative(lens.size() + 1, 0.0);
+      ListCandidates c;
+      c.term = t;
+      c.qf = v.query_frequency;
+      c.lens = &lens;
+      c.cumulative.assign(lens.size() + 1, 0.0);
       for (std::size_t i = 0; i < lens.size(); ++i)
-        cumulative[i + 1] = cumulative[i] + lens[i].second;
+        c.cumulative[i + 1] = c.cumulative[i] + lens[i].second;
       const TermInfo& ti = shard.term(t);
       const std::uint32_t cap =
           std::max<std::uint32_t>(1, static_cast<std::uint32_t>(o.lambda * double(ti.num_blocks)));
-      const std::uint32_t longest = std::min(lens.front().first, ti.num_blocks);
-      std::size_t covering = lens.size();  // prefixes [0, covering) are longer than j
-      for (std::uint32_t j = 0; j < std::min(cap, longest); ++j) {
-        while (covering > 0 && lens[covering - 1].first <= j) --covering;
-        if (cumulative[covering] <= 0.0) break;
-        candidates.push_back({cumulative[covering], v.query_frequency, t, j});
-      }
+      c.end = std::min({cap, lens.front().first, ti.num_blocks});
+      c.covering = lens.size();
+      c.first_block = ti.first_block;
+      if (c.at(0)) lists.push_back(std::move(c));
     }
-    std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
-      step();
-      if (a.vf != b.vf) return a.vf > b.vf;
-      if (a.qf != b.qf) return a.qf > b.qf;
-      if (a.term != b.term) return a.term < b.term;
-      return a.block < b.block;
-    });
-    std::map<TermId, bool> closed;  // a block that did not fit ends its list's prefix
-    for (const Candidate& c : candidates) {
-      step();
-      if (closed[c.term]) continue;
-      std::uint32_t& have = cached[c.term];
-      if (have != c.block) continue;  // keeps prefixes (vf never rises along a list)
-      const std::uint64_t bytes = block_bytes(shard.term(c.term).first_block + c.block);
-      if (used + bytes > o.budget_bytes) {
-        closed[c.term] = true;
-        continue;
+    // a before b in admission order.
+    auto before = [](double vf_a, double qf_a, TermId ta, std::uint32_t ja, double vf_b,
+                     double qf_b, TermId tb, std::uint32_t jb) {
+      if (vf_a != vf_b) return vf_a > vf_b;
+      if (qf_a != qf_b) return qf_a > qf_b;
+      if (ta != tb) return ta < tb;
+      return ja < jb;
+    };
+    if (o.merge_candidates) {
+      auto later = [&](std::size_t a, std::size_t b) {  // the heap's order: a after b
+        const ListCandidates &x = lists[a], &y = lists[b];
+        return before(y.vf, y.qf, y.term, y.block, x.vf, x.qf, x.term, x.block);
+      };
+      std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> heap(later);
+      for (std::size_t i = 0; i < lists.size(); ++i) heap.push(i);
+      while (!heap.empty()) {
+        step();
+        const std::size_t i = heap.top();
+        heap.pop();
+        ListCandidates& c = lists[i];  // its blocks come in order: c.block is the next
+        const std::uint64_t bytes = block_bytes(c.first_block + c.block);
+        if (used + bytes > o.budget_bytes) {
+          closed[c.term] = true;
+          continue;
+        }
+        if (c.block == 0) admission_order.push_back(c.term);
+        used += bytes;
+        c.admitted = c.block + 1;
+        if (c.at(c.block + 1)) heap.push(i);
       }
-      if (have == 0) admission_order.push_back(c.term);
-      used += bytes;
-      ++have;
+      for (const ListCandidates& c : lists)
+        if (c.admitted > 0) cached[c.term] = c.admitted;
+    } else {
+      struct Candidate {
+        double vf, qf;
+        TermId term;
+        std::uint32_t block;
+      };
+      std::vector<Candidate> candidates;
+      for (ListCandidates& c : lists) {
+        step();
+        do candidates.push_back({c.vf, c.qf, c.term, c.block});
+        while (c.at(c.block + 1));
+      }
+      std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+        step();
+        return before(a.vf, a.qf, a.term, a.block, b.vf, b.qf, b.term, b.block);
+      });
+      for (const Candidate& c : candidates) {
+        step();
+        if (closed[c.term]) continue;
+        std::uint32_t& have = cached[c.term];
+        if (have != c.block) continue;  // keeps prefixes (vf never rises along a list)
+        const std::uint64_t bytes = block_bytes(shard.term(c.term).first_block + c.block);
+        if (used + bytes > o.budget_bytes) {
+          closed[c.term] = true;
+          continue;
+        }
+        if (have == 0) admission_order.push_back(c.term);
+        used += bytes;
+        ++have;
+      }
     }
     // Blocks no training query visited are the last tie class (vf = 0), and ties go to the
     // more queried term (3.3.1): lists of queried terms grow past their visited prefix, most

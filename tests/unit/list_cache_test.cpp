@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <cmath>
 #include <cstring>
 
 #include "common/cache_admission.hpp"
@@ -385,6 +386,50 @@ TEST_F(ListCacheTest, LaneTablesStayRightThroughBatchesAndChanges) {
     }
     EXPECT_GT(compactions, 2u);
   }
+}
+
+// VFB's admission merging each list's candidate blocks (the default) admits what sorting all
+// of them admits, list for list and in the same order: visit logs from the training queries'
+// simulated reads (weights 1: many ties in visiting frequency; and random weights), budgets from
+// one block to half the postings, lambda 0.1 to 1.
+TEST_F(ListCacheTest, VfbAdmissionByMergeEqualsTheSort) {
+  const QueryFile train = read_query_file(*dir_ / "idx" / "queries.train.tsv");
+  std::vector<std::vector<ListRead>> reads;
+  std::vector<Query> qs;
+  for (const QueryText& qt : train.queries) {
+    Query q;
+    QueryProblem p;
+    if (!resolve_query(shard(), qt, QueryLimits{}, q, p, "train") || q.terms.empty()) continue;
+    reads.push_back(simulate_and_reads(shard(), q, 10, Scoring::kBm25));
+    qs.push_back(std::move(q));
+  }
+  ASSERT_GT(qs.size(), 100u);
+  std::mt19937_64 rng(23);
+  std::size_t nonempty = 0;
+  for (bool random_weights : {false, true})
+    for (std::uint64_t budget : {std::uint64_t(64), index_bytes() / 50, index_bytes() / 10,
+                                 index_bytes() / 2})
+      for (double lambda : {0.1, 0.5, 1.0}) {
+        VisitLog log;
+        for (std::size_t i = 0; i < qs.size(); ++i) {
+          const double w = random_weights ? std::exp2(-double(rng() % 64) / 8.0) : 1.0;
+          for (TermId t : qs[i].terms) log[t].query_frequency += w;
+          for (const ListRead& r : reads[i]) log[r.term].prefixes.push_back({r.blocks, w});
+        }
+        VisitLog copy = log;
+        AdmissionOptions o{CachePolicy::kVfb, lambda, budget};
+        const std::vector<CachedList> merged = admit_lists(shard(), log, o);
+        o.merge_candidates = false;
+        const std::vector<CachedList> sorted = admit_lists(shard(), copy, o);
+        ASSERT_EQ(merged.size(), sorted.size()) << budget << " " << lambda;
+        for (std::size_t i = 0; i < merged.size(); ++i) {
+          ASSERT_EQ(merged[i].term, sorted[i].term) << "list " << i;
+          ASSERT_EQ(merged[i].blocks, sorted[i].blocks) << "list " << i;
+          ASSERT_EQ(merged[i].bytes, sorted[i].bytes) << "list " << i;
+        }
+        nonempty += !merged.empty();
+      }
+  EXPECT_GT(nonempty, 18u);
 }
 
 // Relocations cut into groups through a small scratch region move the words as one-by-one
