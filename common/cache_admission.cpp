@@ -177,19 +177,27 @@ std::vector<CachedList> admit_lists(const ShardIndex& shard, VisitLog& visits,
       std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> heap(later);
       for (std::size_t i = 0; i < lists.size(); ++i) heap.push(i);
       while (!heap.empty()) {
-        step();
         const std::size_t i = heap.top();
         heap.pop();
         ListCandidates& c = lists[i];  // its blocks come in order: c.block is the next
-        const std::uint64_t bytes = block_bytes(c.first_block + c.block);
-        if (used + bytes > o.budget_bytes) {
-          closed[c.term] = true;
-          continue;
+        // The list's blocks in a run while they stay ahead of every other list's next one
+        // (visiting frequencies change only where a visited prefix ends).
+        for (;;) {
+          step();
+          const std::uint64_t bytes = block_bytes(c.first_block + c.block);
+          if (used + bytes > o.budget_bytes) {
+            closed[c.term] = true;
+            break;
+          }
+          if (c.block == 0) admission_order.push_back(c.term);
+          used += bytes;
+          c.admitted = c.block + 1;
+          if (!c.at(c.block + 1)) break;
+          if (!heap.empty() && later(i, heap.top())) {
+            heap.push(i);
+            break;
+          }
         }
-        if (c.block == 0) admission_order.push_back(c.term);
-        used += bytes;
-        c.admitted = c.block + 1;
-        if (c.at(c.block + 1)) heap.push(i);
       }
       for (const ListCandidates& c : lists)
         if (c.admitted > 0) cached[c.term] = c.admitted;

@@ -45,9 +45,11 @@ struct AdmissionOptions {
   double lambda = 1.0;             // vfb: most of a list admitted, (0, 1]
   std::uint64_t budget_bytes = 0;  // posting bytes (cached_block_bytes)
   // vfb: the candidate blocks taken in order by merging each list's own order (a heap of
-  // lists, a list dropped once its next block does not fit) rather than by sorting them all.
-  // The same admission; false is the sort, the reference the merge is tested against. At 2.5M
-  // documents the sort was half of an online vfb plan's CPU (perf, session 37).
+  // lists; a list's blocks admitted in a run while they stay ahead of the heap's top; a list
+  // dropped once its next block does not fit) rather than by sorting them all. The same
+  // admission; false is the sort, the reference the merge is tested against. At 2.5M documents
+  // the merge admits a training log's visits in 0.012 s against the sort's 0.080 s (build
+  // machine, session 37).
   bool merge_candidates = true;
 };
 
