@@ -4,7 +4,8 @@
 //   DeviceBlockNumbering  where each block's metadata and offset sit on the device: every list's
 //                         blocks, then one spare slot that ends the list's last available block;
 //   ListCacheDirectory    the directory (term -> cached prefix, its words in the cache region)
-//                         and the cache region's allocation, moved toward a plan by apply();
+//                         and the cache region's allocation, moved toward a plan by apply()
+//                         (common/list_cache_directory.cpp);
 //   plan_list_batches     batches cut so that the lists their queries need and the cache lacks
 //                         fit the shipping region, the lists each ships, the block-offset table
 //                         entries they re-point, and each query's horizon (docIDs below it are
@@ -53,6 +54,14 @@ struct OffsetPatch {
   std::uint64_t slot = 0;
   std::uint64_t word_offset = 0;
 };
+
+// Posting words of the first `blocks` blocks of t's list.
+std::uint64_t list_prefix_words(const ShardIndex& shard, TermId t, std::uint32_t blocks);
+// Table entries of a list prefix placed at word `offset`: its blocks' starts and the end of its
+// last block (the next slot: a later block of the list, or the spare slot).
+void append_prefix_table_entries(const ShardIndex& shard, const DeviceBlockNumbering& numbering,
+                                 TermId t, std::uint32_t blocks, std::uint64_t offset,
+                                 std::vector<OffsetPatch>& out);
 
 // Posting words to copy from the shard's mapped postings into the pool.
 struct WordCopy {

@@ -30,6 +30,7 @@
 #include "partition/cache_planner.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
+#include "fragmenting_lists.hpp"
 #include "test_support.hpp"
 
 using namespace gpusearch;
@@ -322,29 +323,12 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
 // the host) and copies only the list it lacked: every answer over the moved lists stays exact,
 // through the exhaustive decode and the default algorithm.
 TEST_F(GpuListCacheTest, ARebuildMovesTheKeptListsOnTheDeviceAndStaysExact) {
-  auto words_of = [&](TermId t) {
-    const TermInfo& ti = shard().term(t);
-    return shard().block_offsets()[ti.first_block + ti.num_blocks] -
-           shard().block_offsets()[ti.first_block];
-  };
-  std::vector<TermId> by_size;
-  for (TermId t = 0; t < shard().num_terms(); ++t)
-    if (shard().term(t).num_blocks > 0) by_size.push_back(t);
-  std::sort(by_size.begin(), by_size.end(),
-            [&](TermId a, TermId b) { return words_of(a) > words_of(b); });
   // A big list and 20 of a third to a half of its words (as the unit test
   // ListCacheTest.ARebuildMovesTheListsItKeepsAndCopiesOnlyTheNewOnes).
-  TermId big = 0;
-  std::uint64_t big_words = 0;
-  std::vector<TermId> mid;
-  for (std::size_t i = 0; i < by_size.size() && mid.size() < 20; ++i) {
-    big = by_size[i];
-    big_words = words_of(big);
-    mid.clear();
-    for (TermId t : by_size)
-      if (3 * words_of(t) >= big_words && 2 * words_of(t) < big_words && mid.size() < 20)
-        mid.push_back(t);
-  }
+  const gpusearch::testing::FragmentingLists f = gpusearch::testing::fragmenting_lists(shard());
+  const TermId big = f.big;
+  const std::uint64_t big_words = f.big_words;
+  const std::vector<TermId>& mid = f.mid;
   ASSERT_EQ(mid.size(), 20u);
   // Plan A caches the mid lists in part (all but their last block, where they have two), so
   // that batches with ship_tails ship them whole over their cached prefixes and restore the
