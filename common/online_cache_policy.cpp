@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <iterator>
+#include <numeric>
 
 #include <pthread.h>
 #include <sched.h>
@@ -99,8 +100,15 @@ void OnlineCachePolicy::seed(std::span<const Query> training) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<ListRead>> reads(training.size());
-  tbb::parallel_for(std::size_t(0), training.size(),
-                    [&](std::size_t i) { reads[i] = reads_of(training[i]); });
+  std::vector<const Query*> queries;
+  queries.reserve(training.size());
+  for (const Query& q : training) queries.push_back(&q);
+  reads_with_memo(queries, reads, [&](std::span<const std::size_t> misses) {
+    tbb::parallel_for(std::size_t(0), misses.size(), [&](std::size_t m) {
+      reads[misses[m]] = reads_of(training[misses[m]]);
+    });
+    return true;
+  });
   // The log as the stream's past: served queries before position 0 weigh
   // integral of 2^(p/h) dp over p < 0 = h / ln 2 together; the log's queries share that.
   const double w =
@@ -254,34 +262,94 @@ std::vector<ListRead> OnlineCachePolicy::reads_of(const Query& q) const {
   return reads;
 }
 
+std::size_t OnlineCachePolicy::TermsHash::operator()(const std::vector<TermId>& terms) const
+    noexcept {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the term ids
+  for (TermId t : terms) h = (h ^ t) * 1099511628211ull;
+  return std::size_t(h);
+}
+
+template <typename ReplayMisses>
+void OnlineCachePolicy::reads_with_memo(std::span<const Query* const> queries,
+                                        std::vector<std::vector<ListRead>>& reads,
+                                        ReplayMisses&& replay_misses) {
+  const bool memo = options_.policy == CachePolicy::kVfb && options_.replay_memo_entries > 0;
+  std::vector<std::size_t> misses;
+  std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (query, its first in the batch)
+  std::uint64_t hits = 0;
+  if (memo) {
+    std::unordered_map<std::vector<TermId>, std::size_t, TermsHash> first_in_batch;
+    std::lock_guard lock(memo_mutex_);
+    for (std::size_t i = 0; i < queries.size(); ++i) {
+      const auto& terms = queries[i]->terms;
+      if (const auto it = memo_.find(terms); it != memo_.end()) {
+        reads[i] = it->second;
+        ++hits;
+      } else if (const auto [f, fresh] = first_in_batch.try_emplace(terms, i); !fresh) {
+        repeats.emplace_back(i, f->second);
+        ++hits;
+      } else {
+        misses.push_back(i);
+      }
+    }
+  } else {
+    misses.resize(queries.size());
+    std::iota(misses.begin(), misses.end(), std::size_t(0));
+  }
+  if (!replay_misses(std::span<const std::size_t>(misses))) return;
+  for (const auto& [i, j] : repeats) reads[i] = reads[j];
+  if (memo) {
+    std::lock_guard lock(memo_mutex_);
+    if (memo_.size() + misses.size() > options_.replay_memo_entries) {
+      memo_.clear();
+      std::lock_guard stats_lock(mutex_);
+      ++memo_clears_;
+    }
+    for (std::size_t i : misses)
+      if (memo_.size() < options_.replay_memo_entries) memo_.emplace(queries[i]->terms, reads[i]);
+  }
+  if (hits > 0) {
+    std::lock_guard lock(mutex_);
+    memo_hits_ += hits;
+  }
+}
+
 bool OnlineCachePolicy::replay(std::span<const Pending> work) {
   // Replays on planner_threads threads of the planner's priority (the expensive part; not on
-  // TBB's workers, which serve), visits added in arrival order.
+  // TBB's workers, which serve), visits added in arrival order; repeats of a query replayed
+  // before come from the memo.
   std::vector<std::vector<ListRead>> reads(work.size());
-  std::atomic<std::size_t> next{0};
+  std::vector<const Query*> queries;
+  queries.reserve(work.size());
+  for (const Pending& p : work) queries.push_back(&p.query);
   std::atomic<bool> stopped{false};
-  auto replay_some = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < work.size();) {
-      if (!pause_point()) {  // the policy stops: leave the rest
-        stopped.store(true, std::memory_order_relaxed);
-        return;
+  reads_with_memo(queries, reads, [&](std::span<const std::size_t> misses) {
+    std::atomic<std::size_t> next{0};
+    auto replay_some = [&] {
+      for (std::size_t m; (m = next.fetch_add(1, std::memory_order_relaxed)) < misses.size();) {
+        if (!pause_point()) {  // the policy stops: leave the rest
+          stopped.store(true, std::memory_order_relaxed);
+          return;
+        }
+        reads[misses[m]] = reads_of(work[misses[m]].query);
       }
-      reads[i] = reads_of(work[i].query);
-    }
-  };
-  std::vector<std::thread> helpers;
-  // Whole-list policies only count (reads_of replays nothing): no helper threads for that.
-  const std::size_t extra =
-      options_.policy != CachePolicy::kVfb
-          ? 0
-          : std::min<std::size_t>(options_.planner_threads - 1, work.empty() ? 0 : work.size() - 1);
-  for (std::size_t h = 0; h < extra; ++h)
-    helpers.emplace_back([&] {
-      lower_this_thread(options_.planner_priority);
-      replay_some();
-    });
-  replay_some();
-  for (std::thread& h : helpers) h.join();
+    };
+    std::vector<std::thread> helpers;
+    // Whole-list policies only count (reads_of replays nothing): no helper threads for that.
+    const std::size_t extra =
+        options_.policy != CachePolicy::kVfb
+            ? 0
+            : std::min<std::size_t>(options_.planner_threads - 1,
+                                    misses.empty() ? 0 : misses.size() - 1);
+    for (std::size_t h = 0; h < extra; ++h)
+      helpers.emplace_back([&] {
+        lower_this_thread(options_.planner_priority);
+        replay_some();
+      });
+    replay_some();
+    for (std::thread& h : helpers) h.join();
+    return !stopped.load(std::memory_order_relaxed);
+  });
   if (stopped.load(std::memory_order_relaxed)) return false;
   for (std::size_t i = 0; i < work.size(); ++i)
     add_reads(work[i].query,
@@ -434,6 +502,9 @@ nlohmann::json OnlineCachePolicy::stats() const {
           {"observed", observed_},
           {"sampled", sampled_},
           {"replayed", replayed_},
+          {"replay_memo_hits", memo_hits_},
+          {"replay_memo_clears", memo_clears_},
+          {"replay_memo_entries", options_.replay_memo_entries},
           {"dropped", dropped_},
           {"plans", plans_},
           {"last_plan_position", last_plan_position_},

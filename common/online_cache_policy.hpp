@@ -99,6 +99,11 @@ struct OnlinePolicyOptions {
   // stretched). On a mix the cache already serves, planning (two admissions a plan: 4.7 s of CPU
   // in a 6 s H200 run, every plan withheld but one) is the policy's whole cost.
   unsigned replan_backoff_max = 8;
+  // vfb: the simulated reads of up to this many distinct queries (their terms in order) kept
+  // for repeats of them (0: none). A query's reads are a function of its terms, so a repeat
+  // adds the same visits without replaying; about half of a synthetic log's queries repeat
+  // one before them. The memo is emptied when full.
+  std::size_t replay_memo_entries = 1 << 16;
 };
 
 // The gate's arithmetic for one candidate plan against the cache the engine holds, in bytes per
@@ -202,6 +207,18 @@ class OnlineCachePolicy {
   PlanPayoff last_payoff_;
   std::string planner_priority_;  // as achieved: "idle", "nice 19", "normal"
   std::uint64_t observed_ = 0, sampled_ = 0, dropped_ = 0, replayed_ = 0, plans_ = 0;
+  // Replayed reads by query terms (vfb), under memo_mutex_; hits and clears under mutex_.
+  struct TermsHash {
+    std::size_t operator()(const std::vector<TermId>& terms) const noexcept;
+  };
+  std::unordered_map<std::vector<TermId>, std::vector<ListRead>, TermsHash> memo_;
+  std::mutex memo_mutex_;
+  std::uint64_t memo_hits_ = 0, memo_clears_ = 0;
+  // The reads of `queries` (vfb: from the memo where it has them, repeats in the batch once);
+  // the misses through `replay_misses`, which fills the given slots. Records what it replayed.
+  template <typename ReplayMisses>
+  void reads_with_memo(std::span<const Query* const> queries,
+                       std::vector<std::vector<ListRead>>& reads, ReplayMisses&& replay_misses);
   std::uint64_t since_plan_ = 0, last_plan_position_ = 0;
   unsigned replan_scale_ = 1;  // the interval's multiple now (replan_backoff_max), under mutex_
   double replay_seconds_ = 0, plan_seconds_ = 0;

@@ -49,6 +49,11 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
   app.add_option("--cache-sample", o.sample_every,
                  "gpu list cache online: replay one query of this many")
       ->capture_default_str();
+  app.add_option("--cache-replay-memo", o.replay_memo_entries,
+                 "gpu list cache online (vfb): distinct queries whose replayed reads are kept for "
+                 "their repeats (0: replay every query)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(1) << 30))
+      ->capture_default_str();
   app.add_option("--cache-swap-bytes", o.swap_bytes,
                  "gpu list cache online: most bytes copied into the cache per change (default: "
                  "no limit)");

@@ -240,6 +240,7 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     oo.replan_queries = lo.replan_queries;
     oo.replan_backoff_max = lo.replan_backoff_max;
     oo.sample_every = lo.sample_every;
+    oo.replay_memo_entries = lo.replay_memo_entries;
     oo.planner_priority = parse_planner_priority(lo.planner_priority);
     oo.planner_threads = lo.planner_threads;
     if (lo.planner_pause != "gaps" && lo.planner_pause != "always")

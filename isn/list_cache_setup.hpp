@@ -30,6 +30,7 @@ struct ListCacheEngineOptions {
   std::uint64_t replan_queries = 2000;
   unsigned replan_backoff_max = 8;        // online: withheld plans stretch the interval
   unsigned sample_every = 1;
+  std::size_t replay_memo_entries = 1 << 16;  // online (vfb): repeats' reads kept
   std::string swap_bytes;                 // most bytes copied per online change ("": no limit)
   std::string planner_priority = "idle";  // online: the planning threads' class (idle|normal)
   unsigned planner_threads = 1;           // online: replay threads

@@ -377,6 +377,77 @@ TEST(OnlineCachePolicy, FollowsAChangeInTheQueryMix) {
   }
 }
 
+// The replay memo (vfb): a repeated query's reads come from the memo, not a replay, and the
+// visits are the same: a policy with it, one whose memo fills and is emptied, and one without
+// make the same plans from the same stream of repeated queries.
+TEST(OnlineCachePolicy, ReplayMemoAddsTheSameVisitsAsReplaying) {
+  TempDir tmp;
+  BuildOptions bo;
+  bo.out_dir = tmp / "idx";
+  bo.progress = false;
+  build_index_synthetic(SyntheticParams::parse("docs=20000,seed=9,train_queries=600,"
+                                               "test_queries=10,mean_length=250"),
+                        bo);
+  const Index index = Index::open(tmp / "idx");
+  const ShardIndex& shard = index.shard(0);
+  std::vector<Query> all;
+  for (const QueryText& qt : read_query_file(tmp / "idx" / "queries.train.tsv").queries) {
+    Query q;
+    QueryProblem p;
+    if (resolve_query(shard, qt, {}, q, p, "train") && !q.terms.empty()) all.push_back(q);
+  }
+  ASSERT_GT(all.size(), 300u);
+  const std::vector<Query> seed(all.begin(), all.begin() + 200);
+  std::vector<Query> stream;  // the log three times over, the later passes in another order
+  for (int pass = 0; pass < 3; ++pass)
+    for (std::size_t i = 0; i < all.size(); ++i)
+      stream.push_back(all[pass == 0 ? i : (i * 7 + std::size_t(pass)) % all.size()]);
+  auto plans_of = [&](std::size_t memo_entries, nlohmann::json* stats) {
+    OnlinePolicyOptions o;
+    o.policy = CachePolicy::kVfb;
+    o.lambda = 0.5;
+    o.budget_bytes = shard.postings().size_bytes() / 20;
+    o.half_life_queries = 300;
+    o.replan_queries = 150;
+    o.min_payoff = 0;
+    o.max_pending = 1 << 20;  // nothing dropped: the same queries replayed whatever the timing
+    o.planner_threads = 2;
+    o.replay_memo_entries = memo_entries;
+    OnlineCachePolicy online(shard, o);
+    online.seed(seed);
+    std::vector<std::vector<CachedList>> plans;
+    plans.push_back(*online.take_plan());
+    for (std::size_t b = 0; b < stream.size(); b += 250) {
+      online.observe(std::span<const Query>(stream.data() + b,
+                                            std::min<std::size_t>(250, stream.size() - b)));
+      online.drain();
+      plans.push_back(*online.take_plan());
+    }
+    *stats = online.stats();
+    return plans;
+  };
+  nlohmann::json without_stats, with_stats, small_stats;
+  const auto without = plans_of(0, &without_stats);
+  const auto with = plans_of(1 << 16, &with_stats);
+  const auto small = plans_of(50, &small_stats);
+  ASSERT_EQ(without.size(), with.size());
+  ASSERT_EQ(without.size(), small.size());
+  for (std::size_t p = 0; p < without.size(); ++p) {
+    for (const auto* other : {&with, &small}) {
+      ASSERT_EQ(without[p].size(), (*other)[p].size()) << "plan " << p;
+      for (std::size_t i = 0; i < without[p].size(); ++i) {
+        ASSERT_EQ(without[p][i].term, (*other)[p][i].term) << "plan " << p << " list " << i;
+        ASSERT_EQ(without[p][i].blocks, (*other)[p][i].blocks) << "plan " << p << " list " << i;
+      }
+    }
+  }
+  EXPECT_EQ(without_stats["replay_memo_hits"].get<std::uint64_t>(), 0u);
+  // The second and third passes repeat the first: at least those come from the memo.
+  EXPECT_GE(with_stats["replay_memo_hits"].get<std::uint64_t>(), 2 * all.size());
+  EXPECT_GT(small_stats["replay_memo_clears"].get<std::uint64_t>(), 0u);
+  EXPECT_GT(small_stats["replay_memo_hits"].get<std::uint64_t>(), 0u);
+}
+
 // A backlog (a GPU serves faster than the host replays) is worked off plan by plan, and the
 // bounded queue keeps the newest queries: before, the thread replayed a whole backlog and made
 // one plan from it, and a full queue dropped the newest queries, so the plan kept the old mix.
