@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 37 for the next device call (issue 10): vfb's online planning halved by
-# the merged admission (build machine: 0.58 s against 2.92 s of planning over a run, the same
+# Prepared in session 37 for the next device call (issue 10): vfb's online planner cut to a
+# third by the merged admission and the replay memo (build machine, 2.5M documents, the whole
+# drifting log: planning 0.54 s against 2.92 s, replay 1.12 s against 2.04-2.35 s, the same
 # plans). Does it move the vfb online arm's busy rate at 1/10 (calls G and J: 0.956, 0.982)?
 # vfb:1 at 1/10, 5 rounds, every plan; then the list cache's GPU tests. Before it: build, strip
 # and gzip gpusearch, gpu_tests and bench_list_cache into .gpuhost/s38a/bin; copy this script to
