@@ -324,7 +324,7 @@ TEST_F(GpuListCacheTest, OnlinePolicyChangesTheCacheBetweenCallsAndStaysExact) {
 // through the exhaustive decode and the default algorithm.
 TEST_F(GpuListCacheTest, ARebuildMovesTheKeptListsOnTheDeviceAndStaysExact) {
   // A big list and 20 of a third to a half of its words (as the unit test
-  // ListCacheTest.ARebuildMovesTheListsItKeepsAndCopiesOnlyTheNewOnes).
+  // ListCacheDirectoryTest.ARebuildMovesTheListsItKeepsAndCopiesOnlyTheNewOnes).
   const gpusearch::testing::FragmentingLists f = gpusearch::testing::fragmenting_lists(shard());
   const TermId big = f.big;
   const std::uint64_t big_words = f.big_words;
