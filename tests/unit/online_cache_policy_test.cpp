@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "common/cache_admission.hpp"
 #include "common/list_cache.hpp"
@@ -27,32 +29,49 @@ using gpusearch::testing::TempDir;
 
 namespace {
 
-// The online policy, fed one query mix and then another, ends near the offline plan of the
-// second mix and away from the first's.
-TEST(OnlineCachePolicy, FollowsAChangeInTheQueryMix) {
+// The 20,000-document index most of these tests build, with its training log resolved.
+struct TrainedIndex {
   TempDir tmp;
+  std::unique_ptr<Index> index;
+  std::vector<Query> train;  // the resolved queries with at least one known term
+};
+std::unique_ptr<TrainedIndex> trained_index() {
+  auto t = std::make_unique<TrainedIndex>();
   BuildOptions bo;
-  bo.out_dir = tmp / "idx";
+  bo.out_dir = t->tmp / "idx";
   bo.progress = false;
   build_index_synthetic(SyntheticParams::parse("docs=20000,seed=9,train_queries=600,"
                                                "test_queries=10,mean_length=250"),
                         bo);
-  const Index index = Index::open(tmp / "idx");
-  const ShardIndex& shard = index.shard(0);
-  std::vector<Query> all;
-  for (const QueryText& qt : read_query_file(tmp / "idx" / "queries.train.tsv").queries) {
+  t->index = std::make_unique<Index>(Index::open(t->tmp / "idx"));
+  for (const QueryText& qt : read_query_file(t->tmp / "idx" / "queries.train.tsv").queries) {
     Query q;
     QueryProblem p;
-    if (resolve_query(shard, qt, {}, q, p, "train") && !q.terms.empty()) all.push_back(q);
+    if (resolve_query(t->index->shard(0), qt, {}, q, p, "train") && !q.terms.empty())
+      t->train.push_back(std::move(q));
   }
-  // Two mixes: queries whose rarest term has an even id, and the others.
+  return t;
+}
+
+// Two mixes: queries whose rarest term has an even id, and the others.
+std::pair<std::vector<Query>, std::vector<Query>> mixes_by_rarest_term(
+    const ShardIndex& shard, const std::vector<Query>& queries) {
   std::vector<Query> mix_a, mix_b;
-  for (const Query& q : all) {
+  for (const Query& q : queries) {
     TermId rare = q.terms[0];
     for (TermId t : q.terms)
       if (shard.term(t).df_shard < shard.term(rare).df_shard) rare = t;
     (rare % 2 == 0 ? mix_a : mix_b).push_back(q);
   }
+  return {std::move(mix_a), std::move(mix_b)};
+}
+
+// The online policy, fed one query mix and then another, ends near the offline plan of the
+// second mix and away from the first's.
+TEST(OnlineCachePolicy, FollowsAChangeInTheQueryMix) {
+  const auto trained = trained_index();
+  const ShardIndex& shard = trained->index->shard(0);
+  const auto [mix_a, mix_b] = mixes_by_rarest_term(shard, trained->train);
   ASSERT_GT(mix_a.size(), 100u);
   ASSERT_GT(mix_b.size(), 100u);
   const std::uint64_t budget = shard.postings().size_bytes() / 20;
@@ -110,21 +129,9 @@ TEST(OnlineCachePolicy, FollowsAChangeInTheQueryMix) {
 // visits are the same: a policy with it, one whose memo fills and is emptied, and one without
 // make the same plans from the same stream of repeated queries.
 TEST(OnlineCachePolicy, ReplayMemoAddsTheSameVisitsAsReplaying) {
-  TempDir tmp;
-  BuildOptions bo;
-  bo.out_dir = tmp / "idx";
-  bo.progress = false;
-  build_index_synthetic(SyntheticParams::parse("docs=20000,seed=9,train_queries=600,"
-                                               "test_queries=10,mean_length=250"),
-                        bo);
-  const Index index = Index::open(tmp / "idx");
-  const ShardIndex& shard = index.shard(0);
-  std::vector<Query> all;
-  for (const QueryText& qt : read_query_file(tmp / "idx" / "queries.train.tsv").queries) {
-    Query q;
-    QueryProblem p;
-    if (resolve_query(shard, qt, {}, q, p, "train") && !q.terms.empty()) all.push_back(q);
-  }
+  const auto trained = trained_index();
+  const ShardIndex& shard = trained->index->shard(0);
+  const std::vector<Query>& all = trained->train;
   ASSERT_GT(all.size(), 300u);
   const std::vector<Query> seed(all.begin(), all.begin() + 200);
   std::vector<Query> stream;  // the log three times over, the later passes in another order
@@ -181,25 +188,9 @@ TEST(OnlineCachePolicy, ReplayMemoAddsTheSameVisitsAsReplaying) {
 // bounded queue keeps the newest queries: before, the thread replayed a whole backlog and made
 // one plan from it, and a full queue dropped the newest queries, so the plan kept the old mix.
 TEST(OnlineCachePolicy, WorksOffABacklogPlanByPlanAndKeepsTheNewestQueries) {
-  TempDir tmp;
-  BuildOptions bo;
-  bo.out_dir = tmp / "idx";
-  bo.progress = false;
-  build_index_synthetic(SyntheticParams::parse("docs=20000,seed=9,train_queries=600,"
-                                               "test_queries=10,mean_length=250"),
-                        bo);
-  const Index index = Index::open(tmp / "idx");
-  const ShardIndex& shard = index.shard(0);
-  std::vector<Query> mix_a, mix_b;
-  for (const QueryText& qt : read_query_file(tmp / "idx" / "queries.train.tsv").queries) {
-    Query q;
-    QueryProblem p;
-    if (!resolve_query(shard, qt, {}, q, p, "train") || q.terms.empty()) continue;
-    TermId rare = q.terms[0];
-    for (TermId t : q.terms)
-      if (shard.term(t).df_shard < shard.term(rare).df_shard) rare = t;
-    (rare % 2 == 0 ? mix_a : mix_b).push_back(q);
-  }
+  const auto trained = trained_index();
+  const ShardIndex& shard = trained->index->shard(0);
+  const auto [mix_a, mix_b] = mixes_by_rarest_term(shard, trained->train);
   ASSERT_GT(mix_a.size(), 100u);
   ASSERT_GT(mix_b.size(), 100u);
   OnlinePolicyOptions o;
