@@ -7,6 +7,7 @@
 # .gpuhost/data (`launch/gpu-host.sh fetch` does both, plus the Debian descriptions corpus).
 #
 #   launch/gpu-host.sh fetch        # on the build machine (network): .deps/ and .gpuhost/data
+#   launch/gpu-host.sh runtime-debs # on the build machine: the runtime .debs alone (GPUSEARCH_DEBS)
 #   launch/gpu-host.sh STEP...      # on the GPU host, steps in order:
 #     tests      GPU tests (gpu_tests)
 #     sanitize   a small subset of the GPU tests under compute-sanitizer (SANITIZE_TOOLS: memcheck
@@ -75,8 +76,10 @@
 #                policy as shipped, planning and swapping only between calls; ...:gaps:calls,
 #                plans copied in at the start of the next call, as before session 30;
 #                idle:0:0:gaps:gaps, every plan), DRIFT_ROUNDS (3) alternating
-#                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, every query replayed
-#                (sample 1, half-life 8000, re-plan every 1000, 4 replay threads), both arms
+#                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, one query in
+#                DRIFT_SAMPLE (4, as the ISN ships; sessions up to 37 ran 1) replayed by
+#                DRIFT_PLANNER_THREADS (1, as the ISN ships; up to 37: 4), half-life 8000,
+#                re-plan every 1000 replayed, both arms
 #                admitting with DRIFT_POLICY (vfb:1; qtf: whole lists, nothing replayed); CACHE_ARGS added
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
@@ -117,6 +120,18 @@ root=$PWD
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(all)
 
+if [[ ${steps[0]} == runtime-debs ]]; then
+  # The runtime libraries alone, copied from .deps (fetch first): for calls that carry
+  # prebuilt binaries and run them with GPUSEARCH_DEBS=.gpuhost/rt-debs.
+  set -e
+  mkdir -p .gpuhost/rt-debs
+  for p in libcapnp-0.9.2 libtbb12 libtbbmalloc2 libtbbbind-2-5 libfmt9 libxxhash0 libxgboost0 \
+           libdmlc0 libgomp1; do
+    cp .deps/${p}_*.deb .gpuhost/rt-debs/
+  done
+  exit 0
+fi
+
 if [[ ${steps[0]} == fetch ]]; then
   set -e
   mkdir -p .deps .gpuhost/data
@@ -147,9 +162,13 @@ done
 OUT=${OUT:-out/gpu-host}
 mkdir -p "$OUT"
 deps=/opt/deps
-if [[ -d .deps && ! -f $deps/.unpacked ]]; then
+# GPUSEARCH_DEBS names the folder of .deb files (default .deps). Runs of prebuilt binaries need
+# only the runtime libraries: `launch/gpu-host.sh runtime-debs` puts them in .gpuhost/rt-debs
+# (3.4 MB against .deps' 7 MB), for calls near the device tool's 64 MiB limit.
+debs=${GPUSEARCH_DEBS:-.deps}
+if [[ -d $debs && ! -f $deps/.unpacked ]]; then
   mkdir -p $deps
-  for f in .deps/*.deb; do dpkg -x "$f" $deps; done
+  for f in "$debs"/*.deb; do dpkg -x "$f" $deps; done
   # Debian's libz.so points at Debian's zlib soname; use the host's.
   ln -sf "$(ls /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null || ls /usr/lib/x86_64-linux-gnu/libz.so.1)" \
     $deps/usr/lib/x86_64-linux-gnu/libz.so
@@ -630,8 +649,8 @@ EOF
       # shellcheck disable=SC2086
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_drift.json" \
         --drift-spec "docs=$docs,seed=7" --drift-log "$drift_log" --ratios 10 --skip-sweep \
-        --skip-model --drift-limit "$drift_limit" --drift-sample 1 --drift-half-life 8000 \
-        --drift-replan 1000 --drift-max-pending 4000 --drift-planner-threads 4 \
+        --skip-model --drift-limit "$drift_limit" --drift-sample "${DRIFT_SAMPLE:-4}" --drift-half-life 8000 \
+        --drift-replan 1000 --drift-max-pending 4000 --drift-planner-threads "${DRIFT_PLANNER_THREADS:-1}" \
         --drift-rounds "${DRIFT_ROUNDS:-3}" \
         --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps:gaps,idle:1:0.02:gaps:calls,idle:0:0:gaps:gaps}" \
         --drift-policy "${DRIFT_POLICY:-vfb:1}" \

@@ -98,7 +98,7 @@ struct DriftOptions {
   std::string log;   // the drifting log's settings, added to spec (query_drift=1 before them)
   std::size_t limit = 10000, call_size = 1000, replan = 500, max_pending = 1000;
   double ratio = 10, half_life = 4000, arrivals = 4000, swap_fraction = 1.0 / 16;
-  unsigned rounds = 3, sample = 4, planner_threads = 4, replan_backoff = 8;
+  unsigned rounds = 3, sample = 4, planner_threads = 1, replan_backoff = 8;  // as the ISN ships
   // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls[:BACKOFF]]],...
   std::string online = "idle:1:0.02";
   // The admission both arms use (PolicyCase::parse): the offline plan's and the online policy's.
