@@ -105,7 +105,8 @@
 #                minutes; the table is $OUT/frontend/summary.md (medians over rounds at its end)
 #     all        tests bench real
 # Binaries: build-gpu/ is configured and built here (sm_90, g++ 12), unless GPUSEARCH_BIN names
-# a directory of binaries built on the build machine (carried with the tree: saves the build).
+# a directory of binaries built on the build machine (carried with the tree: saves the build;
+# stripped and gzipped there, `strip -o DIR/X build/bin/X; gzip -9 DIR/*`, unpacked here).
 # Environment: OUT, BENCH_DOCS (2500000), BENCH_QUERIES (10000), BENCH_CPU_QUERIES (2000),
 #              BENCH_ARGS (extra bench_gpu_engine flags), BENCH_K_LIST (10), GTEST_FILTER,
 #              REAL_REPEAT (100: times the real query sample is replayed),
@@ -185,6 +186,9 @@ elapsed() { echo "$(( $(date +%s) - start )) s"; }
 
 if [[ -n ${GPUSEARCH_BIN:-} ]]; then
   bin=$(cd "$GPUSEARCH_BIN" && pwd)
+  # Binaries carried gzipped (the tree plus carry must stay under the device tool's 64 MiB).
+  if compgen -G "$bin/*.gz" > /dev/null; then gunzip -f "$bin"/*.gz; fi
+  chmod +x "$bin"/* 2>/dev/null || true
   build_dir=$(dirname "$bin")
   echo "binaries: $bin (carried)"
 else
