@@ -428,7 +428,7 @@ void OnlineCachePolicy::run() {
     busy_ = true;
     // At most what completes the next plan: a backlog is worked off plan by plan, each on the
     // queue's oldest (still recent: the queue keeps the newest) queries.
-    const std::uint64_t replan = options_.replan_queries * replan_scale_;
+    const std::uint64_t replan = replayed_per_plan() * replan_scale_;
     const std::size_t n =
         std::min<std::size_t>(pending_.size(), replan > since_plan_ ? replan - since_plan_ : 1);
     std::vector<Pending> work(std::make_move_iterator(pending_.begin()),

@@ -4,14 +4,14 @@
 // replays a sample of them the way the offline planner replays a training log
 // (simulate_and_reads: the engine's early-terminating AND), adds their block reads to visiting
 // frequencies that decay exponentially with the stream position (half-life half_life_queries
-// served queries), and every replan_queries replayed queries admits a new plan with the
+// served queries), and every replan_queries served queries admits a new plan with the
 // offline policy's admission (admit_lists). The engine takes the newest plan between batches
 // (take_plan) and moves its cache toward it, copying at most a bounded number of bytes.
 //
 // Keeping up with a fast engine: a GPU serves a call of a few thousand queries in a few ms,
 // faster than a host replays them. So the queue is bounded and keeps the newest queries (the
 // oldest are dropped: under drift they are the least useful), and the thread replays at most
-// replan_queries before it plans, so plans come at a steady cadence whatever the backlog
+// the sampled share of replan_queries before it plans, so plans come at a steady cadence whatever the backlog
 // (before, one pass replayed the whole backlog and planned once, and a fast run ended with one
 // plan and thousands of queries pending).
 //
@@ -38,6 +38,7 @@
 // frequencies and its lists whole, so the policy follows the stream at the cost of counting.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -77,7 +78,9 @@ struct OnlinePolicyOptions {
   unsigned k = 10;                 // of the simulated AND
   Scoring scoring = Scoring::kBm25;
   double half_life_queries = 20000;     // a visit's weight halves after this many served queries
-  std::uint64_t replan_queries = 2000;  // a new plan after this many replayed queries
+  // A new plan after this many served queries (replan_queries / sample_every replayed ones):
+  // the sample is a cost knob and leaves the cadence, like the half-life, in served queries.
+  std::uint64_t replan_queries = 2000;
   unsigned sample_every = 1;            // replay one served query of this many
   std::size_t max_pending = 4096;       // queries waiting for the thread; the oldest are dropped
   PlannerPriority planner_priority = PlannerPriority::kIdle;
@@ -94,7 +97,7 @@ struct OnlinePolicyOptions {
   double min_gain = 0.02;
   // The replay and planning pause while the engine serves a call (call_begins/call_ends).
   bool pause_while_serving = true;
-  // Each plan the gate withholds doubles the queries replayed before the next one, up to this
+  // Each plan the gate withholds doubles the queries served before the next one, up to this
   // many times replan_queries; a plan that goes in brings it back to replan_queries (1: never
   // stretched). On a mix the cache already serves, planning (two admissions a plan: 4.7 s of CPU
   // in a 6 s H200 run, every plan withheld but one) is the policy's whole cost.
@@ -221,6 +224,12 @@ class OnlineCachePolicy {
                        std::vector<std::vector<ListRead>>& reads, ReplayMisses&& replay_misses);
   std::uint64_t since_plan_ = 0, last_plan_position_ = 0;
   unsigned replan_scale_ = 1;  // the interval's multiple now (replan_backoff_max), under mutex_
+  // The replayed queries between plans: replan_queries served, of which one in sample_every is
+  // replayed (at least one).
+  std::uint64_t replayed_per_plan() const {
+    return std::max<std::uint64_t>(
+        1, (options_.replan_queries + options_.sample_every - 1) / options_.sample_every);
+  }
   double replay_seconds_ = 0, plan_seconds_ = 0;
   // Owned by the thread: decayed visits; a visit's weight is 2^((position - base) / half-life),
   // the base moved up now and then (every stored weight rescaled), so older visits weigh less

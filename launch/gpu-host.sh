@@ -79,9 +79,10 @@
 #                rounds of DRIFT_LIMIT (24000) queries arriving at 4,000/s, one query in
 #                DRIFT_SAMPLE (4, as the ISN ships; sessions up to 37 ran 1) replayed by
 #                DRIFT_PLANNER_THREADS (1, as the ISN ships; up to 37: 4), half-life 8000,
-#                re-plan every DRIFT_REPLAN (1000) replayed queries (with one in 4 replayed,
-#                a plan per 4,000 served; the gate's back-off doubles that after each withheld
-#                plan, so a 24,000-query log gives it 2 looks: DRIFT_REPLAN 250 for more), both arms
+#                re-plan every DRIFT_REPLAN (4000) served queries (session 38's calls E-H: 1,000
+#                replayed at one in 4; the gate's back-off doubles it after each withheld plan,
+#                so a 24,000-query log gives the gate 2 looks: DRIFT_REPLAN 1000 for more;
+#                sessions up to 37 ran 1000 with every query replayed), both arms
 #                admitting with DRIFT_POLICY (vfb:1; qtf: whole lists, nothing replayed); CACHE_ARGS added
 #     cache25m-index  builds the 25M-document index (CACHE25M_SPEC, default docs=25000000,
 #                seed=7,mean_length=400: estimated 4-6 minutes on 16 cores; at the default
@@ -656,7 +657,7 @@ EOF
       "$bin/bench_list_cache" --index $idx --out "$OUT/cache_drift.json" \
         --drift-spec "docs=$docs,seed=7" --drift-log "$drift_log" --ratios 10 --skip-sweep \
         --skip-model --drift-limit "$drift_limit" --drift-sample "${DRIFT_SAMPLE:-4}" --drift-half-life 8000 \
-        --drift-replan "${DRIFT_REPLAN:-1000}" --drift-max-pending 4000 --drift-planner-threads "${DRIFT_PLANNER_THREADS:-1}" \
+        --drift-replan "${DRIFT_REPLAN:-4000}" --drift-max-pending 4000 --drift-planner-threads "${DRIFT_PLANNER_THREADS:-1}" \
         --drift-rounds "${DRIFT_ROUNDS:-3}" \
         --drift-online "${DRIFT_ONLINE:-idle:1:0.02:gaps:gaps,idle:1:0.02:gaps:calls,idle:0:0:gaps:gaps}" \
         --drift-policy "${DRIFT_POLICY:-vfb:1}" \

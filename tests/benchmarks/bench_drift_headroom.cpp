@@ -15,7 +15,7 @@
 //
 //   bench_drift_headroom --spec "docs=200000,seed=7,query_drift=1,drift_topics=8"
 //       [--index DIR] [--ratio 10] [--share 0.8] [--k 10] [--out headroom.json]
-//       [--online [--sample 4] [--half-life 8000] [--replan 500] [--max-pending 4000]
+//       [--online [--sample 4] [--half-life 8000] [--replan 2000] [--max-pending 4000]
 //        [--min-payoff 1] [--min-gain 0.02] [--call-size 1000] [--swap-fraction 0.0625]]
 #include <chrono>
 #include <filesystem>
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
   OnlinePolicyOptions oo;
   oo.sample_every = 4;  // bench_list_cache's drift comparison on the GPU host (cache-drift)
   oo.half_life_queries = 8000;
-  oo.replan_queries = 500;
+  oo.replan_queries = 2000;  // served queries (500 replayed at one in 4)
   oo.max_pending = 4000;
   oo.planner_priority = PlannerPriority::kNormal;
   oo.planner_threads = 4;

@@ -233,6 +233,35 @@ TEST(OnlineCachePolicy, WorksOffABacklogPlanByPlanAndKeepsTheNewestQueries) {
   EXPECT_THROW(online.seed(mix_a), Error);
 }
 
+// --cache-replan counts served queries: replaying one in 4 makes the plans cost less, not come
+// less often. The same backlog, every query or one in 4 replayed: as many plans.
+TEST(OnlineCachePolicy, TheSampleKeepsTheCadenceInServedQueries) {
+  const auto trained = trained_index();
+  const ShardIndex& shard = trained->index->shard(0);
+  const std::size_t served = trained->train.size() / 100 * 100;
+  ASSERT_GE(served, 400u);
+  const std::vector<Query> backlog(trained->train.begin(),
+                                   trained->train.begin() + std::ptrdiff_t(served));
+  auto stats_with_sample = [&](unsigned sample) {
+    OnlinePolicyOptions o;
+    o.policy = CachePolicy::kQtf;  // cheap to replay; the cadence is the question
+    o.budget_bytes = shard.postings().size_bytes() / 20;
+    o.replan_queries = 100;
+    o.sample_every = sample;
+    o.min_payoff = 0;  // every plan goes: the gate would stretch the interval
+    o.max_pending = served;
+    OnlineCachePolicy online(shard, o);
+    online.observe(backlog);
+    online.drain();
+    return online.stats();
+  };
+  const nlohmann::json every = stats_with_sample(1), quarter = stats_with_sample(4);
+  EXPECT_EQ(every["replayed"].get<std::uint64_t>(), served) << every.dump();
+  EXPECT_EQ(quarter["replayed"].get<std::uint64_t>(), served / 4) << quarter.dump();
+  EXPECT_EQ(every["plans"].get<std::uint64_t>(), served / 100) << every.dump();
+  EXPECT_EQ(quarter["plans"].get<std::uint64_t>(), served / 100) << quarter.dump();
+}
+
 // The bench's drift comparison on the CPU twin: a drifting log served in calls at a 10x budget
 // (a cache smaller than the hot lists), the plan taken between calls and never waited for. The
 // online policy re-plans within the run, changes the cache, hits more than the offline plan in
