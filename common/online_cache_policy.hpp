@@ -11,9 +11,9 @@
 // Keeping up with a fast engine: a GPU serves a call of a few thousand queries in a few ms,
 // faster than a host replays them. So the queue is bounded and keeps the newest queries (the
 // oldest are dropped: under drift they are the least useful), and the thread replays at most
-// the sampled share of replan_queries before it plans, so plans come at a steady cadence whatever the backlog
-// (before, one pass replayed the whole backlog and planned once, and a fast run ended with one
-// plan and thousands of queries pending).
+// the sampled share of replan_queries before it plans, so plans come at a steady cadence
+// whatever the backlog (before, one pass replayed the whole backlog and planned once, and a
+// fast run ended with one plan and thousands of queries pending).
 //
 // Sharing the host with serving (the H100 run: the planning's CPU slowed the calls by 16%):
 // the thread and its replay helpers run at SCHED_IDLE (planner_priority), on threads of their

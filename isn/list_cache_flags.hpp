@@ -39,8 +39,8 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
                  "gpu list cache online: served queries after which a visit weighs half")
       ->capture_default_str();
   app.add_option("--cache-replan", o.replan_queries,
-                 "gpu list cache online: a new plan every this many served queries (of which one in "
-                 "--cache-sample is replayed)")
+                 "gpu list cache online: a new plan every this many served queries (of which "
+                 "one in --cache-sample is replayed)")
       ->capture_default_str();
   app.add_option("--cache-replan-backoff", o.replan_backoff_max,
                  "gpu list cache online: each plan the gate withholds doubles the interval to "

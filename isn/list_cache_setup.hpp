@@ -27,7 +27,7 @@ struct ListCacheEngineOptions {
   unsigned plan_k = 10;
   bool online = false;  // adapt to the served queries
   double half_life_queries = 20000;
-  std::uint64_t replan_queries = 2000;  // served queries between plans
+  std::uint64_t replan_queries = 2000;    // served queries between plans
   unsigned replan_backoff_max = 8;        // online: withheld plans stretch the interval
   // One served query in 4 replayed: on the H200 (session 38, vfb at 1/10, 1/25, 1/50 of the
   // shard, one replay thread) it kept the online policy at or above the offline plan (1.00-1.08)

@@ -96,7 +96,8 @@ std::unique_ptr<gpu::GpuEngine> cached_engine(Bench& b, double memory, double ca
 struct DriftOptions {
   std::string spec;  // the synthetic collection whose drifting log is served
   std::string log;   // the drifting log's settings, added to spec (query_drift=1 before them)
-  std::size_t limit = 10000, call_size = 1000, replan = 2000, max_pending = 1000;  // replan: served queries
+  // replan: served queries between plans (one in sample replayed)
+  std::size_t limit = 10000, call_size = 1000, replan = 2000, max_pending = 1000;
   double ratio = 10, half_life = 4000, arrivals = 4000, swap_fraction = 1.0 / 16;
   unsigned rounds = 3, sample = 4, planner_threads = 1, replan_backoff = 8;  // as the ISN ships
   // The online variants, PRIORITY:MIN_PAYOFF:MIN_GAIN[:gaps|always[:gaps|calls[:BACKOFF]]],...
