@@ -128,6 +128,7 @@ if [[ ${steps[0]} == runtime-debs ]]; then
   # The runtime libraries alone, copied from .deps (fetch first): for calls that carry
   # prebuilt binaries and run them with GPUSEARCH_DEBS=.gpuhost/rt-debs.
   set -e
+  [[ -d .deps ]] || { echo "runtime-debs: no .deps here; run 'launch/gpu-host.sh fetch' first" >&2; exit 2; }
   mkdir -p .gpuhost/rt-debs
   for p in libcapnp-0.9.2 libtbb12 libtbbmalloc2 libtbbbind-2-5 libfmt9 libxxhash0 libxgboost0 \
            libdmlc0 libgomp1; do
