@@ -189,9 +189,9 @@ int OnlineCachePolicy::planner_sched_policy() const {
   return policy;
 }
 
-void OnlineCachePolicy::drain() {
+void OnlineCachePolicy::drain(bool plan_the_rest) {
   std::unique_lock lock(mutex_);
-  plan_requested_ = true;
+  plan_requested_ = plan_the_rest;
   wake_.notify_one();
   idle_.wait(lock, [this] { return pending_.empty() && !busy_ && !plan_requested_; });
 }

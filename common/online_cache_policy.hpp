@@ -154,9 +154,10 @@ class OnlineCachePolicy {
   // The scheduling policy (SCHED_OTHER, SCHED_IDLE, ...) of the policy's thread, read from
   // outside it (tests).
   int planner_sched_policy() const;
-  // Blocks until every query observed so far has been replayed and, if any was replayed since
-  // the last plan, a plan made from them is ready (tests, benchmarks).
-  void drain();
+  // Blocks until every query observed so far has been replayed and, with plan_the_rest and any
+  // replayed since the last plan, a plan made from them is ready (tests, benchmarks). Without
+  // plan_the_rest, plans come only at the policy's own cadence (replan_queries).
+  void drain(bool plan_the_rest = true);
   nlohmann::json stats() const;
 
  private:

@@ -16,7 +16,8 @@
 //   bench_drift_headroom --spec "docs=200000,seed=7,query_drift=1,drift_topics=8"
 //       [--index DIR] [--ratio 10] [--share 0.8] [--k 10] [--out headroom.json]
 //       [--online [--sample 4] [--half-life 8000] [--replan 2000] [--max-pending 4000]
-//        [--min-payoff 1] [--min-gain 0.02] [--call-size 1000] [--swap-fraction 0.0625]]
+//        [--min-payoff 1] [--min-gain 0.02] [--call-size 1000] [--swap-fraction 0.0625]
+//        [--replan-backoff 8] [--own-cadence]]
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -97,7 +98,10 @@ Scored score(const ShardIndex& shard, const std::vector<CachedList>& plan, const
 }
 
 // The online policy over the log in calls of `call`: after each call it is drained and its plan,
-// if any, applied to `cache` (as the engine does between calls). Returns the hit of the log's
+// if any, applied to `cache` (as the engine does between calls). With plan_every_call a drain
+// also plans what was replayed since the last plan (a look for the gate after every call);
+// without it plans come at the policy's own cadence and back-off, as on the GPU host, where the
+// planner runs between calls and is never drained. Returns the hit of the log's
 // second half under the cache held when each query was served, and the policy's stats.
 struct OnlineRun {
   Scored second;
@@ -112,7 +116,8 @@ struct OnlineRun {
 };
 OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed& test,
                  const OnlinePolicyOptions& oo, const std::vector<CachedList>& offline,
-                 std::size_t call, double swap_fraction, bool compaction_copy_limit) {
+                 std::size_t call, double swap_fraction, bool compaction_copy_limit,
+                 bool plan_every_call) {
   const DeviceBlockNumbering numbering(shard);
   ListCacheDirectory cache(shard, numbering, oo.budget_bytes);
   cache.set_compaction_copy_limit(compaction_copy_limit);
@@ -125,7 +130,7 @@ OnlineRun follow(const ShardIndex& shard, const Replayed& train, const Replayed&
   const std::size_t n = test.queries.size(), half = n / 2;
   double read = 0, hit = 0;
   for (std::size_t b = 0; b < n; b += call) {
-    online.drain();
+    online.drain(plan_every_call);
     if (auto plan = online.take_plan()) {
       const auto t0 = std::chrono::steady_clock::now();
       const CacheChange change =
@@ -198,6 +203,7 @@ int main(int argc, char** argv) {
   std::size_t call = 1000;
   double swap_fraction = 1.0 / 16;
   bool compaction_copy_limit = false;
+  bool own_cadence = false;
   std::string policy_name = "vfb";
   app.add_option("--policy", policy_name, "admission of both plans: vfb (lambda 1), qtf, qtfdf")
       ->capture_default_str();
@@ -207,6 +213,12 @@ int main(int argc, char** argv) {
   app.add_option("--half-life", oo.half_life_queries, "online: --cache-half-life")
       ->capture_default_str();
   app.add_option("--replan", oo.replan_queries, "online: --cache-replan")->capture_default_str();
+  app.add_option("--replan-backoff", oo.replan_backoff_max, "online: --cache-replan-backoff")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_flag("--own-cadence", own_cadence,
+               "online: plans only every --replan served queries, stretched by the back-off, as "
+               "on the GPU host (default: a plan, and a look for the gate, after every call)");
   app.add_option("--max-pending", oo.max_pending, "online: queries queued for replay")
       ->capture_default_str();
   app.add_option("--min-payoff", oo.min_payoff, "online: the gate (0: every plan)")
@@ -304,7 +316,8 @@ int main(int argc, char** argv) {
         oo.budget_bytes = budget;
         oo.k = k;
         oo.policy = ao.policy;
-        const OnlineRun run = follow(shard, train, test, oo, offline, call, swap_fraction, compaction_copy_limit);
+        const OnlineRun run = follow(shard, train, test, oo, offline, call, swap_fraction,
+                                     compaction_copy_limit, /*plan_every_call=*/!own_cadence);
         const auto& st = run.stats;
         report["online"] = {{"hit_second_half", run.second.rate()},
                             {"changes", run.changes},
@@ -315,14 +328,18 @@ int main(int argc, char** argv) {
                             {"bytes_relocated", run.bytes_relocated},
                             {"table_entries", run.table_entries},
                             {"apply_seconds", run.apply_seconds},
+                            {"plans_after_every_call", !own_cadence},
                             {"stats", st}};
         fmt::print(
-            "  online policy (sample 1/{}, half-life {}, re-plan every {}, gate {}:{}, calls of "
+            "  online policy (sample 1/{}, half-life {}, re-plan every {}{}, gate {}:{}, calls of "
             "{}): second half hit {:.3f} against the offline plan's {:.3f}; {} changes, {} "
             "plans withheld (last gate: saves {:.0f} B/query of {:.0f}, copies {:.1f} MB); the "
             "region {:.1f}% full at the end, {} rebuilds, {} lists skipped; {:.1f} MB copied from the "
             "host, {:.1f} MB moved within the region, {} table entries, {:.3f} s in apply()\n",
-            oo.sample_every, oo.half_life_queries, oo.replan_queries, oo.min_payoff, oo.min_gain,
+            oo.sample_every, oo.half_life_queries, oo.replan_queries,
+            own_cadence ? fmt::format(" served (back-off up to {}x)", oo.replan_backoff_max)
+                        : std::string(" and after every call"),
+            oo.min_payoff, oo.min_gain,
             call, run.second.rate(), off_second.rate(), run.changes,
             st["plans_withheld"].get<std::uint64_t>(),
             st["last_gate"]["saving_per_query"].get<double>(),

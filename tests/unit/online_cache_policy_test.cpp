@@ -262,6 +262,30 @@ TEST(OnlineCachePolicy, TheSampleKeepsTheCadenceInServedQueries) {
   EXPECT_EQ(quarter["plans"].get<std::uint64_t>(), served / 100) << quarter.dump();
 }
 
+// drain(false) waits for the replay and leaves the plans to the policy's cadence; drain() also
+// plans what was replayed since the last plan.
+TEST(OnlineCachePolicy, DrainPlansTheRestOnlyWhenAsked) {
+  const auto trained = trained_index();
+  const ShardIndex& shard = trained->index->shard(0);
+  OnlinePolicyOptions o;
+  o.policy = CachePolicy::kQtf;
+  o.budget_bytes = shard.postings().size_bytes() / 20;
+  o.replan_queries = 1000000;  // no plan at the cadence within this test
+  o.min_payoff = 0;
+  OnlineCachePolicy online(shard, o);
+  const std::vector<Query> some(trained->train.begin(), trained->train.begin() + 50);
+  online.observe(some);
+  online.drain(/*plan_the_rest=*/false);
+  nlohmann::json s = online.stats();
+  EXPECT_EQ(s["replayed"].get<std::uint64_t>(), 50u) << s.dump();
+  EXPECT_EQ(s["plans"].get<std::uint64_t>(), 0u) << s.dump();
+  EXPECT_FALSE(online.take_plan().has_value());
+  online.drain();
+  s = online.stats();
+  EXPECT_EQ(s["plans"].get<std::uint64_t>(), 1u) << s.dump();
+  EXPECT_TRUE(online.take_plan().has_value());
+}
+
 // The bench's drift comparison on the CPU twin: a drifting log served in calls at a 10x budget
 // (a cache smaller than the hot lists), the plan taken between calls and never waited for. The
 // online policy re-plans within the run, changes the cache, hits more than the offline plan in
