@@ -49,6 +49,7 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
       ->capture_default_str();
   app.add_option("--cache-sample", o.sample_every,
                  "gpu list cache online: replay one query of this many")
+      ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
   app.add_option("--cache-replay-memo", o.replay_memo_entries,
                  "gpu list cache online (vfb): distinct queries whose replayed reads are kept for "

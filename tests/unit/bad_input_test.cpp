@@ -191,6 +191,11 @@ TEST(BadFlags, ClearErrors) {
   r = run_gpusearch("search --index " + (tmp / "i").string() + " --queries " + (tmp / "i" / "queries.test.tsv").string() +
                     " --engine warp --run " + (tmp / "r").string());
   EXPECT_NE(r.output.find("unknown engine 'warp'"), std::string::npos) << r.output;
+  // The online list cache's sample: 0 would mean nothing replayed, not "off".
+  r = run_gpusearch("search --index " + (tmp / "i").string() + " --queries " + (tmp / "i" / "queries.test.tsv").string() +
+                    " --cache-sample 0 --run " + (tmp / "r").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--cache-sample"), std::string::npos) << r.output;
   r = run_gpusearch("frobnicate");
   EXPECT_NE(r.exit_code, 0);
 }
