@@ -34,6 +34,7 @@
 #include "test_support.hpp"
 
 using namespace gpusearch;
+using gpusearch::testing::known_queries;
 using gpusearch::testing::TempDir;
 
 namespace {
@@ -50,13 +51,8 @@ class GpuListCacheTest : public ::testing::Test {
                                                  "test_queries=300,mean_length=300"),
                           o);
     index_ = new Index(Index::open(*dir_ / "idx"));
-    queries_ = new std::vector<Query>();
-    for (const QueryText& qt : read_query_file(*dir_ / "idx" / "queries.test.tsv").queries) {
-      Query q;
-      QueryProblem p;
-      if (resolve_query(index_->shard(0), qt, QueryLimits{}, q, p, "test") && !q.terms.empty())
-        queries_->push_back(std::move(q));
-    }
+    queries_ =
+        new std::vector<Query>(known_queries(index_->shard(0), *dir_ / "idx" / "queries.test.tsv"));
   }
   static void TearDownTestSuite() {
     delete queries_;

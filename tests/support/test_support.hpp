@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/query.hpp"
+
 namespace gpusearch::testing {
 
 // A fresh directory under the system temp dir, removed at scope exit.
@@ -99,6 +101,20 @@ inline bool eventually(const std::function<bool()>& done) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// The queries of a query file resolved against a shard, those with at least one known term
+// (what most tests serve; the others are counted elsewhere). `label` names the file in errors.
+inline std::vector<Query> known_queries(const ShardIndex& shard, const std::filesystem::path& file,
+                                        const std::string& label = "test") {
+  std::vector<Query> out;
+  for (const QueryText& qt : read_query_file(file).queries) {
+    Query q;
+    QueryProblem p;
+    if (resolve_query(shard, qt, QueryLimits{}, q, p, label) && !q.terms.empty())
+      out.push_back(std::move(q));
+  }
+  return out;
 }
 
 }  // namespace gpusearch::testing

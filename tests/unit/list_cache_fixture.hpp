@@ -32,14 +32,8 @@ class ListCacheIndex : public ::testing::Test {
                                                  "test_queries=300,mean_length=250"),
                           o);
     index_ = new Index(Index::open(*dir_ / "idx"));
-    const QueryFile qf = read_query_file(*dir_ / "idx" / "queries.test.tsv");
-    queries_ = new std::vector<Query>();
-    for (const QueryText& qt : qf.queries) {
-      Query q;
-      QueryProblem p;
-      if (resolve_query(index_->shard(0), qt, QueryLimits{}, q, p, "test") && !q.terms.empty())
-        queries_->push_back(std::move(q));
-    }
+    queries_ =
+        new std::vector<Query>(known_queries(index_->shard(0), *dir_ / "idx" / "queries.test.tsv"));
   }
   static void TearDownTestSuite() {
     delete queries_;

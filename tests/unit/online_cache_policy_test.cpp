@@ -25,6 +25,7 @@
 #include "test_support.hpp"
 
 using namespace gpusearch;
+using gpusearch::testing::known_queries;
 using gpusearch::testing::TempDir;
 
 namespace {
@@ -44,12 +45,7 @@ std::unique_ptr<TrainedIndex> trained_index() {
                                                "test_queries=10,mean_length=250"),
                         bo);
   t->index = std::make_unique<Index>(Index::open(t->tmp / "idx"));
-  for (const QueryText& qt : read_query_file(t->tmp / "idx" / "queries.train.tsv").queries) {
-    Query q;
-    QueryProblem p;
-    if (resolve_query(t->index->shard(0), qt, {}, q, p, "train") && !q.terms.empty())
-      t->train.push_back(std::move(q));
-  }
+  t->train = known_queries(t->index->shard(0), t->tmp / "idx" / "queries.train.tsv", "train");
   return t;
 }
 
