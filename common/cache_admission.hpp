@@ -51,6 +51,9 @@ struct AdmissionOptions {
   // the merge admits a training log's visits in 0.012 s against the sort's 0.080 s (build
   // machine, session 37).
   bool merge_candidates = true;
+  // Budget the log's lists leave unused (1% of it or more) goes to whole lists no query asked
+  // for, longest first (qtf, qtfdf and vfb with lambda 1; after every list the policy admits).
+  bool fill_spare = true;
 };
 
 // Admits list prefixes into the budget:
@@ -58,7 +61,8 @@ struct AdmissionOptions {
 //          cover them), ties broken by query frequency, at most lambda of a list; a list's
 //          admitted blocks form a prefix since visits do; unvisited blocks (vf = 0, the last
 //          tie class) of queried lists come last, most queried list first;
-//   qtf    whole lists by query frequency; qtfdf whole lists by query frequency / length.
+//   qtf    whole lists by query frequency; qtfdf whole lists by query frequency / length;
+//   then (fill_spare) budget no queried list takes, whole unqueried lists, longest first.
 // Returns the admitted lists in admission order (most valuable first), each with its bytes.
 // `visits` may be sorted in place (prefixes by length). With `gaps`, the admission stops at
 // pause points while a serving call is in flight (the online policy); the result is the same.

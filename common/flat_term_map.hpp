@@ -41,6 +41,12 @@ class FlatTermMap {
   }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Empty, its table kept.
+  void clear() {
+    if (size_ == 0) return;
+    for (Slot& s : slots_) s.used = false;
+    size_ = 0;
+  }
 
  private:
   struct Slot {

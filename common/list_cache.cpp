@@ -92,16 +92,37 @@ std::uint64_t ListBatch::region_bytes() const {
          kShipAlignmentBytes;
 }
 
+void ListBatch::reset() {
+  begin = end = 0;
+  horizon.clear();
+  shipped.clear();
+  patches.clear();
+  restores.clear();
+  shipped_words = 0;
+  blocks_hit = blocks_shipped = blocks_unavailable = 0;
+  bytes_hit = bytes_shipped = bytes_unavailable = 0;
+  truncated_queries = 0;
+  shipped_blocks.clear();
+}
+
 std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
                                          std::span<const Query> queries,
                                          std::span<const std::size_t> order,
-                                         const ListBatchOptions& options) {
+                                         const ListBatchOptions& options,
+                                         std::vector<ListBatch>* storage) {
   const ShardIndex& shard = cache.shard();
   const auto offsets = shard.block_offsets();
   const std::uint64_t capacity = options.ship_capacity_bytes;
   const std::size_t max_queries = std::max<std::size_t>(1, options.max_queries);
   std::vector<ListBatch> batches;
-  ListBatch cur;
+  auto fresh = [&] {
+    if (!storage || storage->empty()) return ListBatch{};
+    ListBatch b = std::move(storage->back());
+    storage->pop_back();
+    b.reset();
+    return b;
+  };
+  ListBatch cur = fresh();
   std::vector<TermId> need;
   auto words_of = [&](TermId t, std::uint32_t blocks) -> std::uint64_t {
     return blocks == 0 ? 0 : list_prefix_words(shard, t, blocks);
@@ -153,7 +174,7 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
     if (in_batch > 0 && (in_batch >= max_queries || after(need_bytes) > capacity)) {
       cur.end = pos;
       batches.push_back(std::move(cur));
-      cur = ListBatch{};
+      cur = fresh();
       cur.begin = pos;
       need_bytes = lists_to_ship();
     }
@@ -211,6 +232,8 @@ std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
   if (order.size() > cur.begin) {
     cur.end = order.size();
     batches.push_back(std::move(cur));
+  } else if (storage) {
+    storage->push_back(std::move(cur));
   }
   return batches;
 }

@@ -221,6 +221,8 @@ struct ListBatch {
   // Blocks of term t the GPU sees in this batch.
   std::uint32_t available_blocks(const ListCacheDirectory& cache, TermId t) const;
   FlatTermMap shipped_blocks;
+  // Empty again, its vectors' capacity kept (plan_list_batches' storage).
+  void reset();
 };
 
 inline constexpr std::uint64_t kShipAlignmentBytes = 16;  // the table entries' alignment
@@ -251,11 +253,15 @@ struct ListCacheCounters {
 // and table entries) fit ship_capacity_bytes. A list the cache lacks ships whole with the first
 // batch query that needs it; a list cached in part is used as its cached prefix (paper 000, 3.1.2)
 // or, with ship_tails, ships whole where it fits; a query whose lists do not fit an empty batch
-// ships the prefixes that fit (its shorter lists first).
+// ships the prefixes that fit (its shorter lists first). With `storage`, batches a previous call
+// returned there are reused (their vectors keep their capacity): a call's batches are built in
+// memory already mapped (H200 host: planning them took 2-3x as long in fresh memory, whose pages
+// fault as they are first written; session 39).
 std::vector<ListBatch> plan_list_batches(const ListCacheDirectory& cache,
                                          std::span<const Query> queries,
                                          std::span<const std::size_t> order,
-                                         const ListBatchOptions& options);
+                                         const ListBatchOptions& options,
+                                         std::vector<ListBatch>* storage = nullptr);
 
 // The end (exclusive) of the docIDs the first `available` blocks of t cover completely: the
 // shard's end when the list is whole.

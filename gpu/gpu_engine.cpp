@@ -88,11 +88,16 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
     for (std::size_t i : plan.gpu_queries) out[i] = ShardResult{};
     return;
   }
+  const auto launches_begin = std::chrono::steady_clock::now();
   m.plan_launches(plan);
+  const auto buffers_begin = std::chrono::steady_clock::now();
   CallScratch scratch;
   m.reserve_lane_buffers(plan, scratch);
 
   m.call_host_start = std::chrono::steady_clock::now();
+  m.call_launch_plan_seconds += std::chrono::duration<double>(buffers_begin - launches_begin).count();
+  m.call_list_batches_seconds += plan.list_batches_seconds;
+  m.call_buffers_seconds += std::chrono::duration<double>(m.call_host_start - buffers_begin).count();
   m.call_plan_seconds += std::chrono::duration<double>(m.call_host_start - planning_begins).count();
   m.call_start.record(m.lanes[0].stream.get());
   std::size_t launch = 0;
@@ -145,6 +150,7 @@ void GpuEngine::search_batches(std::span<const Query> queries, const SearchParam
   if (m.post) m.post->wait();
   m.call_finish_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - finishing_begins).count();
+  for (ListBatch& b : plan.list_batches) m.list_batch_storage.push_back(std::move(b));
 }
 
 void GpuEngine::Impl::start_call() {
@@ -275,9 +281,13 @@ void GpuEngine::Impl::plan_launches(CallPlan& plan) const {
   // Batches: batch_size queries each; with the list cache, also cut where the lists a batch
   // must ship would overflow a lane's shipping region (common/list_cache.hpp).
   if (plan.cache) {
+    const auto t0 = std::chrono::steady_clock::now();
     plan.list_batches =
         plan_list_batches(plan.cache->directory(), queries, gpu_queries,
-                          {batch_size, plan.cache->ship_capacity_bytes(), options.ship_tails});
+                          {batch_size, plan.cache->ship_capacity_bytes(), options.ship_tails},
+                          &list_batch_storage);
+    plan.list_batches_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const ListBatch& b : plan.list_batches) plan.bounds.push_back(b.begin);
   } else {
     // In cost order the first launch holds the costliest queries and its kernels end last, so

@@ -76,6 +76,7 @@ struct CallPlan {
   std::vector<std::uint64_t> and_cost, or_cost;
   std::vector<const TermInfo*> shortest, longest;
   std::vector<ListBatch> list_batches;  // list cache: launch i ships list_batches[i]
+  double list_batches_seconds = 0;      // planning them (plan_launches)
   std::vector<std::size_t> bounds;      // launch i runs gpu_queries [bounds[i], bounds[i + 1])
   OrKernelConfig or_config;
   std::size_t num_lanes = 1;  // lanes the call uses
@@ -157,6 +158,12 @@ struct GpuEngine::Impl {
   // Host time of the calls outside their launch pipeline: planning (queries to launches, the
   // list batches against the cache directory, buffers) and finishing (post-processing's wait).
   double call_plan_seconds = 0, call_finish_seconds = 0;
+  // The planning's parts: the launches (costs, order, list batches), the list batches alone,
+  // and the lanes' buffers (the rest is the call's set-up and its queries for the host).
+  double call_launch_plan_seconds = 0, call_list_batches_seconds = 0, call_buffers_seconds = 0;
+  // The list batches of the last call, reused by the next (their memory stays mapped;
+  // plan_list_batches). Guarded by call_mutex, as the calls are.
+  mutable std::vector<ListBatch> list_batch_storage;
   // Applies the online plans between calls (CacheSwapTiming::kGaps); stopped first in
   // ~GpuEngine, before the cache it writes to.
   std::unique_ptr<CacheSwapper> swapper;

@@ -113,6 +113,8 @@ void GpuEngine::clear_stats() {
   impl_->counters = ListCacheCounters{};
   impl_->observe_seconds = 0;
   impl_->call_plan_seconds = impl_->call_finish_seconds = 0;
+  impl_->call_launch_plan_seconds = impl_->call_list_batches_seconds = 0;
+  impl_->call_buffers_seconds = 0;
   if (impl_->post) impl_->post_busy_at_clear = impl_->post->busy_seconds();
 }
 
@@ -248,6 +250,9 @@ nlohmann::json GpuEngine::stats() const {
       {"early_termination_rounds_saved", total.early_termination_rounds_saved},
       {"call_plan_seconds", impl_ ? impl_->call_plan_seconds : 0.0},
       {"call_finish_seconds", impl_ ? impl_->call_finish_seconds : 0.0},
+      {"call_launch_plan_seconds", impl_ ? impl_->call_launch_plan_seconds : 0.0},
+      {"call_list_batches_seconds", impl_ ? impl_->call_list_batches_seconds : 0.0},
+      {"call_buffers_seconds", impl_ ? impl_->call_buffers_seconds : 0.0},
       {"postings_read_gb_per_s",
        total.kernel_ms > 0 ? double(total.postings_bytes_read) / (total.kernel_ms * 1e6) : 0.0}};
   nlohmann::json per_batch = nlohmann::json::array();

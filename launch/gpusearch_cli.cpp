@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
   std::string plan_policy = "vfb", plan_budget, plan_scoring = "bm25";
   double plan_lambda = 1.0;
   unsigned plan_k = 10;
+  bool plan_no_fill = false;
   plan->add_option("--index", plan_index, "index directory")->required()->check(CLI::ExistingDirectory);
   plan->add_option("--queries", plan_queries, "training query log (TSV or TREC topics)")
       ->required()->check(CLI::ExistingFile);
@@ -147,6 +148,9 @@ int main(int argc, char** argv) {
       ->required();
   plan->add_option("--k", plan_k, "k of the early-terminating AND that vfb simulates")->capture_default_str();
   plan->add_option("--scoring", plan_scoring, "bm25 or bm25-pr (vfb's simulation)")->capture_default_str();
+  plan->add_flag("--no-fill", plan_no_fill,
+                 "leave budget the log's lists do not take empty (default: whole lists no training "
+                 "query asked for fill it, longest first; qtf, qtfdf, vfb with lambda 1)");
   plan->add_option("--out", plan_out, "plan file to write (JSON)")->required();
 
   // search
@@ -424,6 +428,7 @@ int main(int argc, char** argv) {
       CachePlanOptions po;
       po.policy = parse_cache_policy(plan_policy);
       po.lambda = plan_lambda;
+      po.fill_spare = !plan_no_fill;
       po.budget_bytes = parse_byte_size(plan_budget, "--budget");
       po.k = plan_k;
       po.scoring = parse_scoring(plan_scoring);

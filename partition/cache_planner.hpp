@@ -9,6 +9,8 @@
 //         a list are a prefix too.
 //   qtf   whole lists by query frequency f_t (Baeza-Yates et al.).
 //   qtfdf whole lists by f_t / |l(t)| (Long and Suel).
+// Beyond the paper, budget left once every queried list is in goes to whole lists no training
+// query asked for, longest first (not for vfb with lambda < 1; fill_spare).
 // Every policy is scored on the same simulated block reads (training_block_reads and the part
 // the plan serves), so policies compare on one footing.
 #pragma once
@@ -29,6 +31,9 @@ struct CachePlanOptions {
   std::uint64_t budget_bytes = 0;  // per shard
   unsigned k = 10;
   Scoring scoring = Scoring::kBm25;
+  // Budget the log's lists leave unused goes to whole unqueried lists, longest first
+  // (AdmissionOptions::fill_spare); false: the paper's policies alone.
+  bool fill_spare = true;
   bool progress = true;
 };
 

@@ -117,6 +117,9 @@ nlohmann::json timed_run(Bench& b, QueryEngine& engine, const std::vector<Query>
     const nlohmann::json stats = g->stats();
     j["call_plan_seconds"] = stats.value("call_plan_seconds", 0.0);
     j["call_finish_seconds"] = stats.value("call_finish_seconds", 0.0);
+    for (const char* part : {"call_launch_plan_seconds", "call_list_batches_seconds",
+                             "call_buffers_seconds", "pack_ms", "unpack_ms", "d2h_ms"})
+      j[part] = stats.value(part, 0.0);
     if (stats.contains("list_cache")) {
       nlohmann::json lc = stats["list_cache"];
       if (lc.contains("online_changes")) {
@@ -210,13 +213,14 @@ nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase
                          unsigned batch_size) {
   VisitLog visits = b.visits;
   const auto lists =
-      admit_lists(b.shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
+      admit_lists(b.shard, visits, b.admission(pc.policy, pc.lambda, std::uint64_t(share * memory)));
   auto e = cached_engine(b, memory, share, lists, batch_size, pc.tails);
   nlohmann::json row = timed_run(b, *e, b.test, b.refs);
   row["ratio"] = ratio;
   row["memory_bytes"] = memory;
   row["policy"] = pc.name();
   row["cache_share"] = share;
+  row["fill_spare"] = b.fill_spare;
   row["cache_bytes"] = std::uint64_t(share * memory);
   row["batch_bytes"] = std::uint64_t(memory) - std::uint64_t(share * memory);
   row["batch_cap"] = batch_size;
@@ -374,6 +378,10 @@ int main(int argc, char** argv) {
   app.add_option("--model-out", model_out, "write the fitted throughput model (--cache-model)");
   app.add_flag("--skip-sweep", skip_sweep, "only the baselines and the online comparison");
   app.add_flag("--skip-model", skip_model, "no model runs");
+  bool no_fill = false;
+  app.add_flag("--no-fill", no_fill,
+               "plans leave the budget their lists do not take empty (default: filled with "
+               "unqueried lists, longest first)");
   unsigned postprocess_threads = 0;
   app.add_option("--postprocess-threads", postprocess_threads, "0: cores - 1")
       ->capture_default_str();
@@ -398,6 +406,7 @@ int main(int argc, char** argv) {
     b.check = check;
     b.call_size = call_size;
     b.postprocess_threads = postprocess_threads;
+    b.fill_spare = !no_fill;
     b.train = read_queries(shard, train_file.empty() ? index_dir / "queries.train.tsv" : train_file,
                            train_limit);
     b.test =

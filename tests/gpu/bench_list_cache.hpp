@@ -49,6 +49,13 @@ struct Bench {
   std::vector<ReferenceAnswer> refs{};  // of the test log's first `check` queries
   std::shared_ptr<const cpu::CpuEngine> cpu{};
   VisitLog visits{};  // the training log's simulated reads (every plan's input)
+  bool fill_spare = true;  // plans fill the budget their lists leave (AdmissionOptions)
+
+  AdmissionOptions admission(CachePolicy policy, double lambda, std::uint64_t budget) const {
+    AdmissionOptions a{policy, lambda, budget};
+    a.fill_spare = fill_spare;
+    return a;
+  }
 
   std::size_t wrong(const std::vector<ShardResult>& out, const std::vector<ReferenceAnswer>& r,
                     const std::vector<Query>& qs) const {

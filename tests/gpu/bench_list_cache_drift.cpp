@@ -115,7 +115,7 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
   const double share = 0.8;
   VisitLog visits = b.visits;
   const auto lists =
-      admit_lists(b.shard, visits, {pc.policy, pc.lambda, std::uint64_t(share * memory)});
+      admit_lists(b.shard, visits, b.admission(pc.policy, pc.lambda, std::uint64_t(share * memory)));
   nlohmann::json online_json = nlohmann::json::object();
   const std::size_t saved_call = b.call_size;
   b.call_size = o.call_size;  // an ISN's batches: the online plans go in between them

@@ -36,8 +36,10 @@ class CachePlanTest : public ::testing::Test {
   static std::filesystem::path idx() { return *dir_ / "idx"; }
   static std::filesystem::path train() { return idx() / "queries.train.tsv"; }
   static CachePlan plan(const Index& index, CachePolicy policy, std::uint64_t budget,
-                        double lambda = 1.0, unsigned k = 10, Scoring s = Scoring::kBm25) {
+                        double lambda = 1.0, unsigned k = 10, Scoring s = Scoring::kBm25,
+                        bool fill_spare = true) {
     CachePlanOptions o;
+    o.fill_spare = fill_spare;
     o.policy = policy;
     o.budget_bytes = budget;
     o.lambda = lambda;
@@ -98,6 +100,53 @@ TEST_F(CachePlanTest, UnlimitedBudgetServesEveryTrainingRead) {
       EXPECT_GT(sp.training_block_reads, 0u);
       EXPECT_EQ(sp.training_block_reads_cached, sp.training_block_reads) << to_string(policy);
     }
+  }
+}
+
+// Budget the training log's lists leave goes to whole lists no training query asked for,
+// longest first (qtf, qtfdf, vfb with lambda 1); vfb with lambda < 1 leaves it empty.
+TEST_F(CachePlanTest, SpareBudgetGoesToUnqueriedListsLongestFirst) {
+  const Index index = Index::open(idx());
+  for (CachePolicy policy : {CachePolicy::kVfb, CachePolicy::kQtf, CachePolicy::kQtfDf}) {
+    // Every queried list, whole: the budget at which the log's plan stops growing.
+    const CachePlan all = plan(index, policy, std::uint64_t(1) << 40, 1.0, 10, Scoring::kBm25, false);
+    for (std::size_t s = 0; s < 2; ++s) {
+      const ShardIndex& shard = index.shard(all.shards[s].shard);
+      const std::uint64_t budget = all.shards[s].bytes * 3 / 2;
+      const CachePlan bare = plan(index, policy, budget, 1.0, 10, Scoring::kBm25, false);
+      const CachePlan filled = plan(index, policy, budget);
+      std::map<TermId, std::uint32_t> queried, got;
+      for (const CachedList& l : bare.shards[s].lists) queried[l.term] = l.blocks;
+      for (const CachedList& l : filled.shards[s].lists) got[l.term] = l.blocks;
+      EXPECT_EQ(bare.shards[s].bytes, all.shards[s].bytes) << to_string(policy);
+      for (const auto& [t, blocks] : queried)
+        EXPECT_EQ(got[t], blocks) << to_string(policy) << ": the log's list " << t << " changed";
+      const std::uint64_t spare = budget - bare.shards[s].bytes;
+      EXPECT_LE(filled.shards[s].bytes, budget) << to_string(policy);
+      EXPECT_GE(filled.shards[s].bytes, bare.shards[s].bytes + spare / 2)
+          << to_string(policy) << ": the spare budget should mostly fill";
+      // The longest unqueried list that fits the spare is in; every added list is whole.
+      TermId longest = 0;
+      std::uint32_t longest_df = 0;
+      for (TermId t = 0; t < shard.num_terms(); ++t) {
+        const TermInfo& ti = shard.term(t);
+        if (ti.num_blocks == 0 || queried.count(t)) continue;
+        if (got.count(t)) EXPECT_EQ(got[t], ti.num_blocks) << "term " << t;
+        if (list_bytes(shard, t, ti.num_blocks) <= spare && ti.df_shard > longest_df)
+          longest = t, longest_df = ti.df_shard;
+      }
+      ASSERT_GT(longest_df, 0u);
+      EXPECT_TRUE(got.count(longest)) << to_string(policy) << ": term " << longest << " (df "
+                                      << longest_df << ") fits the spare budget and is not in";
+    }
+  }
+  // vfb with lambda < 1 caps every list, so whole lists do not go in: the same plan either way.
+  const CachePlan capped = plan(index, CachePolicy::kVfb, std::uint64_t(1) << 40, 0.5);
+  const CachePlan capped_bare =
+      plan(index, CachePolicy::kVfb, std::uint64_t(1) << 40, 0.5, 10, Scoring::kBm25, false);
+  for (std::size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(capped.shards[s].bytes, capped_bare.shards[s].bytes);
+    EXPECT_EQ(capped.shards[s].lists.size(), capped_bare.shards[s].lists.size());
   }
 }
 

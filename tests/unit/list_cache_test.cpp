@@ -252,6 +252,79 @@ TEST_F(ListCacheTest, BatchesFitTheShippingRegionAndAddressEveryAvailableBlock) 
   check_batches(shard(), empty, *queries_, {16, 4096});
 }
 
+// Batches planned in storage a previous call left (the GPU engine reuses its last call's) are
+// the batches planned afresh: larger and smaller calls, shipping regions, ship_tails and caches
+// in turn, so that every reused batch held more, or less, than it holds now.
+TEST_F(ListCacheTest, BatchesPlannedInReusedStorageEqualFreshOnes) {
+  const DeviceBlockNumbering n(shard());
+  const CachePlan p = plan(CachePolicy::kVfb, index_bytes() / 10, 0.5);
+  ListCacheDirectory cache(shard(), n, index_bytes() / 10);
+  cache.apply(p.shards[0].lists);
+  ListCacheDirectory empty(shard(), n, 0);
+  struct Case {
+    const ListCacheDirectory* cache;
+    ListBatchOptions options;
+    std::size_t queries;
+  };
+  const std::vector<Case> cases = {{&cache, {64, index_bytes() / 100}, queries_->size()},
+                                   {&cache, {4096, index_bytes()}, 40},
+                                   {&empty, {64, index_bytes() / 400}, queries_->size()},
+                                   {&cache, {4096, 2 * index_bytes(), true}, queries_->size()},
+                                   {&empty, {16, 0}, 100},
+                                   {&cache, {32, index_bytes() / 400, true}, queries_->size()}};
+  std::vector<ListBatch> storage;
+  std::size_t reused = 0;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const Case& k = cases[c];
+    const std::span<const Query> qs(queries_->data(), k.queries);
+    std::vector<std::size_t> order(qs.size());
+    std::iota(order.rbegin(), order.rend(), std::size_t(0));  // another order than the last
+    if (c % 2) std::iota(order.begin(), order.end(), std::size_t(0));
+    reused += storage.size();
+    std::vector<ListBatch> again = plan_list_batches(*k.cache, qs, order, k.options, &storage);
+    const std::vector<ListBatch> fresh = plan_list_batches(*k.cache, qs, order, k.options);
+    ASSERT_EQ(again.size(), fresh.size()) << "case " << c;
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+      const ListBatch &a = again[i], &b = fresh[i];
+      const std::string at = "case " + std::to_string(c) + ", batch " + std::to_string(i);
+      EXPECT_EQ(a.begin, b.begin) << at;
+      EXPECT_EQ(a.end, b.end) << at;
+      EXPECT_EQ(a.horizon, b.horizon) << at;
+      ASSERT_EQ(a.shipped.size(), b.shipped.size()) << at;
+      for (std::size_t j = 0; j < b.shipped.size(); ++j) {
+        EXPECT_EQ(a.shipped[j].term, b.shipped[j].term) << at;
+        EXPECT_EQ(a.shipped[j].blocks, b.shipped[j].blocks) << at;
+        EXPECT_EQ(a.shipped[j].copy.host_word_begin, b.shipped[j].copy.host_word_begin) << at;
+        EXPECT_EQ(a.shipped[j].copy.words, b.shipped[j].copy.words) << at;
+        EXPECT_EQ(a.shipped[j].copy.pool_word_offset, b.shipped[j].copy.pool_word_offset) << at;
+      }
+      auto same_entries = [&](const std::vector<OffsetPatch>& x, const std::vector<OffsetPatch>& y) {
+        ASSERT_EQ(x.size(), y.size()) << at;
+        for (std::size_t j = 0; j < x.size(); ++j) {
+          EXPECT_EQ(x[j].slot, y[j].slot) << at;
+          EXPECT_EQ(x[j].word_offset, y[j].word_offset) << at;
+        }
+      };
+      same_entries(a.patches, b.patches);
+      same_entries(a.restores, b.restores);
+      EXPECT_EQ(a.shipped_words, b.shipped_words) << at;
+      EXPECT_EQ(a.blocks_hit, b.blocks_hit) << at;
+      EXPECT_EQ(a.blocks_shipped, b.blocks_shipped) << at;
+      EXPECT_EQ(a.blocks_unavailable, b.blocks_unavailable) << at;
+      EXPECT_EQ(a.bytes_hit, b.bytes_hit) << at;
+      EXPECT_EQ(a.bytes_shipped, b.bytes_shipped) << at;
+      EXPECT_EQ(a.bytes_unavailable, b.bytes_unavailable) << at;
+      EXPECT_EQ(a.truncated_queries, b.truncated_queries) << at;
+      // What the GPU sees of every term of the batch's queries.
+      for (std::size_t pos = b.begin; pos < b.end; ++pos)
+        for (TermId t : qs[order[pos]].terms)
+          EXPECT_EQ(a.available_blocks(*k.cache, t), b.available_blocks(*k.cache, t)) << at;
+    }
+    for (ListBatch& b : again) storage.push_back(std::move(b));
+  }
+  EXPECT_GT(reused, 10u) << "the cases should reuse batches";
+}
+
 // The CPU twin against the reference on the test log; returns (checks, post-processed).
 std::pair<std::size_t, std::uint64_t> check_twin(const Index& index, const std::vector<Query>& qs,
                                                  const ListCacheDirectory& cache,
