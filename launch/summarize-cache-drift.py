@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Session 39's drift runs: each arm's busy rate over the offline plan's, per round and by the
-median, from every cache_drift.log under this folder. Usage: summarize.py [DIR]"""
+"""The list cache's drift runs (`launch/gpu-host.sh cache-drift`): each online arm's busy rate
+over the same round's offline plan, per round, and the bench's figure (the arm's median rate over
+the offline median), from every callX/*/*/cache_drift.log under DIR (a results folder such as
+tests/benchmarks/results/list-cache/h200-2026-11-29-s39). Usage: summarize-cache-drift.py DIR"""
 import pathlib
 import re
 import statistics
 import sys
 
-root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent)
+if len(sys.argv) != 2:
+    sys.exit("usage: summarize-cache-drift.py DIR (a results folder with callX/ subfolders)")
+root = pathlib.Path(sys.argv[1])
 row = re.compile(r"^drifting log at (\d+)x, (offline|online (\S+)): (\d+) q/s busy.*hit ([\d.]+)")
 print("| run | ratio | arm | online / offline per round | median ratio | hit (bytes) |")
 print("| --- | --- | --- | --- | --- | --- |")
