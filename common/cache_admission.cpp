@@ -48,17 +48,19 @@ void fill_spare_budget(const ShardIndex& shard, std::uint64_t budget, std::uint6
   std::array<std::uint64_t, 33> width_bytes{};
   const TermId n = shard.num_terms();
   for (TermId t = 0; t < n; ++t) {
+    step();  // a pass over every term (5.6M at 2.5M documents): pause points for the online policy
     const TermInfo& ti = shard.term(t);
     if (ti.num_blocks > 0) width_bytes[std::bit_width(ti.df_shard)] += list_bytes(ti);
   }
   const std::uint64_t wanted = 2 * (budget - used) + used;
-  int min_width = 32;
+  unsigned min_width = 32;
   for (std::uint64_t sum = 0; min_width > 0; --min_width) {
     sum += width_bytes[min_width];
     if (sum >= wanted) break;
   }
   std::vector<TermId> candidates;
   for (TermId t = 0; t < n; ++t) {
+    step();
     const TermInfo& ti = shard.term(t);
     if (ti.num_blocks > 0 && std::bit_width(ti.df_shard) >= min_width && !cached.contains(t))
       candidates.push_back(t);
