@@ -38,6 +38,9 @@ struct ShardCachePlan {
   // Training-log block reads (as the engine's early-terminating AND would make them) and how
   // many of them the plan serves from the cache.
   std::uint64_t training_block_reads = 0, training_block_reads_cached = 0;
+  // Of the lists, those no training query asked for (the spare budget's fill); made by the
+  // planner, not kept in the plan file.
+  std::uint64_t unqueried_lists = 0, unqueried_bytes = 0;
 };
 
 struct CachePlan {

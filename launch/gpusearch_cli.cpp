@@ -445,6 +445,11 @@ int main(int argc, char** argv) {
                    sp.training_block_reads ? 100.0 * double(sp.training_block_reads_cached) /
                                                  double(sp.training_block_reads)
                                            : 0.0);
+      for (const ShardCachePlan& sp : p.shards)
+        if (sp.unqueried_lists > 0)
+          fmt::print("shard {}: of those, {} lists ({:.1f} MiB) no training query asked for fill "
+                     "the budget the log's lists leave (--no-fill: leave it empty)\n",
+                     sp.shard, sp.unqueried_lists, double(sp.unqueried_bytes) / (1 << 20));
       fmt::print("wrote the {} cache plan ({} training queries, lambda {}) to {}\n",
                  to_string(p.policy), p.training_queries, p.lambda, plan_out.string());
     } else if (*qry) {

@@ -79,6 +79,7 @@ CachePlan make_cache_plan(const Index& index, const std::filesystem::path& train
       sp.bytes += l.bytes;
       sp.blocks += l.blocks;
       cached[l.term] = l.blocks;
+      if (!qf_of.contains(l.term)) ++sp.unqueried_lists, sp.unqueried_bytes += l.bytes;
     }
     sp.lists = std::move(admitted);
     for (const auto& [t, v] : visits) {

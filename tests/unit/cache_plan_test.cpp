@@ -125,13 +125,19 @@ TEST_F(CachePlanTest, SpareBudgetGoesToUnqueriedListsLongestFirst) {
       EXPECT_LE(filled.shards[s].bytes, budget) << to_string(policy);
       EXPECT_GE(filled.shards[s].bytes, bare.shards[s].bytes + spare / 2)
           << to_string(policy) << ": the spare budget should mostly fill";
+      EXPECT_EQ(bare.shards[s].unqueried_lists, 0u) << to_string(policy);
+      EXPECT_EQ(filled.shards[s].unqueried_bytes, filled.shards[s].bytes - bare.shards[s].bytes)
+          << to_string(policy) << ": the fill is what the log's lists leave";
+      EXPECT_EQ(filled.shards[s].unqueried_lists, filled.shards[s].lists.size() - queried.size());
       // The longest unqueried list that fits the spare is in; every added list is whole.
       TermId longest = 0;
       std::uint32_t longest_df = 0;
       for (TermId t = 0; t < shard.num_terms(); ++t) {
         const TermInfo& ti = shard.term(t);
         if (ti.num_blocks == 0 || queried.count(t)) continue;
-        if (got.count(t)) EXPECT_EQ(got[t], ti.num_blocks) << "term " << t;
+        if (got.count(t)) {
+          EXPECT_EQ(got[t], ti.num_blocks) << "term " << t;
+        }
         if (list_bytes(shard, t, ti.num_blocks) <= spare && ti.df_shard > longest_df)
           longest = t, longest_df = ti.df_shard;
       }
