@@ -74,6 +74,7 @@ PlannerPriority parse_planner_priority(const std::string& s);  // "normal" | "id
 struct OnlinePolicyOptions {
   CachePolicy policy = CachePolicy::kVfb;
   double lambda = 1.0;
+  bool fill_spare = true;  // AdmissionOptions::fill_spare
   std::uint64_t budget_bytes = 0;  // the cache region
   unsigned k = 10;                 // of the simulated AND
   Scoring scoring = Scoring::kBm25;

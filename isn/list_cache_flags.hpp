@@ -32,6 +32,9 @@ inline void add_list_cache_flags(CLI::App& app, ListCacheEngineOptions& o) {
       ->capture_default_str();
   app.add_option("--cache-plan-k", o.plan_k, "gpu list cache: k of the AND that vfb replays")
       ->capture_default_str();
+  app.add_flag_callback("--cache-no-fill", [&o] { o.fill_spare = false; },
+               "gpu list cache (--cache-train, --cache-online): leave the budget the log's lists "
+               "do not take empty (default: whole unqueried lists fill it, longest first)");
   app.add_flag("--cache-online", o.online,
                "gpu list cache: follow the served queries (decayed visiting frequencies, "
                "re-planned in the background, applied between batches)");

@@ -225,8 +225,9 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     setup["fill"] = engine->apply_cache_plan(lists).to_json();
     setup["plan"] = lo.plan.string();
   } else if (!training.empty()) {
-    const auto lists = plan_shard_cache(shard, training, {policy, lo.lambda, sizes.cache_bytes},
-                                        lo.plan_k, Scoring::kBm25);
+    AdmissionOptions admission{policy, lo.lambda, sizes.cache_bytes};
+    admission.fill_spare = lo.fill_spare;
+    const auto lists = plan_shard_cache(shard, training, admission, lo.plan_k, Scoring::kBm25);
     setup["fill"] = engine->apply_cache_plan(lists).to_json();
     setup["plan"] = fmt::format("{} (lambda {}) from {}", lo.policy, lo.lambda, lo.train.string());
   }
@@ -234,6 +235,7 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     OnlinePolicyOptions oo;
     oo.policy = policy;
     oo.lambda = lo.lambda;
+    oo.fill_spare = lo.fill_spare;
     oo.budget_bytes = sizes.cache_bytes;
     oo.k = lo.plan_k;
     oo.half_life_queries = lo.half_life_queries;

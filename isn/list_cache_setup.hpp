@@ -25,6 +25,7 @@ struct ListCacheEngineOptions {
   std::string policy = "vfb";
   double lambda = 1.0;
   unsigned plan_k = 10;
+  bool fill_spare = true;  // budget the log's lists leave: unqueried lists (AdmissionOptions)
   bool online = false;  // adapt to the served queries
   double half_life_queries = 20000;
   std::uint64_t replan_queries = 2000;    // served queries between plans

@@ -24,6 +24,7 @@
 #include "common/online_cache_policy.hpp"
 #include "common/shard_index.hpp"
 #include "isn/cached_cpu_engine.hpp"
+#include "isn/list_cache_flags.hpp"
 #include "isn/list_cache_setup.hpp"
 #include "partition/index_builder.hpp"
 #include "partition/synthetic_collection.hpp"
@@ -108,6 +109,20 @@ std::vector<CacheRunSample> synthetic_runs(double c0, double c1, double a, doubl
     }
   }
   return runs;
+}
+
+// --cache-no-fill reaches the options (the plans made with --cache-train and --cache-online).
+TEST(ListCacheSizing, NoFillFlagTurnsTheSpareBudgetsFillOff) {
+  for (const bool given : {false, true}) {
+    CLI::App app;
+    ListCacheEngineOptions o;
+    add_list_cache_flags(app, o);
+    std::vector<std::string> args = {"--cache-lambda", "1"};
+    if (given) args.push_back("--cache-no-fill");
+    std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
+    app.parse(args);
+    EXPECT_EQ(o.fill_spare, !given);
+  }
 }
 
 TEST(ThroughputModel, FitRecoversTheParametersAndChoosesWithinTheBound) {
