@@ -361,9 +361,12 @@ bool OnlineCachePolicy::replay(std::span<const Pending> work) {
 std::vector<CachedList> OnlineCachePolicy::make_plan(Visits& v) {
   // Forget what weighs next to nothing now; merge equal prefix lengths.
   v.compact(std::exp2(newest_log2_weight_) * kForgetShare, gaps_if_pausing());
-  AdmissionOptions admission{options_.policy, options_.lambda, options_.budget_bytes};
-  admission.fill_spare = options_.fill_spare;
-  return admit_lists(shard_, v.log, admission, gaps_if_pausing());
+  return admit_lists(shard_, v.log,
+                     {.policy = options_.policy,
+                      .lambda = options_.lambda,
+                      .budget_bytes = options_.budget_bytes,
+                      .fill_spare = options_.fill_spare},
+                     gaps_if_pausing());
 }
 
 PlanPayoff OnlineCachePolicy::payoff(const std::vector<CachedList>& plan,

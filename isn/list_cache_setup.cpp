@@ -225,9 +225,12 @@ std::unique_ptr<QueryEngine> make_list_cache_gpu_engine(const EngineOptions& opt
     setup["fill"] = engine->apply_cache_plan(lists).to_json();
     setup["plan"] = lo.plan.string();
   } else if (!training.empty()) {
-    AdmissionOptions admission{policy, lo.lambda, sizes.cache_bytes};
-    admission.fill_spare = lo.fill_spare;
-    const auto lists = plan_shard_cache(shard, training, admission, lo.plan_k, Scoring::kBm25);
+    const auto lists = plan_shard_cache(shard, training,
+                                        {.policy = policy,
+                                         .lambda = lo.lambda,
+                                         .budget_bytes = sizes.cache_bytes,
+                                         .fill_spare = lo.fill_spare},
+                                        lo.plan_k, Scoring::kBm25);
     setup["fill"] = engine->apply_cache_plan(lists).to_json();
     setup["plan"] = fmt::format("{} (lambda {}) from {}", lo.policy, lo.lambda, lo.train.string());
   }

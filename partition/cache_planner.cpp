@@ -67,9 +67,11 @@ CachePlan make_cache_plan(const Index& index, const std::filesystem::path& train
       for (const auto& reads : per_query)
         for (const ListRead& r : reads) visits[r.term].prefixes.push_back({r.blocks, 1.0});
     }
-    AdmissionOptions admission{o.policy, o.lambda, o.budget_bytes};
-    admission.fill_spare = o.fill_spare;
-    std::vector<CachedList> admitted = admit_lists(shard, visits, admission);
+    std::vector<CachedList> admitted = admit_lists(shard, visits,
+                                                   {.policy = o.policy,
+                                                    .lambda = o.lambda,
+                                                    .budget_bytes = o.budget_bytes,
+                                                    .fill_spare = o.fill_spare});
     std::sort(admitted.begin(), admitted.end(),
               [](const CachedList& a, const CachedList& b) { return a.term < b.term; });
     ShardCachePlan sp;

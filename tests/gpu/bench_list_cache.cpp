@@ -212,8 +212,11 @@ std::vector<Query> read_queries(const ShardIndex& shard, const std::filesystem::
 nlohmann::json sweep_row(Bench& b, double ratio, double memory, const PolicyCase& pc, double share,
                          unsigned batch_size) {
   VisitLog visits = b.visits;
-  const auto lists =
-      admit_lists(b.shard, visits, b.admission(pc.policy, pc.lambda, std::uint64_t(share * memory)));
+  const auto lists = admit_lists(b.shard, visits,
+                                 {.policy = pc.policy,
+                                  .lambda = pc.lambda,
+                                  .budget_bytes = std::uint64_t(share * memory),
+                                  .fill_spare = b.fill_spare});
   auto e = cached_engine(b, memory, share, lists, batch_size, pc.tails);
   nlohmann::json row = timed_run(b, *e, b.test, b.refs);
   row["ratio"] = ratio;

@@ -51,12 +51,6 @@ struct Bench {
   VisitLog visits{};  // the training log's simulated reads (every plan's input)
   bool fill_spare = true;  // plans fill the budget their lists leave (AdmissionOptions)
 
-  AdmissionOptions admission(CachePolicy policy, double lambda, std::uint64_t budget) const {
-    AdmissionOptions a{policy, lambda, budget};
-    a.fill_spare = fill_spare;
-    return a;
-  }
-
   std::size_t wrong(const std::vector<ShardResult>& out, const std::vector<ReferenceAnswer>& r,
                     const std::vector<Query>& qs) const {
     std::size_t bad = 0;

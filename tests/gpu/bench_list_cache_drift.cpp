@@ -114,8 +114,11 @@ nlohmann::json run_drift_comparison(Bench& b, const DriftOptions& o, double post
   if (pc.tails) throw InputError("--drift-policy", 0, "'" + o.policy + "': no +tails here");
   const double share = 0.8;
   VisitLog visits = b.visits;
-  const auto lists =
-      admit_lists(b.shard, visits, b.admission(pc.policy, pc.lambda, std::uint64_t(share * memory)));
+  const auto lists = admit_lists(b.shard, visits,
+                                 {.policy = pc.policy,
+                                  .lambda = pc.lambda,
+                                  .budget_bytes = std::uint64_t(share * memory),
+                                  .fill_spare = b.fill_spare});
   nlohmann::json online_json = nlohmann::json::object();
   const std::size_t saved_call = b.call_size;
   b.call_size = o.call_size;  // an ISN's batches: the online plans go in between them
