@@ -16,6 +16,7 @@
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/query_source.hpp"
 #include "common/index_format.hpp"
+#include "common/metrics.hpp"
 #include "common/progress.hpp"
 #include "common/ranker/ranker_mix.hpp"
 #include "common/shard_index.hpp"
@@ -170,6 +171,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   AdmissionStats admission;
   InFlightBatches in_flight(world, isns, options.deadline_ms, me, options.isn_dead_after);
   const auto t_run = Clock::now();
+  // Where the aggregator's CPU goes during the run (the metrics' cpu_seconds).
+  const double process_cpu_at_run = metrics::process_cpu_seconds();
+  const double main_cpu_at_run = metrics::thread_cpu_seconds();
   ThreadPlacement merge_placement;  // with the front end's event loop (--rpc-thread CPU)
   if (!options.front_end.listen.empty()) merge_placement.cpu = options.front_end.loop_thread.cpu;
   // Closed-loop replay admits a batch's queries when it is time to cut it (just in time), unless
@@ -411,6 +415,17 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                                         pacer.stats(), send_term_ids, start_seconds, run_seconds,
                                         stuck, batcher.deadline_cuts(), source->stats()});
   outcome.metrics["merge_handoff"] = merger.handoff_stats();  // the thread has stopped
+  {
+    const double process = metrics::process_cpu_seconds() - process_cpu_at_run;
+    const double main_thread = metrics::thread_cpu_seconds() - main_cpu_at_run;
+    const double merge_thread = merger.thread_cpu_seconds();
+    outcome.metrics["cpu_seconds"] = {
+        {"process", process},
+        {"main_thread", main_thread},  // admission, batching and MPI progress
+        {"merge_thread", merge_thread},
+        {"other_threads", std::max(0.0, process - main_thread - merge_thread)},
+        {"run_seconds", run_seconds}};
+  }
   outcome.metrics["admission"] = {
       {"mode", just_in_time            ? std::string(to_string(ClosedLoopAdmission::kJustInTime))
                : source->closed_loop() ? std::string(to_string(ClosedLoopAdmission::kWindow))

@@ -27,6 +27,7 @@ BatchMerger::BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache,
       if (std::string why = place_this_thread(setup_.placement); !why.empty())
         fmt::print(stderr, "{}: merge thread: {}\n", setup_.me, why);
     loop();
+    thread_cpu_seconds_ = metrics::thread_cpu_seconds();
   });
 }
 

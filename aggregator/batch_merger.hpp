@@ -126,6 +126,8 @@ class BatchMerger {
     handoff_.expect(from, until);
   }
   nlohmann::json handoff_stats() const { return handoff_.stats(); }
+  // The merge thread's CPU seconds, once stop() has joined it.
+  double thread_cpu_seconds() const { return thread_cpu_seconds_; }
   // Queries handed over and not yet written.
   std::size_t queries() const { return merging_queries_; }
   // Rethrows what made the merge thread fail, if anything did.
@@ -172,6 +174,7 @@ class BatchMerger {
   std::deque<MergeJob> queue_;
   bool stop_ = false;
   std::exception_ptr error_;
+  double thread_cpu_seconds_ = 0;  // written by the merge thread as it ends
   std::thread thread_;
 };
 

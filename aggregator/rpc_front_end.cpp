@@ -22,6 +22,7 @@
 
 #include "aggregator/result_cache.hpp"
 #include "common/error.hpp"
+#include "common/metrics.hpp"
 #include "common/thread_placement.hpp"
 #include "common/wire/frontend.capnp.h"
 #include "common/wire/rpc_polling.hpp"
@@ -158,7 +159,8 @@ struct RpcQuerySource::Impl final : kj::TaskSet::ErrorHandler {
   // The kj thread's CPU time; under the mutex, which run() holds when the thread ends.
   double loop_cpu_seconds() const {
     std::lock_guard lock(mutex);
-    return loop_thread_handle ? thread_cpu_seconds(loop_thread_handle) : loop_cpu_at_end.load();
+    return loop_thread_handle ? metrics::thread_cpu_seconds(loop_thread_handle)
+                              : loop_cpu_at_end.load();
   }
 
   nlohmann::json stats_json() const {
@@ -457,7 +459,7 @@ void RpcQuerySource::Impl::run(std::promise<std::string>& started) {
   doorbell_armed = false;  // no task runs any more
   timer = nullptr;
   poller = nullptr;
-  loop_cpu_at_end = thread_cpu_seconds();
+  loop_cpu_at_end = metrics::thread_cpu_seconds();
   loop_thread_handle = 0;
 }
 

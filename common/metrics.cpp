@@ -1,5 +1,6 @@
 #include "common/metrics.hpp"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -157,6 +158,20 @@ nlohmann::json SampleSet::summary() const {
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+double thread_cpu_seconds(unsigned long pthread_handle) {
+  clockid_t clock;
+  if (pthread_getcpuclockid(pthread_t(pthread_handle), &clock) != 0) return 0;
+  timespec ts{};
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 

@@ -96,8 +96,11 @@ class Stopwatch {
   Clock::time_point start_;
 };
 
-// CPU time of the calling thread, in seconds (CLOCK_THREAD_CPUTIME_ID).
+// CPU time of the calling thread, in seconds (CLOCK_THREAD_CPUTIME_ID); of another thread, by
+// its std::thread::native_handle() (0 when its clock cannot be read); of the whole process.
 double thread_cpu_seconds();
+double thread_cpu_seconds(unsigned long pthread_handle);
+double process_cpu_seconds();
 
 // Peak resident memory of this process (VmHWM), in bytes; 0 if unknown.
 std::uint64_t peak_rss_bytes();

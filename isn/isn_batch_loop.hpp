@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,15 @@ class BatchLoop {
   bool receive_messages();
   void on_control(const Received& m, Clock::time_point received);
   nlohmann::json stats() const;
+  // Whether a batch with these parameters goes through the sharing engine.
+  bool can_share(const SearchParams& params) const;
+  // Appends b's queries' slots to slots_.
+  void add_slots(const PipelinedBatch& b);
+  // The sharing engine answers `queries` with slots_; where it throws, the ISN fails over and
+  // its fallback answers them. Returns whether the sharing engine answered.
+  bool search_sharing(std::span<const Query> queries, const SearchParams& params,
+                      std::span<ShardResult> results);
+  nlohmann::json cpu_seconds() const;
 
   const IsnOptions& options_;
   const Placement& where_;
@@ -137,11 +147,17 @@ class BatchLoop {
   const SharedThresholdWindow* thresholds_;
   cpu::CpuEngine* sharing_engine_ = nullptr;
   std::shared_ptr<const KthImpactTable> collection_seeds_;  // use_collection_seeds
-  std::vector<cpu::QueryThresholdSlots> slots_;             // the engine thread's
+  // The engine thread's: the slots of an engine call's queries, and one batch's.
+  std::vector<cpu::QueryThresholdSlots> slots_, batch_slots_;
   std::uint64_t batches_shared_ = 0;
   std::uint64_t joint_calls_ = 0, batches_joined_ = 0;  // --coalesce-batches
   MPI_Comm world_;
   ProgressPacer pacer_;
+  // Where the ISN's CPU goes from run()'s start (stats' cpu_seconds): the process, this (MPI)
+  // thread, and the engine thread (its native handle, read while it runs).
+  double process_cpu_at_run_ = 0, mpi_cpu_at_run_ = 0;
+  Clock::time_point run_started_;
+  unsigned long engine_thread_handle_ = 0;
 
   // Shared between the MPI thread and the engine thread, under mutex_.
   std::mutex mutex_;

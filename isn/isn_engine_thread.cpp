@@ -64,21 +64,38 @@ std::unique_ptr<PipelinedBatch> BatchLoop::open_batch(Inbound in, Clock::time_po
   return b;
 }
 
+bool BatchLoop::can_share(const SearchParams& params) const {
+  // Two-stage ranking keeps each shard's own top candidates: no sharing there.
+  return sharing_engine_ && !engine_.fallback_active() && params.candidates == 0;
+}
+
+void BatchLoop::add_slots(const PipelinedBatch& b) {
+  thresholds_->slots_for(b.header.batch_id, b.queries.size(), batch_slots_,
+                         options_.share_unions);
+  slots_.insert(slots_.end(), batch_slots_.begin(), batch_slots_.end());
+}
+
+bool BatchLoop::search_sharing(std::span<const Query> queries, const SearchParams& params,
+                               std::span<ShardResult> results) {
+  try {
+    sharing_engine_->search(queries, params, results, slots_);
+    return true;
+  } catch (const std::exception& e) {
+    // As FallbackEngine::search does when its primary throws.
+    engine_.fail_over(e.what());
+    for (ShardResult& r : results) r = ShardResult{};
+    engine_.search(queries, params, results);
+    return false;
+  }
+}
+
 void BatchLoop::search_now(PipelinedBatch& b) {
   b.results.assign(b.queries.size(), ShardResult{});
   try {
-    // Two-stage ranking keeps each shard's own top candidates: no sharing there.
-    if (sharing_engine_ && !engine_.fallback_active() && b.params.candidates == 0) {
-      thresholds_->slots_for(b.header.batch_id, b.queries.size(), slots_, options_.share_unions);
-      try {
-        sharing_engine_->search(b.queries, b.params, b.results, slots_);
-        ++batches_shared_;
-      } catch (const std::exception& e) {
-        // As FallbackEngine::search does when its primary throws.
-        engine_.fail_over(e.what());
-        for (ShardResult& r : b.results) r = ShardResult{};
-        engine_.search(b.queries, b.params, b.results);
-      }
+    if (can_share(b.params)) {
+      slots_.clear();
+      add_slots(b);
+      if (search_sharing(b.queries, b.params, b.results)) ++batches_shared_;
     } else {
       engine_.search(b.queries, b.params, b.results);
     }
@@ -100,7 +117,7 @@ void BatchLoop::pad_compute(Clock::time_point started, std::size_t batches) cons
 void BatchLoop::search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open) {
   const auto joinable = [&](const PipelinedBatch& a, const PipelinedBatch& b) {
     const SearchParams &p = a.params, &q = b.params;
-    return !sharing_engine_ && p.candidates == 0 && q.candidates == 0 && p.mode == q.mode &&
+    return p.candidates == 0 && q.candidates == 0 && p.mode == q.mode &&
            p.scoring == q.scoring && p.alpha == q.alpha && p.k == q.k;
   };
   for (std::size_t i = 0; i < open.size();) {
@@ -114,10 +131,20 @@ void BatchLoop::search_joined(std::vector<std::unique_ptr<PipelinedBatch>>& open
     for (std::size_t x = i; x < j; ++x)
       queries.insert(queries.end(), open[x]->queries.begin(), open[x]->queries.end());
     std::vector<ShardResult> results(queries.size());
+    // Sharing ISNs join batches too: each query keeps its own batch's slots, which the node's
+    // other ISNs find by (batch, position) whatever calls they answer it in.
+    const bool share = can_share(open[i]->params);
+    if (share) {
+      slots_.clear();
+      for (std::size_t x = i; x < j; ++x) add_slots(*open[x]);
+    }
     const auto t0 = Clock::now();
     std::string error;
     try {
-      engine_.search(queries, open[i]->params, results);
+      if (!share)
+        engine_.search(queries, open[i]->params, results);
+      else if (search_sharing(queries, open[i]->params, results))
+        batches_shared_ += j - i;
     } catch (const std::exception& e) {
       error = e.what();
     }

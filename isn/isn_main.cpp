@@ -187,6 +187,11 @@ int main(int argc, char** argv) {
   on_off("--share-and-first", o.engine.sharing_and_phases_first,
          "with --share-thresholds, and-or: every query's AND phase before any OR phase, so that "
          "a shard skips an OR phase that the other shards' AND matches make moot");
+  app.add_option("--pin-cores", o.pin_cores,
+                 "off: the kernel places this ISN's threads; auto: the node's ISNs split the "
+                 "process's CPUs into contiguous slices, one each (node-local ISN i of n: slice "
+                 "i); a CPU list (0-7,16-23): the node's ISNs split that list the same way")
+      ->capture_default_str();  // checked at start-up: a bad value is the hello's error
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);

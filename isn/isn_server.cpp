@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/progress.hpp"
+#include "common/thread_placement.hpp"
 #include "common/wire/wire.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/isn_batch_loop.hpp"
@@ -81,7 +82,11 @@ bool BatchLoop::receive_messages() {
 }
 
 void BatchLoop::run() {
+  run_started_ = Clock::now();
+  process_cpu_at_run_ = metrics::process_cpu_seconds();
+  mpi_cpu_at_run_ = metrics::thread_cpu_seconds();
   std::thread engine_thread([this] { engine_thread_main(); });
+  engine_thread_handle_ = static_cast<unsigned long>(engine_thread.native_handle());
   // The engine thread must end before the objects it uses, whatever happens below.
   struct JoinOnExit {
     BatchLoop& loop;
@@ -152,6 +157,20 @@ void BatchLoop::run() {
 
 // ---- 3. Shutdown and stats -------------------------------------------------------------------
 
+nlohmann::json BatchLoop::cpu_seconds() const {
+  // Called on the MPI thread, while the engine thread runs.
+  const double process = metrics::process_cpu_seconds() - process_cpu_at_run_;
+  const double mpi = metrics::thread_cpu_seconds() - mpi_cpu_at_run_;
+  const double engine =
+      engine_thread_handle_ ? metrics::thread_cpu_seconds(engine_thread_handle_) : 0.0;
+  return {{"process", process},
+          {"mpi_thread", mpi},
+          {"engine_thread", engine},  // with its share of a batch's queries (oneTBB's caller)
+          // oneTBB's workers, and MPI's and the second stage's threads
+          {"other_threads", std::max(0.0, process - mpi - engine)},
+          {"run_seconds", std::chrono::duration<double>(Clock::now() - run_started_).count()}};
+}
+
 nlohmann::json BatchLoop::stats() const {
   const EngineCounters& c = counters_;
   nlohmann::json j{{"rank", where_.rank},
@@ -184,6 +203,9 @@ nlohmann::json BatchLoop::stats() const {
                     {{"max_batches", options_.coalesce_batches},
                      {"joint_calls", joint_calls_},
                      {"batches_joined", batches_joined_}}},
+                   {"cpu_set", where_.cpu_set.empty() ? std::string("any")
+                                                      : format_cpu_list(where_.cpu_set)},
+                   {"cpu_seconds", cpu_seconds()},
                    {"rss_bytes", current_rss_bytes()},
                    {"peak_rss_bytes", peak_rss_bytes()}};
   // The scheduler's processors, queues, stolen and promoted jobs, and its predictor's error.

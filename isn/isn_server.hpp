@@ -72,6 +72,9 @@ struct IsnOptions {
   // --share-unions: with shared thresholds, each query's slots also keep the best scores any
   // shard has found (ThresholdSlot::publish), whose k-th raises the threshold.
   bool share_unions = true;
+  // --pin-cores: off (the kernel places the threads), auto (node-local ISN i of n: the i-th of
+  // n slices of the process's CPUs) or a CPU list the node's ISNs split the same way.
+  std::string pin_cores = "off";
 };
 
 // Runs the ISN on `world` (rank 0 is the aggregator). Collective with run_aggregator's start

@@ -9,6 +9,7 @@
 
 #include "common/progress.hpp"
 #include "common/shard_index.hpp"
+#include "common/thread_placement.hpp"
 #include "common/wire/mpi_transport.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/isn_engine_stack.hpp"
@@ -102,6 +103,20 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
     p.share_thresholds = parse_share_thresholds(options.share_thresholds);
   } catch (const std::exception& e) {
     if (p.error.empty()) p.error = e.what();  // every ISN alike: none opens the window
+  }
+  // Before the shard is opened: the threads that open it (oneTBB's) and every later one
+  // inherit the CPUs.
+  try {
+    p.cpu_set = cpus_to_pin(options.pin_cores, p.local_rank, p.local_isns);
+    if (!p.cpu_set.empty()) {
+      pin_process_threads(p.cpu_set);
+      std::cerr << fmt::format("{}: --pin-cores {}: node-local ISN {} of {} runs on CPUs {}\n",
+                               p.who, options.pin_cores, p.local_rank, p.local_isns,
+                               format_cpu_list(p.cpu_set));
+    }
+  } catch (const std::exception& e) {
+    if (p.error.empty()) p.error = e.what();
+    p.cpu_set.clear();
   }
   return p;
 }

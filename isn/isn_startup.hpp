@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,7 @@ struct Placement {
   unsigned isns_on_device = 1;         // this node's ISNs using gpu_device (itself included)
   MPI_Comm node_isns = MPI_COMM_NULL;  // the node's ISNs; open_threshold_window takes it over
   ShareThresholds share_thresholds = ShareThresholds::kOff;  // off also when the flag is bad
+  std::vector<int> cpu_set;  // --pin-cores: the CPUs this ISN's threads run on (empty: any)
 };
 
 // Collective with the aggregator's MPI_Comm_split at its start.

@@ -26,6 +26,8 @@
 #                     and "_window" (--admission window: queries admitted a window ahead, batches
 #                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
 #                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0);
+#                     "_pin" (--pin-cores auto: each ISN's threads on its own slice of
+#                     the cores);
 #                     "_noseed" (--share-kth-seeds off: sharing ISNs seed a query from
 #                     their own shard's K-th impact bounds, not the node's combined ones);
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
@@ -164,6 +166,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}
+  fi
+  if [[ $v == *_pin* ]]; then  # each ISN on its own slice of the cores
+    flags+=(--pin-cores auto); v=${v/_pin/}
   fi
   if [[ $v == *_noseed* ]]; then  # sharing ISNs seed from their own shard's K-th impacts
     flags+=(--share-kth-seeds off); v=${v/_noseed/}

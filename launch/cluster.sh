@@ -15,7 +15,8 @@
 # --max-depth, --admission, --admission-quantile, --admission-lag, --window, --cache-entries, --deadline-ms, --qps
 # (aggregator); --engine, --algorithm, --intra-query, --threads, --inject-engine-fault-at-batch,
 # --inject-delay-ms, --inject-delay-rank, --inject-compute-ms,
-# --gpu-mem and the --cache-* flags of the GPU list cache, --share-thresholds on|off|auto (ISN); --progress, --spin-us,
+# --gpu-mem and the --cache-* flags of the GPU list cache, --share-thresholds on|off|auto,
+# --pin-cores off|auto|CPUS (ISN); --progress, --spin-us,
 # --hot-poll-us, --max-sleep-us (both). Two-stage ranking (issue 12): --ranker-store DIR,
 # --ranker-cache-mb MB, --ranker-cache-policy coordinated|per-isn-lru (both); --ranker NAME |
 # --ranker-mix EXPONENT [--ranker-mix-seed S], --candidates N (aggregator); --ranker-backend (ISN).

@@ -1,8 +1,6 @@
 #include "common/wire/rpc_polling.hpp"
 
-#include <pthread.h>
 #include <sched.h>
-#include <time.h>
 
 #include "common/error.hpp"
 
@@ -80,20 +78,6 @@ void LoopPoller::run_until(const std::function<bool()>& done, const std::functio
 std::string bound_address(const std::string& listen, unsigned port) {
   if (listen.rfind("unix:", 0) == 0) return listen;
   return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
-}
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-double thread_cpu_seconds(unsigned long pthread_handle) {
-  clockid_t clock;
-  if (pthread_getcpuclockid(pthread_t(pthread_handle), &clock) != 0) return 0;
-  timespec ts{};
-  if (clock_gettime(clock, &ts) != 0) return 0;
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace gpusearch

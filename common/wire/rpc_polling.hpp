@@ -54,14 +54,10 @@ class LoopPoller {
   kj::Own<kj::PromiseFulfiller<void>> wake_;
 };
 
-// CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID), and another thread's (by
-// its std::thread::native_handle()); 0 when the clock cannot be read.
 // What a listener on `listen` (kj's address syntax: ADDR:PORT, or unix:PATH for a Unix-domain
 // socket) can be reached at once bound: ADDR and the port it got (`port`, for port 0), or the
 // unix: address itself (a Unix socket has no port).
 std::string bound_address(const std::string& listen, unsigned port);
 
-double thread_cpu_seconds();
-double thread_cpu_seconds(unsigned long pthread_handle);
 
 }  // namespace gpusearch

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.hpp"
+#include "common/metrics.hpp"
 #include "common/thread_placement.hpp"
 #include "common/wire/frontend.capnp.h"
 #include "common/wire/rpc_polling.hpp"
@@ -45,7 +46,7 @@ class ImmediateFrontend final : public fe::Frontend::Server {
   }
   // The event loop's CPU time (this process has no other thread), as the aggregator reports it.
   kj::Promise<void> stats(StatsContext context) override {
-    const std::string json = "{\"loop_cpu_s\": " + std::to_string(gpusearch::thread_cpu_seconds()) +
+    const std::string json = "{\"loop_cpu_s\": " + std::to_string(gpusearch::metrics::thread_cpu_seconds()) +
                              ", \"rpc_poll\": \"" +
                              gpusearch::rpc_poll_mode_name(poller_.polling().mode) + "\"}";
     context.getResults().setJson(json.c_str());

@@ -57,7 +57,7 @@ tmp=$(mktemp -d /tmp/gpusearch-mpi-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 metric() {  # metric FILE PYTHON-EXPR-ON-m
-  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+  python3 -c 'import json,os,sys; m=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 synthetic_index() {  # synthetic_index SHARDS DIR
   "$gs" -q index --synthetic "docs=4000,seed=11,train_queries=5,test_queries=150,mean_length=150" \
@@ -250,6 +250,30 @@ case "$case_name" in
       --engine cpu --share-thresholds on --share-kth-seeds off
     [ "$(metric "$tmp/m-4-or-10.json" 'not any(i["stats"]["share_thresholds"]["collection_seeds"] for i in m["isn"])')" = True ] ||
       fail "--share-kth-seeds off still seeded from the node's tables"
+    # Each ISN on its own slice of the CPUs (--pin-cores auto): the same answers; every ISN
+    # says where it ran, and together they cover the CPUs this job may use.
+    check_equal "$tmp/idx" "$tmp/q.tsv" 4 and-or 10 --batch-size 16 --max-in-flight 3 \
+      --engine cpu --share-thresholds on --pin-cores auto
+    [ "$(metric "$tmp/m-4-and-or-10.json" '(all(i["stats"]["cpu_set"] != "any" for i in m["isn"]) and
+        sorted(set(c for i in m["isn"] for part in i["stats"]["cpu_set"].split(",")
+                   for c in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)))
+        == sorted(os.sched_getaffinity(0)))')" = True ] ||
+      fail "--pin-cores auto: the ISNs' CPU sets do not cover this machine's CPUs"
+    grep -q "node-local ISN 3 of 4 runs on CPUs" "$tmp/out-4-and-or-10.txt" ||
+      { cat "$tmp/out-4-and-or-10.txt"; fail "--pin-cores auto: no message naming the CPUs"; }
+    # Batches queued at the ISNs (window admission, a slow engine) join one engine call while
+    # the ISNs share (--coalesce-batches): each query keeps its own batch's slots. The same
+    # answers, and every batch still shared.
+    check_equal "$tmp/idx" "$tmp/q.tsv" 4 and-or 10 --batch-size 6 --max-in-flight 8 \
+      --admission window --inject-delay-ms 5 --engine cpu --share-thresholds on
+    [ "$(metric "$tmp/m-4-and-or-10.json" '(sum(i["stats"]["coalesce"]["joint_calls"] for i in m["isn"]) > 0 and
+        all(i["stats"]["share_thresholds"]["batches_shared"] == i["stats"]["batches"] > 0 for i in m["isn"]))')" = True ] ||
+      fail "sharing ISNs with queued batches: no joint call, or a batch not shared"
+    # Where each ISN's CPU went: the run's process, MPI thread and engine thread.
+    [ "$(metric "$tmp/m-4-and-or-10.json" '(all(c["process"] > 0 and c["engine_thread"] > 0 and
+        c["mpi_thread"] + c["engine_thread"] <= c["process"] + 0.05
+        for c in (i["stats"]["cpu_seconds"] for i in m["isn"])) and m["cpu_seconds"]["process"] > 0)')" = True ] ||
+      fail "the ISNs' or the aggregator's cpu_seconds are missing or do not add up"
     # The slots without their unions of published scores (as before session 32): the same
     # answers.
     check_equal "$tmp/idx" "$tmp/q.tsv" 4 and-or 10 --batch-size 16 --max-in-flight 3 \
@@ -281,7 +305,8 @@ case "$case_name" in
   badflags)
     synthetic_index 1 "$tmp/idx"
     for flags in "--scheduler fifo" "--gpus-per-isn 0" "--scheduler queues --scheduler-train $tmp/none.tsv" \
-        "--share-thresholds maybe" "--scheduler queues --scheduler-routing fastest"; do
+        "--share-thresholds maybe" "--scheduler queues --scheduler-routing fastest" \
+        "--pin-cores 3-1"; do
       set +e
       # shellcheck disable=SC2086
       timeout -k 10 60 "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
@@ -295,6 +320,7 @@ case "$case_name" in
         *routing*) want="unknown routing 'fastest'" ;;
         *gpus-per-isn*) want="--gpus-per-isn 0" ;;
         *share-thresholds*) want="--share-thresholds" ;;
+        *pin-cores*) want="--pin-cores: '3-1': the range 3-1 runs backwards" ;;
         *) want="needs training queries" ;;
       esac
       grep -qF -- "$want" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "$flags: no clear error ($want)"; }

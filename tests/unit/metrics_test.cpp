@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "common/metrics.hpp"
@@ -148,6 +150,23 @@ TEST(Metrics, TimersAndMemoryReadSomething) {
   for (int i = 0; i < 100000; ++i) x = x + std::sqrt(double(i));
   EXPECT_GT(w.seconds(), 0.0);
   EXPECT_GT(thread_cpu_seconds(), 0.0);
+  EXPECT_GE(process_cpu_seconds(), thread_cpu_seconds());
+  // Another thread's clock, read while it runs: at least what it had used when it looked.
+  double own = 0, read_from_here = 0;
+  std::atomic<bool> looked{false}, read{false};
+  std::thread t([&] {
+    volatile double sink = 0;
+    for (int i = 0; i < 2000000; ++i) sink = sink + double(i);
+    own = thread_cpu_seconds();
+    looked = true;
+    while (!read) std::this_thread::yield();
+  });
+  while (!looked) std::this_thread::yield();
+  read_from_here = thread_cpu_seconds(t.native_handle());
+  read = true;
+  t.join();
+  EXPECT_GT(own, 0.0);
+  EXPECT_GE(read_from_here, own);
   EXPECT_GT(peak_rss_bytes(), 0u);
   EXPECT_GE(peak_rss_bytes(), current_rss_bytes());
 }
