@@ -158,6 +158,9 @@ class BatchLoop {
   double process_cpu_at_run_ = 0, mpi_cpu_at_run_ = 0;
   Clock::time_point run_started_;
   unsigned long engine_thread_handle_ = 0;
+  // The engine thread's (read by stats() once it idles): the process's CPU seconds during its
+  // engine calls, and their wall seconds.
+  double engine_call_cpu_seconds_ = 0, engine_call_seconds_ = 0;
 
   // Shared between the MPI thread and the engine thread, under mutex_.
   std::mutex mutex_;

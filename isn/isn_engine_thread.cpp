@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/metrics.hpp"
 #include "isn/isn_batch_loop.hpp"
 #include "isn/ranker/ranker_cache.hpp"
 #include "isn/ranker/second_stage.hpp"
@@ -270,7 +271,13 @@ void BatchLoop::engine_thread_main() {
     std::vector<std::unique_ptr<PipelinedBatch>> open;
     for (Inbound& in : ins)
       if (auto b = open_batch(std::move(in), idle_since)) open.push_back(std::move(b));
+    // The process's CPU while the batches are searched: the engines' work (and its tail), against
+    // what the ISN's threads burn between calls (stats' cpu_seconds).
+    const double cpu0 = metrics::process_cpu_seconds();
+    const auto t0 = Clock::now();
     search_joined(open);
+    engine_call_cpu_seconds_ += metrics::process_cpu_seconds() - cpu0;
+    engine_call_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
     for (auto& b : open) send_answer(*b);
     idle_since = Clock::now();
     engine_wait_.worked(idle_since);

@@ -168,6 +168,11 @@ nlohmann::json BatchLoop::cpu_seconds() const {
           {"engine_thread", engine},  // with its share of a batch's queries (oneTBB's caller)
           // oneTBB's workers, and MPI's and the second stage's threads
           {"other_threads", std::max(0.0, process - mpi - engine)},
+          // The process during the engine calls (the engines' work and the calls' tails; not
+          // measured for pipelined batches), and the calls' wall seconds: the rest of `process`
+          // was spent between calls.
+          {"in_engine_calls", engine_call_cpu_seconds_},
+          {"engine_call_seconds", engine_call_seconds_},
           {"run_seconds", std::chrono::duration<double>(Clock::now() - run_started_).count()}};
 }
 

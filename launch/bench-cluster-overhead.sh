@@ -27,7 +27,8 @@
 #                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
 #                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0);
 #                     "_pin" (--pin-cores auto: each ISN's threads on its own slice of
-#                     the cores);
+#                     the cores); "_coalesceN" (--coalesce-batches N: at most N queued
+#                     batches join one engine call; 1: a call per batch);
 #                     "_noseed" (--share-kth-seeds off: sharing ISNs seed a query from
 #                     their own shard's K-th impact bounds, not the node's combined ones);
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
@@ -166,6 +167,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}
+  fi
+  if [[ $v =~ _coalesce([0-9]+) ]]; then  # at most N queued batches join one engine call
+    flags+=(--coalesce-batches "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v == *_pin* ]]; then  # each ISN on its own slice of the cores
     flags+=(--pin-cores auto); v=${v/_pin/}

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Where a cluster run's CPU went, per rank and thread role, from its metrics JSON (the
+aggregator's cpu_seconds and each ISN's stats.cpu_seconds; issue 16).
+
+    launch/summarize-cluster-cpu.py RUNS_DIR_OR_METRICS... [--markdown]
+
+Takes metrics files (*.json, *.json.gz) or folders of them (launch/bench-cluster-overhead.sh's
+OUT/overhead-ENGINE/runs). Runs named VARIANT-isnsN-batchB-repR.json are grouped by the name
+before "-rep" and their medians printed; other files are printed one by one. Columns, in CPU
+seconds summed over the ISNs unless named:
+  run        the aggregator's run seconds (admission to the last answer)
+  q/s        queries over run seconds
+  agg        the aggregator process
+  isn        the ISN processes
+  mpi        the ISNs' MPI (main) threads
+  in-calls   the ISN processes while their engines searched (the work, and the calls' tails)
+  between    the ISN processes between engine calls (MPI threads, idle workers' spinning)
+  docs M     documents scored (millions); ns/doc: in-calls over documents scored
+"""
+import gzip
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def load(path):
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
+def row(m):
+    a = m.get("cpu_seconds")
+    isns = [i["stats"] for i in m.get("isn", [])]
+    if a is None or not isns or any("cpu_seconds" not in s for s in isns):
+        return None
+    c = [s["cpu_seconds"] for s in isns]
+    docs = sum(s["work"]["docs_scored"] for s in isns)
+    queries = m["queries"]["run"]
+    # Metrics of session 40's call B and earlier have no in_engine_calls: those columns are "-".
+    split = all("in_engine_calls" in x for x in c)
+    in_calls = sum(x["in_engine_calls"] for x in c) if split else float("nan")
+    return {
+        "run": a["run_seconds"],
+        "q/s": queries / a["run_seconds"] if a["run_seconds"] > 0 else 0,
+        "agg": a["process"],
+        "isn": sum(x["process"] for x in c),
+        "mpi": sum(x["mpi_thread"] for x in c),
+        "in-calls": in_calls,
+        "between": sum(x["process"] - x["in_engine_calls"] for x in c) if split else float("nan"),
+        "docs M": docs / 1e6,
+        "ns/doc": in_calls / docs * 1e9 if docs else float("nan"),
+    }
+
+
+def main(argv):
+    markdown = "--markdown" in argv
+    paths = []
+    for p in (a for a in argv if a != "--markdown"):
+        if os.path.isdir(p):
+            paths += sorted(os.path.join(p, f) for f in os.listdir(p)
+                            if re.search(r"\.json(\.gz)?$", f))
+        else:
+            paths.append(p)
+    if not paths:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    groups, without = {}, 0
+    for p in paths:
+        name = re.sub(r"(-rep\d+)?\.json(\.gz)?$", "", os.path.basename(p))
+        try:
+            r = row(load(p))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"{p}: skipped ({e})", file=sys.stderr)
+            continue
+        if r is None:
+            without += 1
+            continue
+        groups.setdefault(name, []).append(r)
+    if without:
+        print(f"{without} metrics file(s) without cpu_seconds (from before session 40) left out",
+              file=sys.stderr)
+    if not groups:
+        return 1
+    keys = list(next(iter(groups.values()))[0].keys())
+    fmt = {"q/s": "{:.0f}", "ns/doc": "{:.1f}"}
+    width = max(max(len(n) for n in groups), 3) + 2
+    if markdown:
+        print("| run (median of reps) | reps | " + " | ".join(keys) + " |")
+        print("| --- " * (len(keys) + 2) + "|")
+    else:
+        print("run".ljust(width) + "reps " + " ".join(k.rjust(9) for k in keys))
+    for name, rs in groups.items():
+        vals = []
+        for k in keys:
+            v = statistics.median(r[k] for r in rs)
+            vals.append("-" if v != v else fmt.get(k, "{:.3f}").format(v))
+        if markdown:
+            print(f"| {name} | {len(rs)} | " + " | ".join(vals) + " |")
+        else:
+            print(name.ljust(width) + f"{len(rs):>4} " + " ".join(v.rjust(9) for v in vals))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
