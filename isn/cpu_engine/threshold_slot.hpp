@@ -76,9 +76,15 @@ class ThresholdSlot {
   // it once): the union then always holds distinct documents' scores, and its smallest, once it
   // holds k, raises the slot. Lock-free: the union's worst entry is replaced by compare-and-swap
   // (any entry it replaces leaves k distinct documents' scores, whichever sharer won a race).
+  //
+  // A score at or below the slot's value is not published: the union can raise the slot above
+  // that value only with k entries above it, which this score is not one of. Reading the slot's
+  // own line (which every sharer reads anyway) then spares the union's two lines and their
+  // compare-and-swap, which move between the sharers' cores.
   void publish(double score, std::size_t k) {
     if (!publishes(k) || !(score > kMinusInf)) return;
     const float f = round_down(score);
+    if (!(double(f) > get())) return;
     const std::uint64_t mine = pack(sequence_, f);
     for (;;) {
       std::size_t worst = 0;

@@ -160,6 +160,26 @@ TEST(ThresholdSlot, UnionRaisesTheSlotToTheKthPublished) {
   EXPECT_EQ(ThresholdSlot(&c[0], 1).get(), double(ThresholdSlot::round_down(all[11])));
 }
 
+// A score at or below the slot's value (raised by some shard's own k-th) leaves the union's lines
+// untouched: it could never be one of the k entries above that value that would raise the slot.
+// Scores above it are published, and the slot follows them as before.
+TEST(ThresholdSlot, ScoresAtOrBelowTheSlotAreNotPublished) {
+  std::uint64_t w[1 + ThresholdSlot::kUnionCapacity] = {};
+  ThresholdSlot slot(&w[0], 2, &w[1], ThresholdSlot::kUnionCapacity);
+  slot.raise(5.0);  // another shard's k-th
+  for (int i = 0; i < 20; ++i) slot.publish(1.0 + 0.2 * i, 10);  // 1.0 .. 4.8, and 5.0 itself
+  slot.publish(5.0, 10);
+  for (std::size_t i = 1; i <= ThresholdSlot::kUnionCapacity; ++i)
+    EXPECT_EQ(w[i], 0u) << "union entry " << i << " written";
+  EXPECT_EQ(slot.get(), 5.0);
+  for (int i = 1; i <= 10; ++i) slot.publish(5.0 + i, 10);  // 6 .. 15
+  EXPECT_EQ(slot.get(), 6.0);  // the 10th of what is above 5
+  slot.publish(5.5, 10);       // below the slot now: nothing
+  EXPECT_EQ(slot.get(), 6.0);
+  slot.publish(16.0, 10);  // evicts 6
+  EXPECT_EQ(slot.get(), 7.0);
+}
+
 TEST(SharedThreshold, LinkedReadsTheLargerAndRaisesBoth) {
   std::uint64_t word = 0;
   ThresholdSlot other(&word, 3);
