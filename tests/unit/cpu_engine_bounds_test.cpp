@@ -54,7 +54,12 @@ TEST_F(CpuEngineTest, WeakenedBoundsAreCaught) {
   // One-term queries take maxscore's single-list path (single_list_top_k), with the starting
   // threshold and without it: exact with the true bounds, caught with weakened ones.
   std::vector<Query> singles;
-  for (const Query& q : qs) singles.push_back(Query{q.id, {q.terms.front()}});
+  for (const Query& q : qs) {
+    Query single;
+    single.id = q.id;
+    single.terms = {q.terms.front()};
+    singles.push_back(std::move(single));
+  }
   for (unsigned seed_blocks : {1u, 0u}) {
     cpu::CpuEngineOptions o;
     o.algorithm = cpu::Algorithm::kMaxScore;
@@ -74,7 +79,12 @@ TEST_F(CpuEngineTest, ThresholdSeedIsALowerBoundAndAnInflatedOneIsCaught) {
   const Index index = open("one");
   const auto qs = queries(index, 25);
   std::vector<Query> singles;
-  for (const Query& q : qs) singles.push_back(Query{q.id, {q.terms.front()}});
+  for (const Query& q : qs) {
+    Query single;
+    single.id = q.id;
+    single.terms = {q.terms.front()};
+    singles.push_back(std::move(single));
+  }
   for (cpu::Algorithm a : {cpu::Algorithm::kWand, cpu::Algorithm::kBmw, cpu::Algorithm::kMaxScore,
                            cpu::Algorithm::kMaxScoreDaat}) {
     // Seeds from decoded blocks only, and from the K-th impact table (lists of two blocks or
