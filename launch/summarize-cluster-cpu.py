@@ -79,8 +79,8 @@ def main(argv):
             continue
         groups.setdefault(name, []).append(r)
     if without:
-        print(f"{without} metrics file(s) without cpu_seconds (from before session 40) left out",
-              file=sys.stderr)
+        print(f"{without} metrics file(s) without a cluster's cpu_seconds left out (in-process "
+              "runs, or cluster runs from before session 40)", file=sys.stderr)
     if not groups:
         return 1
     keys = list(next(iter(groups.values()))[0].keys())
