@@ -8,6 +8,8 @@
 #
 #   launch/gpu-host.sh fetch        # on the build machine (network): .deps/ and .gpuhost/data
 #   launch/gpu-host.sh runtime-debs # on the build machine: the runtime .debs alone (GPUSEARCH_DEBS)
+#   A device call's own script with carried binaries starts with
+#   `source launch/device-env.sh .gpuhost/sNNx/bin` (unpacks them and the runtime .debs).
 #   launch/gpu-host.sh STEP...      # on the GPU host, steps in order:
 #     tests      GPU tests (gpu_tests)
 #     sanitize   a small subset of the GPU tests under compute-sanitizer (SANITIZE_TOOLS: memcheck
