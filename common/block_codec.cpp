@@ -286,27 +286,46 @@ inline void gaps_to_docids(std::uint32_t* out, unsigned n, DocId floor) {
 
 }  // namespace
 
-// Partial blocks: horizontal layout, one value at a time (they are one block per list). Values
-// up to the next multiple of 4 are written (as 0) so that 4-wide prefix sums read defined data.
+// Partial blocks: horizontal layout, value i at bit i * b (packed_value's horizontal case).
+// Values up to the next multiple of 4 are written (as 0) so that 4-wide prefix sums read
+// defined data. Each value whose two words lie inside the packed words is read from a 64-bit
+// window of its own (no state carried from value to value: they overlap in the pipeline); the
+// last few go through a running bit buffer, which reads no word past the packed ones. A shard
+// holds one partial block per list, and every short list is one: four quarter shards unpack
+// four times as many as one shard (issue 16).
 void unpack_horizontal(const std::uint32_t* in, const BlockHeader& h, std::uint32_t* out) {
   const unsigned padded = (h.count + 3) & ~3u;
-  // Value i at bit i * b (packed_value's horizontal case), read through a 64-bit bit buffer.
   const unsigned b = h.bits;
   if (b == 0) {
     std::fill(out, out + padded, 0u);
     return;
   }
   const std::uint32_t mask = low_mask(b);
-  std::uint64_t buffer = 0;
-  unsigned buffered = 0;
-  for (unsigned i = 0; i < h.count; ++i) {
-    if (buffered < b) {
-      buffer |= std::uint64_t(*in++) << buffered;
-      buffered += 32;
+  const unsigned words = packed_words(h);
+  // Value i's window is words (i*b)/32 and the next: inside while i*b < 32 * (words - 1).
+  const unsigned windowed =
+      words < 2 ? 0u : std::min(h.count, (32u * (words - 1) + b - 1) / b);
+  unsigned i = 0;
+  for (; i < windowed; ++i) {
+    const unsigned bit = i * b;
+    std::uint64_t window;
+    std::memcpy(&window, in + (bit >> 5), sizeof window);  // little-endian: word, next word
+    out[i] = std::uint32_t(window >> (bit & 31u)) & mask;
+  }
+  if (i < h.count) {
+    const unsigned bit = i * b;
+    const std::uint32_t* w = in + (bit >> 5);
+    std::uint64_t buffer = *w++ >> (bit & 31u);
+    unsigned buffered = 32 - (bit & 31u);
+    for (; i < h.count; ++i) {
+      if (buffered < b) {
+        buffer |= std::uint64_t(*w++) << buffered;
+        buffered += 32;
+      }
+      out[i] = std::uint32_t(buffer) & mask;
+      buffer >>= b;
+      buffered -= b;
     }
-    out[i] = std::uint32_t(buffer) & mask;
-    buffer >>= b;
-    buffered -= b;
   }
   std::fill(out + h.count, out + padded, 0u);
 }

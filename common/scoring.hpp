@@ -52,20 +52,29 @@ struct QueryWeights {
   double sum_term_weight = 0;
 };
 
+// Into `w`, reusing its vector (an engine's per-run scratch).
+inline void make_query_weights(QueryWeights& w, Scoring scoring, double alpha,
+                               const Bm25Params& p, std::uint64_t num_docs,
+                               std::span<const std::uint32_t> global_df) {
+  w.term_weight.clear();
+  double sum_idf = 0;
+  for (auto df : global_df) {
+    const double i = idf(num_docs, df);
+    sum_idf += i;
+    w.term_weight.push_back(i);  // the idf for now: one logarithm a term
+  }
+  for (double& x : w.term_weight)
+    x = scoring == Scoring::kBm25 ? x * (p.k1 + 1.0) : (1.0 - alpha) * x / sum_idf;
+  w.static_weight = scoring == Scoring::kBm25 ? 0.0 : alpha;
+  w.sum_term_weight = 0;
+  for (double x : w.term_weight) w.sum_term_weight += x;
+}
 inline QueryWeights make_query_weights(Scoring scoring, double alpha, const Bm25Params& p,
                                        std::uint64_t num_docs,
                                        std::span<const std::uint32_t> global_df) {
   QueryWeights w;
   w.term_weight.reserve(global_df.size());
-  double sum_idf = 0;
-  for (auto df : global_df) sum_idf += idf(num_docs, df);
-  for (auto df : global_df) {
-    const double i = idf(num_docs, df);
-    w.term_weight.push_back(scoring == Scoring::kBm25 ? i * (p.k1 + 1.0)
-                                                       : (1.0 - alpha) * i / sum_idf);
-  }
-  w.static_weight = scoring == Scoring::kBm25 ? 0.0 : alpha;
-  for (double x : w.term_weight) w.sum_term_weight += x;
+  make_query_weights(w, scoring, alpha, p, num_docs, global_df);
   return w;
 }
 

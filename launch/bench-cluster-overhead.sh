@@ -38,6 +38,8 @@
 #                     "_refreshN" (--share-refresh N: the shared threshold re-read every N
 #                     checks);
 #                     "_nounion" (--share-unions off: the slots alone, as before session 32);
+#                     "_old" (the --before binaries with this variant's flags, e.g.
+#                     adaptive_old against adaptive: the same cluster, old code against new);
 #                     "_perquery" (--share-and-first off: and-or sharing ISNs run each query's
 #                     OR phase right after its AND phase, as before session 33);
 #                     "_sleephand" (--handoff sleep: the merge and engine threads always
@@ -140,6 +142,10 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   # progress thread) instead of cluster.sh's cores / N; _noshare turns shared thresholds off.
   local v=$1 n=$2 p
   dir=$build; flags=(); envs=()
+  if [[ $v == *_old* ]]; then  # the --before binaries, with the flags of the rest of the name
+    [ -n "$before" ] || { echo "bench-cluster-overhead: variant $v needs --before" >&2; exit 2; }
+    dir=$before; v=${v/_old/}
+  fi
   if [[ $v == *_eager* ]]; then  # answers up to 32 KiB sent eagerly over shared memory
     envs=(OMPI_MCA_btl_vader_eager_limit=32768); v=${v/_eager/}
   fi
@@ -220,7 +226,7 @@ for rep in $(seq 1 "$reps"); do
         else
           variant_flags "$v" "$n"
         fi
-        env "${envs[@]}" GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
+        env "${envs[@]}" GPUSEARCH_RUN_TAG="$tag" GPUSEARCH_BUILD_DIR=$dir "$root/launch/cluster.sh" -q --index "$idx" \
           --queries "$out/queries.tsv" --isns "$n" --mode "$mode" --k "$k" \
           --run "$runs/$tag.run" --metrics "$runs/$tag.json" --engine "$engine" \
           --batch-size "$b" --cache-entries 0 --no-verify "${flags[@]}" \

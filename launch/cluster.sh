@@ -21,7 +21,9 @@
 # --ranker-cache-mb MB, --ranker-cache-policy coordinated|per-isn-lru (both); --ranker NAME |
 # --ranker-mix EXPONENT [--ranker-mix-seed S], --candidates N (aggregator); --ranker-backend (ISN).
 # Without --threads, each ISN gets cores / N threads on a single node.
-# Environment: GPUSEARCH_BUILD_DIR (default build), GPUSEARCH_MPIRUN_ARGS (extra mpirun flags).
+# Environment: GPUSEARCH_BUILD_DIR (default build), GPUSEARCH_MPIRUN_ARGS (extra mpirun flags),
+# GPUSEARCH_ISN_PREFIX (words run in front of every ISN: a profiler or counter, e.g.
+# "build/bin/bench_hw_counters --out-dir DIR --"; GPUSEARCH_RUN_TAG then reaches the ISNs too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GPUSEARCH_BUILD_DIR:-$root/build}
@@ -79,6 +81,12 @@ mpi=(mpirun --oversubscribe --bind-to none)
 [ -n "$hostfile" ] && mpi+=(--hostfile "$hostfile")
 # shellcheck disable=SC2206
 [ -n "${GPUSEARCH_MPIRUN_ARGS:-}" ] && mpi+=(${GPUSEARCH_MPIRUN_ARGS})
+isn_prefix=()
+if [ -n "${GPUSEARCH_ISN_PREFIX:-}" ]; then
+  # shellcheck disable=SC2206
+  isn_prefix=(${GPUSEARCH_ISN_PREFIX})
+  [ -n "${GPUSEARCH_RUN_TAG:-}" ] && mpi+=(-x GPUSEARCH_RUN_TAG)
+fi
 isn_extra=()
 if [ "$threads_given" = 0 ] && [ -z "$hostfile" ]; then
   t=$(( $(nproc) / isns )); [ "$t" -ge 1 ] || t=1
@@ -100,7 +108,7 @@ fi
 # The ISNs get the run's mode and k too: a scheduler that predicts costs trains on them at
 # start-up rather than in the first batch.
 isn_args=(--index "$index" --gpus-per-isn "$gpus" --mode "$mode" --k "$k")
-cmd=("${mpi[@]}" -n 1 "$agg" "${agg_args[@]}" "${pass[@]}" : -n "$isns" "$isn" "${isn_args[@]}" "${isn_extra[@]}" "${pass[@]}")
+cmd=("${mpi[@]}" -n 1 "$agg" "${agg_args[@]}" "${pass[@]}" : -n "$isns" "${isn_prefix[@]}" "$isn" "${isn_args[@]}" "${isn_extra[@]}" "${pass[@]}")
 echo "+ ${cmd[*]}"
 "${cmd[@]}" <&0 &  # explicit: a background job's standard input would be /dev/null (--queries -)
 pid=$!

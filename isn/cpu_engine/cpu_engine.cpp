@@ -131,6 +131,18 @@ void merge_into(std::vector<RankedDoc>& all, std::size_t k) {
   all.resize(n);
 }
 
+// run_range's vectors, one set per thread, reused from run to run: a run is a leaf of the
+// engine's work (no oneTBB wait inside it, so no other run starts on its thread before it ends).
+// Four quarter shards make four times one shard's runs a query; their allocations were 3% of the
+// instructions (issue 16, bench_shared_shards under callgrind).
+struct RunScratch {
+  std::vector<std::uint32_t> dfs;
+  QueryWeights weights;
+  std::vector<PostingCursor> cursors;
+  std::vector<std::uint32_t> best_blocks;  // starting_threshold
+};
+thread_local RunScratch run_scratch;
+
 // The k-th best score of a running top-k, or -inf when it holds fewer than k documents.
 double kth_score(std::span<const RankedDoc> running, std::size_t k) {
   if (k == 0 || running.size() < k) return -std::numeric_limits<double>::infinity();
@@ -146,11 +158,12 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
                                         SharedThreshold& shared, bool concurrent, bool whole_shard,
                                         QueryCounters& counters) const {
   const IndexParams& ip = shard_.params();
-  std::vector<std::uint32_t> dfs;
-  dfs.reserve(query.terms.size());
+  RunScratch& scratch = run_scratch;
+  std::vector<std::uint32_t>& dfs = scratch.dfs;
+  dfs.clear();
   for (TermId t : query.terms) dfs.push_back(shard_.term(t).df_global);
-  const QueryWeights w =
-      make_query_weights(params.scoring, params.alpha, ip.bm25, ip.collection.num_docs, dfs);
+  QueryWeights& w = scratch.weights;
+  make_query_weights(w, params.scoring, params.alpha, ip.bm25, ip.collection.num_docs, dfs);
 
   QueryContext ctx;
   ctx.shard = &shard_;
@@ -170,7 +183,8 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   ctx.index_alpha = gs_ordered_ ? ip.gs_alpha : 0.0;  // 0: static part bounded by its weight
   if (options_.gs_early_termination && gs_ordered_) ctx.gs_factor = gs_bound_factor(w, ip.gs_alpha);
 
-  std::vector<PostingCursor> cursors(query.terms.size());
+  std::vector<PostingCursor>& cursors = scratch.cursors;
+  cursors.resize(query.terms.size());
   for (std::size_t i = 0; i < cursors.size(); ++i)
     cursors[i].open(shard_, query.terms[i], w.term_weight[i], begin, end, &counters,
                     options_.bound_scale);
@@ -184,8 +198,8 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
   } else {
     // Pruning OR algorithms start from a lower bound of the k-th score (threshold_seed.hpp).
     if (a != Algorithm::kExhaustive && options_.seed_blocks_per_term > 0)
-      top.raise_floor(
-          starting_threshold(query, params, ctx, cursors, whole_shard, shared.has_external()));
+      top.raise_floor(starting_threshold(query, params, ctx, cursors, whole_shard,
+                                         shared.has_external(), top.threshold()));
     switch (a) {
       case Algorithm::kExhaustive:
         stats = ranked_or(ctx, cursors, top, counters);
@@ -221,7 +235,7 @@ CpuEngine::ModeRun CpuEngine::run_range(const Query& query, const SearchParams& 
 double CpuEngine::starting_threshold(const Query& query, const SearchParams& params,
                                      const QueryContext& ctx,
                                      std::span<const PostingCursor> cursors,
-                                     bool whole_shard, bool sharing) const {
+                                     bool whole_shard, bool sharing, double known) const {
   double floor = -std::numeric_limits<double>::infinity();
   std::uint32_t below_df = std::numeric_limits<std::uint32_t>::max();
   // Sharing with the node's other shards: the collection's bounds (set_collection_seeds).
@@ -238,10 +252,11 @@ double CpuEngine::starting_threshold(const Query& query, const SearchParams& par
     }
     below_df = kTableMinDf;
   }
-  std::vector<std::uint32_t> best(query.terms.size());
+  std::vector<std::uint32_t>& best = run_scratch.best_blocks;  // called inside run_range
+  best.resize(query.terms.size());
   for (std::size_t i = 0; i < best.size(); ++i) best[i] = best_block_[query.terms[i]];
   return seed_threshold(ctx, cursors, params.k, options_.seed_blocks_per_term, options_.seed_scale,
-                        best, floor, below_df);
+                        best, floor, below_df, known);
 }
 
 CpuEngine::ModeRun CpuEngine::run_mode(const Query& query, const SearchParams& params,

@@ -174,10 +174,11 @@ class CpuEngine final : public QueryEngine {
                     DocId end, SharedThreshold& shared, bool concurrent, bool whole_shard,
                     QueryCounters& counters) const;
   // The starting threshold of a pruning OR run (threshold_seed.hpp, kth_impact_table.hpp).
-  // `sharing`: the query's slots are linked (the collection's seed table applies).
+  // `sharing`: the query's slots are linked (the collection's seed table applies); `known`: the
+  // threshold the run starts from already (lists that cannot beat it are not decoded).
   double starting_threshold(const Query& query, const SearchParams& params, const QueryContext& ctx,
-                            std::span<const PostingCursor> cursors, bool whole_shard,
-                            bool sharing) const;
+                            std::span<const PostingCursor> cursors, bool whole_shard, bool sharing,
+                            double known) const;
 
   const ShardIndex& shard_;
   std::uint32_t shard_id_;

@@ -19,7 +19,9 @@ namespace gpusearch::cpu {
 
 class PostingCursor {
  public:
-  PostingCursor() = default;
+  // User-provided, so that a vector of cursors (one per query term, per run) does not zero the
+  // block buffers (1.1 KB a cursor): nothing reads them before open() decodes a block.
+  PostingCursor() noexcept {}
 
   // Positions the cursor on the first posting of term `t` with docID >= begin; docid() is kNoDoc
   // once the cursor reaches a docID >= end or the end of the list. `weight` multiplies impacts.
@@ -266,6 +268,21 @@ class PostingCursor {
   float block_max_impact(std::uint32_t b) const { return block_max_[b]; }
   DocId range_begin() const { return begin_; }
   DocId range_end() const { return end_; }
+  // Block b's postings without decoding them again when the cursor holds b decoded already
+  // (open() decodes the first block: a short list's only one): points docs and freqs at the
+  // cursor's own (its frequencies decoded now, kept for the scoring that follows) and returns
+  // the count; 0 when the cursor holds another block (decode_block() then).
+  std::uint32_t view_loaded_block(std::uint32_t b, const DocId*& docs,
+                                  const std::uint32_t*& freqs) const {
+    if (b != block_ || pending_ || block_ == kNone) return 0;
+    if (!freqs_decoded_) {
+      codec::decode_freqs(freq_part_, freqs_);
+      freqs_decoded_ = true;
+    }
+    docs = docs_;
+    freqs = freqs_;
+    return count_;
+  }
   // Decodes block b into docs (kBlockSize + 16 entries) and freqs (kBlockSize); returns its
   // posting count. Counts the postings as decoded, not the block (the cursor may decode it
   // again; blocks decoded and skipped still add up to the list's blocks).
@@ -320,10 +337,12 @@ class PostingCursor {
   DocId docid_ = kNoDoc, begin_ = 0, end_ = kNoDoc;
   std::uint32_t num_blocks_ = 0, block_ = kNone, shallow_ = 0, pos_ = 0, count_ = 0;
   std::uint32_t blocks_in_range_ = 0, blocks_decoded_ = 0;
-  bool freqs_decoded_ = false, pending_ = false;
+  // The block's frequencies are decoded on first use (a cache: view_loaded_block() fills it too).
+  mutable bool freqs_decoded_ = false;
+  bool pending_ = false;
   static constexpr std::uint32_t kPad = 16;
   alignas(16) DocId docs_[kBlockSize + kPad];
-  alignas(16) std::uint32_t freqs_[kBlockSize];
+  alignas(16) mutable std::uint32_t freqs_[kBlockSize];
 };
 
 }  // namespace gpusearch::cpu

@@ -11,13 +11,17 @@ namespace gpusearch::cpu {
 double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
                       unsigned blocks_per_term, double scale,
                       std::span<const std::uint32_t> best_block, double floor,
-                      std::uint32_t below_df) {
+                      std::uint32_t below_df, double known) {
   double seed = floor;
+  // What a list must beat to be worth decoding: the seed so far, or what is known already.
+  const auto to_beat = [&] { return std::max(seed, known); };
   if (k == 0 || blocks_per_term == 0) return seed * scale;
   // Enough blocks to hold k postings, and `blocks_per_term` to choose from.
   const std::size_t budget = (k + kBlockSize - 1) / kBlockSize + blocks_per_term - 1;
-  std::vector<std::uint32_t> best;  // block numbers, highest block maximum first
-  std::vector<double> scores;
+  // Block numbers (highest block maximum first) and scores: per thread, reused (a seed is
+  // computed inside a run, which no other run interrupts on its thread).
+  thread_local std::vector<std::uint32_t> best;
+  thread_local std::vector<double> scores;
   alignas(16) DocId docs[kBlockSize + PostingCursor::kDecodePadding];
   alignas(16) std::uint32_t freqs[kBlockSize];
   // Lists of highest maximum first: a later list whose best block cannot beat the seed so far
@@ -30,7 +34,7 @@ double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> te
   });
   for (std::size_t oi = 0; oi < n; ++oi) {
     const PostingCursor& c = terms[order[oi]];
-    if (c.docid() == kNoDoc || c.df() < k || c.df() >= below_df || !(c.max_score() > seed))
+    if (c.docid() == kNoDoc || c.df() < k || c.df() >= below_df || !(c.max_score() > to_beat()))
       continue;
     const std::uint32_t nb = c.num_blocks();
     // The `budget` blocks of highest maxima: given, for one block, else a partial insertion
@@ -49,15 +53,19 @@ double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> te
       }
     }
     // Skip a list whose best block cannot beat the seed so far.
-    if (best.empty() || !(c.weight() * double(c.block_max_impact(best[0])) > seed)) continue;
+    if (best.empty() || !(c.weight() * double(c.block_max_impact(best[0])) > to_beat())) continue;
     scores.clear();
     for (const std::uint32_t b : best) {
-      const std::uint32_t n = c.decode_block(b, docs, freqs);
+      // The block the cursor decoded at open() (a short list's only one) is not decoded again.
+      const DocId* block_docs = docs;
+      const std::uint32_t* block_freqs = freqs;
+      std::uint32_t n = c.view_loaded_block(b, block_docs, block_freqs);
+      if (n == 0) n = c.decode_block(b, docs, freqs);
       for (std::uint32_t j = 0; j < n; ++j) {
-        const DocId d = docs[j];
+        const DocId d = block_docs[j];
         if (d < c.range_begin() || d >= ctx.range_end) continue;
         // As the algorithms score a term (the reference's operations), plus the static part.
-        double s = c.weight() * impact(freqs[j], ctx.norm(d));
+        double s = c.weight() * impact(block_freqs[j], ctx.norm(d));
         if (ctx.static_weight != 0) s = s + ctx.static_score(d);
         scores.push_back(s);
       }

@@ -24,10 +24,14 @@ namespace gpusearch::cpu {
 // scan of every list's block maxima when one block per list is decoded. `floor`: a lower bound
 // known already (the result is at least it; lists that cannot beat it are not decoded);
 // `below_df`: only lists of fewer postings are decoded (the others' bounds are in `floor`).
+// `known`: a threshold the run has already (the node's other shards', through the shared slot):
+// lists that cannot beat it are not decoded either, and it is not part of the result (issue
+// 16: four quarter shards decoded four times the seed blocks one shard does).
 double seed_threshold(const QueryContext& ctx, std::span<const PostingCursor> terms, std::size_t k,
                       unsigned blocks_per_term, double scale = 1.0,
                       std::span<const std::uint32_t> best_block = {},
                       double floor = -std::numeric_limits<double>::infinity(),
-                      std::uint32_t below_df = std::numeric_limits<std::uint32_t>::max());
+                      std::uint32_t below_df = std::numeric_limits<std::uint32_t>::max(),
+                      double known = -std::numeric_limits<double>::infinity());
 
 }  // namespace gpusearch::cpu

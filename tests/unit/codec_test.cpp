@@ -2,6 +2,10 @@
 // and both codecs (bit packing, PForDelta).
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -36,6 +40,35 @@ TEST_P(CodecTest, RandomBlocksOfEveryBitWidthRoundTrip) {
       EXPECT_EQ(round_trip(v, GetParam()), v) << "bits " << bits;
     }
   }
+}
+
+// Partial blocks (a list's last, a short list's only one) of every length and bit width, decoded
+// from the very end of a readable page with an unreadable one after it: the horizontal unpacking
+// reads 64-bit windows, and one past the block's last word would fault here.
+TEST_P(CodecTest, PartialBlocksOfEveryLengthAndWidthRoundTripAtAPageEnd) {
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  std::mt19937_64 rng(11);
+  for (unsigned n = 1; n < kBlockSize; ++n)
+    for (unsigned bits = 0; bits <= 32; ++bits) {
+      std::vector<std::uint32_t> v(n);
+      for (auto& x : v) x = bits == 0 ? 0 : std::uint32_t(rng() >> (64 - bits));
+      if (bits > 0) v[rng() % n] |= 1u << (bits - 1);  // the width is `bits` exactly
+      std::vector<std::uint32_t> enc;
+      encode_block(v.data(), n, GetParam(), enc);
+      ASSERT_LE(enc.size() * 4, page);
+      auto* at = reinterpret_cast<std::uint32_t*>(static_cast<char*>(mem) + page) - enc.size();
+      std::memcpy(at, enc.data(), enc.size() * 4);
+      std::vector<std::uint32_t> fast(kBlockSize, 0xdeadbeef), slow(kBlockSize, 0xdeadbeef);
+      ASSERT_EQ(decode_block(at, fast.data()), at + enc.size()) << n << " values, " << bits;
+      decode_block_scalar(at, slow.data());
+      ASSERT_EQ(fast, slow) << n << " values of " << bits << " bits";
+      fast.resize(n);
+      ASSERT_EQ(fast, v) << n << " values of " << bits << " bits";
+    }
+  munmap(mem, 2 * page);
 }
 
 TEST_P(CodecTest, SkewedBlocksWithOutliersRoundTrip) {
