@@ -29,6 +29,7 @@
 #include "common/kth_impact_table.hpp"
 #include "common/result_compare.hpp"
 #include "common/shard_index.hpp"
+#include "common/wire/wire.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/cpu_engine/threshold_slot.hpp"
 #include "isn/shared_thresholds.hpp"
@@ -149,6 +150,17 @@ int main(int argc, char** argv) {
     const Index sharded = Index::open(sharded_dir);
     if (whole.num_open_shards() != 1)
       throw InputError(whole_dir.string(), 0, "--whole needs an index of one shard");
+    // The queries' term ids are resolved once, on the whole shard: every shard must share its
+    // vocabulary (`gpusearch partition` of that index).
+    const std::string vocabulary =
+        wire::vocabulary_fingerprint(whole.shard(0).manifest(), whole.shard(0).num_terms());
+    for (std::size_t s = 0; s < sharded.num_open_shards(); ++s)
+      if (wire::vocabulary_fingerprint(sharded.shard(s).manifest(), sharded.shard(s).num_terms()) !=
+          vocabulary)
+        throw InputError(sharded_dir.string(), 0,
+                         fmt::format("shard {} does not share the vocabulary of {} (not a "
+                                     "partition of it: gpusearch partition --index {})",
+                                     sharded.shard_id(s), whole_dir.string(), whole_dir.string()));
     const QueryFile qf = read_query_file(queries_path);
     std::vector<Query> queries;
     for (const QueryText& qt : qf.queries) {
