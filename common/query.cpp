@@ -172,6 +172,21 @@ QueryFile read_query_stream(std::istream& in, const std::string& source_name) {
   return out;
 }
 
+std::vector<Query> read_known_queries(const ShardIndex& vocabulary,
+                                      const std::filesystem::path& path, std::size_t limit,
+                                      const std::string& source_name) {
+  std::vector<Query> out;
+  const std::string name = source_name.empty() ? path.string() : source_name;
+  for (const QueryText& qt : read_query_file(path).queries) {
+    if (out.size() >= limit) break;
+    Query q;
+    QueryProblem problem;
+    if (resolve_query(vocabulary, qt, QueryLimits{}, q, problem, name) && !q.terms.empty())
+      out.push_back(std::move(q));
+  }
+  return out;
+}
+
 QueryFile read_query_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string(), 0, "cannot open query file");

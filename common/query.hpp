@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,5 +76,13 @@ bool resolve_query(const ShardIndex& vocabulary, const QueryText& text, const Qu
 bool resolve_query(const TermDictionary& vocabulary, const QueryText& text,
                    const QueryLimits& limits, Query& out, QueryProblem& problem,
                    const std::string& source_name);
+
+// The queries of a query file that resolve against `vocabulary` with at least one known term,
+// the first `limit` of them, in file order (what tests and benchmarks serve; the others are
+// counted where a run reports them). `source_name` names the file in errors.
+std::vector<Query> read_known_queries(const ShardIndex& vocabulary,
+                                      const std::filesystem::path& path,
+                                      std::size_t limit = std::numeric_limits<std::size_t>::max(),
+                                      const std::string& source_name = "");
 
 }  // namespace gpusearch

@@ -160,15 +160,7 @@ int main(int argc, char** argv) {
     if (threads == 0) threads = unsigned(tbb::info::default_concurrency());
     const Index index = Index::open_shard(index_dir, shard_id);
     const ShardIndex& shard = index.shard(0);
-    const QueryFile qf = read_query_file(queries_path);
-    std::vector<Query> queries;
-    for (const QueryText& qt : qf.queries) {
-      if (queries.size() >= limit) break;
-      Query q;
-      QueryProblem problem;
-      if (resolve_query(shard, qt, QueryLimits{}, q, problem, queries_path) && !q.terms.empty())
-        queries.push_back(std::move(q));
-    }
+    const std::vector<Query> queries = read_known_queries(shard, queries_path, limit);
     if (queries.empty()) throw Error("no query with a known term");
     double mean_terms = 0;
     for (const Query& q : queries) mean_terms += double(q.terms.size()) / double(queries.size());

@@ -161,16 +161,7 @@ int main(int argc, char** argv) {
                          fmt::format("shard {} does not share the vocabulary of {} (not a "
                                      "partition of it: gpusearch partition --index {})",
                                      sharded.shard_id(s), whole_dir.string(), whole_dir.string()));
-    const QueryFile qf = read_query_file(queries_path);
-    std::vector<Query> queries;
-    for (const QueryText& qt : qf.queries) {
-      if (queries.size() >= limit) break;
-      Query q;
-      QueryProblem problem;
-      if (resolve_query(whole.shard(0), qt, QueryLimits{}, q, problem, queries_path.string()) &&
-          !q.terms.empty())
-        queries.push_back(std::move(q));
-    }
+    const std::vector<Query> queries = read_known_queries(whole.shard(0), queries_path, limit);
     if (queries.empty()) throw Error("no query with a known term");
     SearchParams p;
     p.mode = parse_mode(mode_arg);

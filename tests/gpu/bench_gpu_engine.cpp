@@ -164,16 +164,7 @@ int main(int argc, char** argv) {
     }
     tbb::global_control threads(tbb::global_control::max_allowed_parallelism, cpu_threads);
     const Index index = Index::open(index_dir);
-    const QueryFile qf = read_query_file(queries_path);
-    std::vector<Query> queries;
-    for (const QueryText& qt : qf.queries) {
-      if (queries.size() >= limit) break;
-      Query q;
-      QueryProblem p;
-      if (resolve_query(index.shard(0), qt, QueryLimits{}, q, p, queries_path.string()) &&
-          !q.terms.empty())
-        queries.push_back(std::move(q));
-    }
+    const std::vector<Query> queries = read_known_queries(index.shard(0), queries_path, limit);
     std::cerr << fmt::format("{} queries, {} shard(s)\n", queries.size(), index.num_open_shards());
     cudaDeviceProp prop{};
     GPUSEARCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

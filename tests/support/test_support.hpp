@@ -107,14 +107,7 @@ inline bool eventually(const std::function<bool()>& done) {
 // (what most tests serve; the others are counted elsewhere). `label` names the file in errors.
 inline std::vector<Query> known_queries(const ShardIndex& shard, const std::filesystem::path& file,
                                         const std::string& label = "test") {
-  std::vector<Query> out;
-  for (const QueryText& qt : read_query_file(file).queries) {
-    Query q;
-    QueryProblem p;
-    if (resolve_query(shard, qt, QueryLimits{}, q, p, label) && !q.terms.empty())
-      out.push_back(std::move(q));
-  }
-  return out;
+  return read_known_queries(shard, file, std::numeric_limits<std::size_t>::max(), label);
 }
 
 }  // namespace gpusearch::testing
