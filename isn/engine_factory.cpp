@@ -59,6 +59,7 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
     o.intra_query_threads = options.intra_query_threads;
     o.shared_threshold_refresh = options.shared_threshold_refresh;
     o.sharing_and_phases_first = options.sharing_and_phases_first;
+    o.sharing_in_batch_order = options.sharing_in_batch_order;
     return std::make_unique<cpu::CpuEngine>(shard, shard_id, o);
   }
   if (options.engine == "gpu" && options.list_cache.enabled())

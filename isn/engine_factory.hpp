@@ -36,6 +36,7 @@ struct EngineOptions {
   bool probe_memo_answers = false;
   unsigned shared_threshold_refresh = 4;  // cpu: CpuEngineOptions::shared_threshold_refresh
   bool sharing_and_phases_first = true;   // cpu: CpuEngineOptions::sharing_and_phases_first
+  bool sharing_in_batch_order = false;    // cpu: CpuEngineOptions::sharing_in_batch_order
 };
 
 // CUDA devices this process sees (0 without a CUDA build or device).

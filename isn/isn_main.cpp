@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
   on_off("--share-and-first", o.engine.sharing_and_phases_first,
          "with --share-thresholds, and-or: every query's AND phase before any OR phase, so that "
          "a shard skips an OR phase that the other shards' AND matches make moot");
+  on_off("--share-in-order", o.engine.sharing_in_batch_order,
+         "with --share-thresholds: the engine's threads take a batch's queries in batch order, "
+         "one at a time (a smaller spread between the node's ISNs, more documents scored)");
   app.add_option("--pin-cores", o.pin_cores,
                  "off: the kernel places this ISN's threads; auto: the node's ISNs split the "
                  "process's CPUs into contiguous slices, one each (node-local ISN i of n: slice "

@@ -44,6 +44,8 @@
 #                     OR phase right after its AND phase, as before session 33);
 #                     "_sleephand" (--handoff sleep: the merge and engine threads always
 #                     wait for work on a condition variable, as before session 32);
+#                     "_inorder" (--share-in-order on: sharing ISNs' engine threads take a
+#                     batch's queries in batch order, one at a time);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -170,6 +172,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_perquery* ]]; then  # and-or sharing: each query's AND and OR phases together
     flags+=(--share-and-first off); v=${v/_perquery/}
+  fi
+  if [[ $v == *_inorder* ]]; then  # sharing: the batch's queries in batch order, one at a time
+    flags+=(--share-in-order on); v=${v/_inorder/}
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Where a cluster run's CPU went, per rank and thread role, from its metrics JSON (the
-aggregator's cpu_seconds and each ISN's stats.cpu_seconds; issue 16).
+aggregator's cpu_seconds and each ISN's stats.cpu_seconds; issue 16), and how its ISNs' batches
+lined up (the timeline).
 
     launch/summarize-cluster-cpu.py RUNS_DIR_OR_METRICS... [--markdown]
 
@@ -16,6 +17,11 @@ seconds summed over the ISNs unless named:
   in-calls   the ISN processes while their engines searched (the work, and the calls' tails)
   between    the ISN processes between engine calls (MPI threads, idle workers' spinning)
   docs M     documents scored (millions); ns/doc: in-calls over documents scored
+From the timeline (batches past the first 5 and before the last 3; "-" without one):
+  c ms       an ISN's compute per batch (engine start to end), the mean over ISNs and batches
+  skew%      the batch's slowest ISN over the ISNs' mean compute, averaged over batches: what
+             waiting for the slowest costs a batch
+  idle ms    an ISN's wait between the end of one batch and the start of the next
 """
 import gzip
 import json
@@ -30,6 +36,30 @@ def load(path):
         return json.load(f)
 
 
+def batch_lineup(m):
+    """(mean compute ms, skew %, idle ms) of the ISNs' batches, from the timeline."""
+    batches = m.get("timeline", {}).get("batches", [])[5:-3]
+    nan = float("nan")
+    if not batches:
+        return nan, nan, nan
+    slowest, mean, idle, last_end = [], [], [], {}
+    for b in batches:
+        c = [i["end"] - i["start"] for i in b["isn"]]
+        if not c:
+            continue
+        slowest.append(max(c))
+        mean.append(sum(c) / len(c))
+        for i in b["isn"]:
+            if i["rank"] in last_end:
+                idle.append(max(0.0, i["start"] - last_end[i["rank"]]))
+            last_end[i["rank"]] = i["end"]
+    if not mean:
+        return nan, nan, nan
+    avg = statistics.mean(mean)
+    return (avg, 100 * (statistics.mean(slowest) / avg - 1) if avg > 0 else nan,
+            statistics.mean(idle) if idle else nan)
+
+
 def row(m):
     a = m.get("cpu_seconds")
     isns = [i["stats"] for i in m.get("isn", [])]
@@ -41,6 +71,7 @@ def row(m):
     # Metrics of session 40's call B and earlier have no in_engine_calls: those columns are "-".
     split = all("in_engine_calls" in x for x in c)
     in_calls = sum(x["in_engine_calls"] for x in c) if split else float("nan")
+    compute_ms, skew, idle_ms = batch_lineup(m)
     return {
         "run": a["run_seconds"],
         "q/s": queries / a["run_seconds"] if a["run_seconds"] > 0 else 0,
@@ -51,6 +82,9 @@ def row(m):
         "between": sum(x["process"] - x["in_engine_calls"] for x in c) if split else float("nan"),
         "docs M": docs / 1e6,
         "ns/doc": in_calls / docs * 1e9 if docs else float("nan"),
+        "c ms": compute_ms,
+        "skew%": skew,
+        "idle ms": idle_ms,
     }
 
 
@@ -84,7 +118,8 @@ def main(argv):
     if not groups:
         return 1
     keys = list(next(iter(groups.values()))[0].keys())
-    fmt = {"q/s": "{:.0f}", "ns/doc": "{:.1f}"}
+    fmt = {"q/s": "{:.0f}", "ns/doc": "{:.1f}", "c ms": "{:.2f}", "skew%": "{:.1f}",
+           "idle ms": "{:.2f}"}
     width = max(max(len(n) for n in groups), 3) + 2
     if markdown:
         print("| run (median of reps) | reps | " + " | ".join(keys) + " |")

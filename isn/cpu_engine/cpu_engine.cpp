@@ -1,11 +1,14 @@
 #include "isn/cpu_engine/cpu_engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include "common/scoring.hpp"
 #include "isn/cpu_engine/daat_algorithms.hpp"
@@ -433,6 +436,29 @@ void for_each_query(std::size_t n, const Fn& fn) {
                     });
 }
 
+// fn(q) for every query of the batch, handed out in batch order, one at a time, to the arena's
+// threads (CpuEngineOptions::sharing_in_batch_order). A batch then ends within one query's time
+// of its last hand-out, where for_each_query's recursive split may leave a chunk of several
+// queries to one thread; and the node's shards, which start the batch together, run each query
+// at about the same moment. Measured on the H200 host (four ISNs, batch 1,024; NOTES-cluster.md,
+// session 42): the batch's slowest ISN 1.1-1.4% over the four's mean compute instead of 2.4-3.5%,
+// but 2% more documents scored (a query's shards seldom find another's finished answer in the
+// union), so no gain in throughput: off by default.
+template <class Fn>
+void for_each_query_in_order(std::size_t n, const Fn& fn) {
+  std::atomic<std::size_t> next{0};
+  const std::size_t workers =
+      std::min<std::size_t>(n, std::size_t(std::max(1, tbb::this_task_arena::max_concurrency())));
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, workers, 1),
+      [&](const tbb::blocked_range<std::size_t>&) {
+        for (std::size_t q = next.fetch_add(1, std::memory_order_relaxed); q < n;
+             q = next.fetch_add(1, std::memory_order_relaxed))
+          fn(q);
+      },
+      tbb::simple_partitioner());
+}
+
 }  // namespace
 
 void CpuEngine::search(std::span<const Query> queries, const SearchParams& params,
@@ -446,8 +472,11 @@ void CpuEngine::search(std::span<const Query> queries, const SearchParams& param
   });
   if (params.mode != Mode::kAndOr || !linked || params.candidates > 0 ||
       !options_.sharing_and_phases_first) {
-    for_each_query(queries.size(),
-                   [&](std::size_t q) { out[q] = search_one(queries[q], params, shared[q]); });
+    const auto one = [&](std::size_t q) { out[q] = search_one(queries[q], params, shared[q]); };
+    if (linked && options_.sharing_in_batch_order)
+      for_each_query_in_order(queries.size(), one);
+    else
+      for_each_query(queries.size(), one);
     return;
   }
   // and-or shared between shards: every query's AND phase first, then the OR phases still
@@ -458,13 +487,19 @@ void CpuEngine::search(std::span<const Query> queries, const SearchParams& param
   // documents scored.
   const ShardResult none;
   std::vector<char> early(queries.size(), 0);
-  for_each_query(queries.size(), [&](std::size_t q) {
+  const auto each = [&](const auto& fn) {
+    if (options_.sharing_in_batch_order)
+      for_each_query_in_order(queries.size(), fn);
+    else
+      for_each_query(queries.size(), fn);
+  };
+  each([&](std::size_t q) {
     out[q] = ShardResult{};
     bool e = false;
     and_phase_sharing(queries[q], params, 0, none, shared[q], out[q], e);
     early[q] = e;
   });
-  for_each_query(queries.size(), [&](std::size_t q) {
+  each([&](std::size_t q) {
     bool e = early[q];
     or_phase_sharing(queries[q], params, 0, none, shared[q], out[q], e);
     out[q].counters.early_terminations = e ? 1 : 0;

@@ -3,16 +3,20 @@
 // and unions as a node's ISNs do (isn/shared_thresholds.hpp: slot and union lines per query and
 // phase, the collection's combined K-th impact seeds), in one process: no MPI, no wire. The
 // shards run in turn (one after another: deterministic, for callgrind's instruction counts) or at
-// once (each on its own oneTBB arena of threads / N, as the ISNs of a 16-core node run). Queries
+// once (each on its own oneTBB arena of threads / N, as the ISNs of a 16-core node run), or at
+// once in lockstep (every shard starts a batch when all have ended the one before: the ISNs of
+// a node receive a batch together when the aggregator admits just in time). Queries
 // go in batches, as the ISN hands them to the engine (CpuEngine::search with slots: every AND
 // phase of the batch, then the OR phases). Every merged answer is checked against the whole
 // shard's.
 //
 //   bench_shared_shards --whole DIR --sharded DIR --queries FILE [--limit Q] [--mode and-or]
-//                       [--k 10] [--batch 1024] [--threads T] [--configs whole,in-turn,at-once]
+//                       [--k 10] [--batch 1024] [--threads T]
+//                       [--configs whole,in-turn,at-once,lockstep] [--in-order on|off]
 //                       [--reps R] [--out JSON]
 //
 // Under callgrind: --threads 1 --configs whole (or in-turn), --toggle-collect='*run_config*'.
+#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -97,14 +101,17 @@ ConfigRun run_config(const std::string& config, const Index& index,
   };
   const auto t0 = Clock::now();
   const double c0 = process_cpu_seconds();
-  if (config == "at-once") {
+  if (config == "at-once" || config == "lockstep") {
+    std::barrier batch_done{std::ptrdiff_t(shards)};
     std::vector<std::thread> workers;
     for (std::size_t s = 0; s < shards; ++s)
       workers.emplace_back([&, s] {
         tbb::task_arena a{int(std::max<unsigned>(1, threads / unsigned(shards)))};
         a.execute([&] {
-          for (std::size_t from = 0; from < queries.size(); from += batch)
+          for (std::size_t from = 0; from < queries.size(); from += batch) {
             search(s, from, std::min(batch, queries.size() - from));
+            if (config == "lockstep") batch_done.arrive_and_wait();
+          }
         });
       });
     for (auto& w : workers) w.join();
@@ -132,6 +139,7 @@ int main(int argc, char** argv) {
   std::size_t limit = 20000, k = 10, batch = 1024;
   unsigned threads = 0, reps = 1;
   std::string mode_arg = "and-or", configs_arg = "whole,in-turn,at-once";
+  bool in_order = false;
   app.add_option("--whole", whole_dir, "the whole index (one shard)")->required();
   app.add_option("--sharded", sharded_dir, "the same index split into N shards")->required();
   app.add_option("--queries", queries_path, "queries (TSV or TREC topics)")->required();
@@ -140,7 +148,14 @@ int main(int argc, char** argv) {
   app.add_option("--k", k, "answers per query")->capture_default_str();
   app.add_option("--batch", batch, "queries per engine call")->capture_default_str();
   app.add_option("--threads", threads, "threads in all (0: every core)")->capture_default_str();
-  app.add_option("--configs", configs_arg, "whole, in-turn, at-once")->capture_default_str();
+  app.add_option("--configs", configs_arg, "whole, in-turn, at-once, lockstep")
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--in-order", [&in_order](const std::string& s) { in_order = s == "on"; },
+         "the sharing engines' threads take a batch's queries in batch order (the ISN's "
+         "--share-in-order; off: oneTBB's recursive split)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("off");
   app.add_option("--reps", reps, "repetitions of each config")->capture_default_str();
   app.add_option("--out", out_path, "JSON output");
   CLI11_PARSE(app, argc, argv);
@@ -173,8 +188,10 @@ int main(int argc, char** argv) {
                                                             cpu::CpuEngineOptions{}));
     std::vector<const KthImpactTable*> tables;
     for (std::size_t s = 0; s < sharded.num_open_shards(); ++s) {
-      shard_engines.push_back(std::make_unique<cpu::CpuEngine>(
-          sharded.shard(s), sharded.shard_id(s), cpu::CpuEngineOptions{}));
+      cpu::CpuEngineOptions options;
+      options.sharing_in_batch_order = in_order;
+      shard_engines.push_back(
+          std::make_unique<cpu::CpuEngine>(sharded.shard(s), sharded.shard_id(s), options));
       tables.push_back(shard_engines.back()->kth_impacts());
     }
     // The node's ISNs seed from their tables combined (SharedThresholdWindow::combine_seed_tables).
@@ -189,6 +206,7 @@ int main(int argc, char** argv) {
                           {"queries", queries.size()},     {"mode", mode_arg},
                           {"k", k},                        {"batch", batch},
                           {"threads", threads},            {"shards", shard_engines.size()},
+                          {"in_order", in_order},
                           {"runs", nlohmann::json::array()}};
     std::vector<ShardResult> reference;  // the whole shard's answers
     std::string configs = configs_arg + ",";
@@ -197,7 +215,8 @@ int main(int argc, char** argv) {
            at = comma + 1) {
         const std::string config = configs.substr(at, comma - at);
         if (config.empty()) continue;
-        if (config != "whole" && config != "in-turn" && config != "at-once")
+        if (config != "whole" && config != "in-turn" && config != "at-once" &&
+            config != "lockstep")
           throw InputError("--configs", 0, "unknown config '" + config + "'");
         ConfigRun r = config == "whole"
                           ? run_config(config, whole, whole_engine, queries, p, batch, threads)

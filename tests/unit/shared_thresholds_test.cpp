@@ -4,6 +4,7 @@
 // algorithm and mode, the engines do less work together than alone, and a slot raised above the
 // final k-th score (a weakened bound) gives answers the check catches.
 #include <gtest/gtest.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cmath>
@@ -248,11 +249,13 @@ class SharedThresholdEngines : public ::testing::Test {
   // from the thresholds of the shards before it) or at once. `seed` raises the slots first.
   // `collection_seeds` > 0: sharing engines seed from their tables combined
   // (KthImpactTable::combine, as the ISNs of a node combine them), times that factor (1: as
-  // shipped; above 1 a weakened bound the check must catch).
+  // shipped; above 1 a weakened bound the check must catch). `in_order`: the engines' threads
+  // take the queries in batch order, one at a time (CpuEngineOptions::sharing_in_batch_order).
   static Run run(const Index& index, const std::vector<Query>& queries, const SearchParams& p,
                  cpu::Algorithm a, bool sharing, bool parallel,
                  const std::function<void(std::vector<cpu::QueryThresholdSlots>&)>& seed = {},
-                 double collection_seeds = 0, bool unions = true, unsigned refresh = 1) {
+                 double collection_seeds = 0, bool unions = true, unsigned refresh = 1,
+                 bool in_order = false) {
     constexpr std::size_t phase = 1 + ThresholdSlot::kUnionCapacity;
     std::vector<std::uint64_t> words(2 * phase * queries.size(), 0);
     std::vector<cpu::QueryThresholdSlots> slots(queries.size());
@@ -270,6 +273,7 @@ class SharedThresholdEngines : public ::testing::Test {
     {
       cpu::CpuEngineOptions o{a};
       o.shared_threshold_refresh = refresh;
+      o.sharing_in_batch_order = in_order;
       engines.push_back(std::make_unique<cpu::CpuEngine>(index.shard(s), index.shard_id(s), o));
     }
     if (collection_seeds > 0) {
@@ -419,6 +423,22 @@ TEST_F(SharedThresholdEngines, UnionsOfPublishedScoresAreExactAndSaveWork) {
       const Run r = run(index, qs, p, a, true, true, {}, 1.0, true, 16);
       ASSERT_EQ(count_wrong(index, qs, p, r, what, true), 0u) << what;
     }
+  // The batch's queries in batch order, one at a time, on four threads per shard (the ISN's
+  // --share-in-order): every query answered, exactly, in every mode.
+  tbb::task_arena four_threads(4);
+  four_threads.execute([&] {
+    for (cpu::Algorithm a : {cpu::Algorithm::kExhaustive, cpu::Algorithm::kBmw,
+                             cpu::Algorithm::kMaxScore, cpu::Algorithm::kMaxScoreDaat})
+      for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr})
+        for (bool parallel : {false, true}) {
+          const SearchParams p{mode, Scoring::kBm25Pr, 0.3, 10};
+          const std::string what = describe(p, a, parallel ? "in batch order, at once"
+                                                           : "in batch order, in turn");
+          const double seeds = a == cpu::Algorithm::kExhaustive ? 0.0 : 1.0;
+          const Run r = run(index, qs, p, a, true, parallel, {}, seeds, true, 4, true);
+          ASSERT_EQ(count_wrong(index, qs, p, r, what, true), 0u) << what;
+        }
+  });
   // OR, in turn: the union's k-th is the k-th of the earlier shards' documents together.
   const SearchParams p{Mode::kOr, Scoring::kBm25, 0.3, 10};
   const Run with = run(index, qs, p, cpu::Algorithm::kMaxScore, true, false, {}, 1.0, true);
