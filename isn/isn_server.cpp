@@ -228,11 +228,21 @@ nlohmann::json BatchLoop::stats() const {
     j["second_stage"]["ranker_command_load_failures"] = ranker_command_load_failures_;
     j["second_stage"]["ranker_command_errors"] = ranker_command_errors_;
   }
-  // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
-  if (options_.engine.list_cache.enabled() && options_.scheduler.policy.empty()) {
+  if (options_.scheduler.policy.empty()) {
     const nlohmann::json e = engine_.stats();
-    for (const char* key : {"list_cache", "list_cache_setup"})
-      if (e.contains(key)) j[key] = e[key];
+    // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
+    if (options_.engine.list_cache.enabled())
+      for (const char* key : {"list_cache", "list_cache_setup"})
+        if (e.contains(key)) j[key] = e[key];
+    // Several GPUs per ISN (--gpus-per-isn G, gpu/multi_gpu_engine.hpp): the GPUs, the time
+    // their ranges computed and the time the NCCL gather and merge took (issue 15's merge
+    // share), and the bytes the lead GPU received.
+    if (e.is_object() && e.contains("merge_seconds"))
+      j["multi_gpu"] = {{"devices", e.value("devices", nlohmann::json::array())},
+                        {"batches", e.value("batches", std::uint64_t{0})},
+                        {"range_seconds", e.value("range_seconds", 0.0)},
+                        {"merge_seconds", e.value("merge_seconds", 0.0)},
+                        {"nccl_bytes_received", e.value("nccl_bytes_received", std::uint64_t{0})}};
   }
   return j;
 }

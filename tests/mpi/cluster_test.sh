@@ -44,6 +44,9 @@
 #                                          reference; every ISN shared; fewer documents scored and
 #                                          postings decoded than with it off; one ISN alone says
 #                                          there is nothing to share
+#   cluster_test.sh BUILD_DIR multigpu     launch/multi-gpu-runs.sh (issue 15) with the CPU engine:
+#                                          every phase's rows exact, the summary JSON's fields, a
+#                                          second call resumes (runs nothing again), bad flags
 #   cluster_test.sh BUILD_DIR rpcdeadline  a request whose deadline passes before its answer (a
 #                                          slow ISN) is answered at the deadline, flagged, not
 #                                          after the answer; the cluster still runs it
@@ -274,6 +277,9 @@ case "$case_name" in
         c["mpi_thread"] + c["engine_thread"] <= c["process"] + 0.05
         for c in (i["stats"]["cpu_seconds"] for i in m["isn"])) and m["cpu_seconds"]["process"] > 0)')" = True ] ||
       fail "the ISNs' or the aggregator's cpu_seconds are missing or do not add up"
+    # The batch's queries in batch order, one at a time (--share-in-order on): the same answers.
+    check_equal "$tmp/idx" "$tmp/q.tsv" 4 and-or 10 --batch-size 16 --max-in-flight 3 \
+      --engine cpu --share-thresholds on --share-in-order on
     # The slots without their unions of published scores (as before session 32): the same
     # answers.
     check_equal "$tmp/idx" "$tmp/q.tsv" 4 and-or 10 --batch-size 16 --max-in-flight 3 \
@@ -301,6 +307,30 @@ case "$case_name" in
     grep -q "share-thresholds on: not available: this ISN is alone on its node" "$tmp/out1.txt" ||
       { cat "$tmp/out1.txt"; fail "no message for one ISN alone"; }
     echo "PASS: 4 ISNs sharing thresholds: and, or, and-or at k 10 and 1000 equal the reference, less work"
+    ;;
+  multigpu)
+    # The multi-GPU runs' script end to end without a GPU (--engine cpu: G = 1 only), on tiny
+    # indexes: the plumbing a device call must not find broken.
+    mg=$tmp/mg
+    "$root/launch/multi-gpu-runs.sh" --out "$mg" --engine cpu --gpus "1 2" --docs 6000 \
+      --docs-per-gpu 4000 --batches 64 --ks "10 100" --rates "0 4000" --queries 200 \
+      > "$tmp/mg.txt" 2>&1 || { cat "$tmp/mg.txt"; fail "multi-gpu-runs.sh exited $?"; }
+    [ "$(metric "$mg/multi-gpu.json" '(m["exact"] and len(m["rows"]) == 7 and
+        sorted(set(r["phase"] for r in m["rows"])) == ["per-isn", "per-node", "weak"] and
+        all(r["queries_per_second"] > 0 and r["p99_ms"] > 0 for r in m["rows"]) and
+        m["weak_scaling"][0]["weak_scaling_efficiency"] == 1.0 and "gpus" in m["machine"])')" = True ] ||
+      { cat "$tmp/mg.txt"; fail "multi-gpu.json: rows missing, not exact, or fields absent"; }
+    grep -q "| per-node-horizontal-d6000-g1-r4000 | 1 x 1 |" "$mg/multi-gpu.md" ||
+      fail "multi-gpu.md: no per-node row at 4000 arrivals/s"
+    "$root/launch/multi-gpu-runs.sh" --out "$mg" --engine cpu --gpus "1 2" --docs 6000 \
+      --docs-per-gpu 4000 --batches 64 --ks "10 100" --rates "0 4000" --queries 200 \
+      > "$tmp/mg2.txt" 2>&1 || { cat "$tmp/mg2.txt"; fail "the second call exited $?"; }
+    [ "$(grep -c 'done before' "$tmp/mg2.txt")" = 7 ] && ! grep -q "ISN(s) x" "$tmp/mg2.txt" ||
+      { cat "$tmp/mg2.txt"; fail "the second call ran rows again instead of resuming"; }
+    "$root/launch/multi-gpu-runs.sh" --out "$mg" --phases sideways > "$tmp/mg3.txt" 2>&1 &&
+      fail "an unknown phase was accepted"
+    grep -q "unknown phase 'sideways'" "$tmp/mg3.txt" || { cat "$tmp/mg3.txt"; fail "no error naming the phase"; }
+    echo "PASS: multi-gpu-runs.sh with the CPU engine: 7 rows exact, summary written, resumed"
     ;;
   badflags)
     synthetic_index 1 "$tmp/idx"
