@@ -441,7 +441,7 @@ void for_each_query(std::size_t n, const Fn& fn) {
 // of its last hand-out, where for_each_query's recursive split may leave a chunk of several
 // queries to one thread; and the node's shards, which start the batch together, run each query
 // at about the same moment. Measured on the H200 host (four ISNs, batch 1,024; NOTES-cluster.md,
-// session 42): the batch's slowest ISN 1.1-1.4% over the four's mean compute instead of 2.4-3.5%,
+// session 42): the batch's slowest ISN 1.1-1.4% over the four's mean compute instead of about 3%,
 // but 2% more documents scored (a query's shards seldom find another's finished answer in the
 // union), so no gain in throughput: off by default.
 template <class Fn>
