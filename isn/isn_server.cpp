@@ -228,7 +228,9 @@ nlohmann::json BatchLoop::stats() const {
     j["second_stage"]["ranker_command_load_failures"] = ranker_command_load_failures_;
     j["second_stage"]["ranker_command_errors"] = ranker_command_errors_;
   }
-  if (options_.scheduler.policy.empty()) {
+  // Only engines that have these parts are asked (a GPU engine's stats() is not free).
+  const bool multi_gpu = options_.gpus_per_isn > 1 || options_.engine.gpu_range_engine;
+  if (options_.scheduler.policy.empty() && (options_.engine.list_cache.enabled() || multi_gpu)) {
     const nlohmann::json e = engine_.stats();
     // The GPU list cache's hit rates, shipping, post-processing and split (--gpu-mem).
     if (options_.engine.list_cache.enabled())
@@ -237,7 +239,7 @@ nlohmann::json BatchLoop::stats() const {
     // Several GPUs per ISN (--gpus-per-isn G, gpu/multi_gpu_engine.hpp): the GPUs, the time
     // their ranges computed and the time the NCCL gather and merge took (issue 15's merge
     // share), and the bytes the lead GPU received.
-    if (e.is_object() && e.contains("merge_seconds"))
+    if (multi_gpu && e.is_object() && e.contains("merge_seconds"))
       j["multi_gpu"] = {{"devices", e.value("devices", nlohmann::json::array())},
                         {"batches", e.value("batches", std::uint64_t{0})},
                         {"range_seconds", e.value("range_seconds", 0.0)},
