@@ -470,13 +470,16 @@ void CpuEngine::search(std::span<const Query> queries, const SearchParams& param
   const bool linked = std::any_of(shared.begin(), shared.end(), [](const QueryThresholdSlots& s) {
     return s.conjunctive.linked() || s.disjunctive.linked();
   });
+  // Every query of the batch through fn, in batch order where the shards share and that is asked.
+  const auto each = [&](const auto& fn) {
+    if (linked && options_.sharing_in_batch_order)
+      for_each_query_in_order(queries.size(), fn);
+    else
+      for_each_query(queries.size(), fn);
+  };
   if (params.mode != Mode::kAndOr || !linked || params.candidates > 0 ||
       !options_.sharing_and_phases_first) {
-    const auto one = [&](std::size_t q) { out[q] = search_one(queries[q], params, shared[q]); };
-    if (linked && options_.sharing_in_batch_order)
-      for_each_query_in_order(queries.size(), one);
-    else
-      for_each_query(queries.size(), one);
+    each([&](std::size_t q) { out[q] = search_one(queries[q], params, shared[q]); });
     return;
   }
   // and-or shared between shards: every query's AND phase first, then the OR phases still
@@ -487,12 +490,6 @@ void CpuEngine::search(std::span<const Query> queries, const SearchParams& param
   // documents scored.
   const ShardResult none;
   std::vector<char> early(queries.size(), 0);
-  const auto each = [&](const auto& fn) {
-    if (options_.sharing_in_batch_order)
-      for_each_query_in_order(queries.size(), fn);
-    else
-      for_each_query(queries.size(), fn);
-  };
   each([&](std::size_t q) {
     out[q] = ShardResult{};
     bool e = false;
