@@ -99,6 +99,23 @@ ClosedLoopAdmission parse_closed_loop_admission(std::string_view name) {
                    "unknown admission '" + std::string(name) + "' (just-in-time or window)");
 }
 
+JustInTimeCut parse_just_in_time_cut(std::string_view name) {
+  if (name == "first-answer") return JustInTimeCut::kFirstAnswer;
+  if (name == "predicted-finish") return JustInTimeCut::kPredictedFinish;
+  if (name == "all-answers") return JustInTimeCut::kAllAnswers;
+  throw InputError("--admission-cut-on", 0,
+                   "unknown cut '" + std::string(name) +
+                       "' (first-answer, predicted-finish or all-answers)");
+}
+std::string_view to_string(JustInTimeCut c) {
+  switch (c) {
+    case JustInTimeCut::kFirstAnswer: return "first-answer";
+    case JustInTimeCut::kPredictedFinish: return "predicted-finish";
+    case JustInTimeCut::kAllAnswers: return "all-answers";
+  }
+  return "?";
+}
+
 std::string_view to_string(ClosedLoopAdmission a) {
   return a == ClosedLoopAdmission::kJustInTime ? "just-in-time" : "window";
 }
@@ -192,6 +209,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // mean, us): a batch's queries are admitted that much before it should leave, so that the
   // ISN does not wait for their admission (about 2 us a query on the H100 host: 2 ms for 1,024).
   double admission_us_per_query = 0;
+  std::vector<std::uint64_t> token_hashes;  // a batch's terms, for the dictionary's prefetch
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
@@ -208,6 +226,18 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         in_flight.sent_times(sent_times);
         next_cut = model.just_in_time_cut<Clock::time_point>(
             now, in_flight.last_batch_done(), sent_times, options.admission_lag * model.compute_us);
+        // Some ISN has answered every batch in flight and idles from now on (JustInTimeCut).
+        if (options.cut_on != JustInTimeCut::kAllAnswers && in_flight.newest_answered_by_one()) {
+          if (options.cut_on == JustInTimeCut::kFirstAnswer) {
+            next_cut = now;
+          } else {
+            LatencyModel at_mean = model;
+            at_mean.compute_aim_us = 0;  // the slowest ISN's mean compute, not its quantile
+            next_cut = std::min(next_cut, at_mean.just_in_time_cut<Clock::time_point>(
+                                              now, in_flight.last_batch_done(), sent_times,
+                                              options.admission_lag * model.compute_us));
+          }
+        }
       }
     }
     std::size_t room = 0;
@@ -243,11 +273,17 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     // record, then the term's TermInfo), one after the other; asking for every term's lines in
     // rounds first overlaps the misses (the same work, inside the queries' latency: it runs
     // from `now`).
-    if (arrived.size() > 1)
-      for (int stage = 0; stage < TermDictionary::kPrefetchStages; ++stage)
-        for (const ArrivedQuery& a : arrived)
-          for_each_token(a.text.text,
-                         [&](std::string_view tok) { dictionary.prefetch(tok, stage); });
+    // Each token is read and hashed once for all the stages.
+    if (arrived.size() > 1) {
+      token_hashes.clear();
+      for (const ArrivedQuery& a : arrived)
+        for_each_token(a.text.text, [&](std::string_view tok) {
+          token_hashes.push_back(TermDictionary::hash(tok));
+          dictionary.prefetch_hashed(token_hashes.back(), 0);
+        });
+      for (int stage = 1; stage < TermDictionary::kPrefetchStages; ++stage)
+        for (std::uint64_t h : token_hashes) dictionary.prefetch_hashed(h, stage);
+    }
     for (ArrivedQuery& a : arrived) {
       progress = true;
       ++admission.read;
@@ -431,6 +467,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                : source->closed_loop() ? std::string(to_string(ClosedLoopAdmission::kWindow))
                                        : std::string("on arrival")},
       {"lag", options.admission_lag},
+      {"cut_on", std::string(to_string(options.cut_on))},
       {"quantile", just_in_time ? options.admission_quantile : 0.0},
       {"us_per_query", admission_us_per_query}};
   if (second)

@@ -73,6 +73,21 @@ enum class ClosedLoopAdmission {
 ClosedLoopAdmission parse_closed_loop_admission(std::string_view name);  // throws InputError
 std::string_view to_string(ClosedLoopAdmission a);
 
+// Just in time, once some ISNs have answered the batches ahead and others not: when the next
+// batch is cut. An ISN that has answered idles until the next batch reaches it; one still
+// computing finds it queued and starts it without idling, but its queries then wait behind the
+// batch ahead. So cutting at the first answer gives throughput (a node's ISNs finish a batch
+// about 0.8 ms apart at batch 1,024: 5% of a cycle) and costs latency where the round trip is
+// short against that spread (batch 64). NOTES-cluster.md, session 43.
+enum class JustInTimeCut {
+  kFirstAnswer,      // at the first ISN's answer
+  kPredictedFinish,  // from the first answer on, timed to reach the slowest ISN as it is
+                     // predicted to finish (its mean compute), not its high quantile
+  kAllAnswers,       // only once every ISN has answered (or at the aim)
+};
+JustInTimeCut parse_just_in_time_cut(std::string_view name);  // throws InputError
+std::string_view to_string(JustInTimeCut c);
+
 struct AggregatorOptions {
   std::filesystem::path index_dir;
   std::string queries = "-";  // a file (TSV or TREC topics), or "-" for TSV on standard input
@@ -103,6 +118,9 @@ struct AggregatorOptions {
   // Just in time: how long after the aim the next batch should reach the slowest ISN, as a
   // share of the mean compute (negative: before). Session 29's aim was the mean with 0.2.
   double admission_lag = 0.0;
+  // Just in time: what the next batch's cut waits for besides its aim (below), when the answers
+  // of the batches ahead come back before it. With one ISN all three are the same.
+  JustInTimeCut cut_on = JustInTimeCut::kPredictedFinish;
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;

@@ -122,6 +122,15 @@ int main(int argc, char** argv) {
                  "--admission-quantile 0 --admission-lag 0.2)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 10.0));
+  std::string cut_on = "predicted-finish";
+  app.add_option("--admission-cut-on", cut_on,
+                 "just-in-time, once some ISNs have answered the batches ahead and others not: "
+                 "cut the next batch at the first answer (first-answer: the most throughput, "
+                 "the others find it queued), timed to reach the slowest ISN as it is predicted "
+                 "to finish (predicted-finish), or only once every ISN has answered (all-answers: "
+                 "the least latency); with one ISN all the same")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"first-answer", "predicted-finish", "all-answers"}));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
@@ -184,6 +193,7 @@ int main(int argc, char** argv) {
     o.ranking.policy = parse_ranker_cache_policy(ranker_cache_policy);
     o.pacing.mode = wire::parse_progress_mode(progress);
     o.admission = parse_closed_loop_admission(admission);
+    o.cut_on = parse_just_in_time_cut(cut_on);
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");

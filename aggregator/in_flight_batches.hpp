@@ -57,6 +57,11 @@ class InFlightBatches {
   std::size_t queries() const { return queries_; }  // in the batches in flight
   const InFlightBatch& oldest() const { return batches_.begin()->second; }
   AggregatorClock::time_point last_batch_done() const { return last_batch_done_; }
+  // Some ISN has answered the newest batch in flight (and so every batch ahead of it: an ISN
+  // answers in order): that ISN is idle now.
+  bool newest_answered_by_one() const {
+    return !batches_.empty() && batches_.rbegin()->second.received > 0;
+  }
   // The send times of the batches in flight, oldest first (replaces `out`'s contents).
   void sent_times(std::vector<AggregatorClock::time_point>& out) const {
     out.clear();

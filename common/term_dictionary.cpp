@@ -51,8 +51,9 @@ TermDictionary::TermDictionary(const ShardIndex& shard) : shard_(shard) {
   size_ = n;
 }
 
-void TermDictionary::prefetch(std::string_view term, int stage) const {
-  const std::uint64_t h = hash_term(term);
+std::uint64_t TermDictionary::hash(std::string_view term) { return hash_term(term); }
+
+void TermDictionary::prefetch_hashed(std::uint64_t h, int stage) const {
   const std::uint64_t i = h & mask_;
   if (stage <= 0) {
     __builtin_prefetch(&slots_[i]);

@@ -41,7 +41,10 @@ class TermDictionary {
   // term the record names. Each stage reads only what an earlier one asked for. Hints only:
   // find() answers the same without them (any stage).
   static constexpr int kPrefetchStages = 3;
-  void prefetch(std::string_view term, int stage) const;
+  void prefetch(std::string_view term, int stage) const { prefetch_hashed(hash(term), stage); }
+  // The same over hash(term), taken once per term for all the stages.
+  static std::uint64_t hash(std::string_view term);
+  void prefetch_hashed(std::uint64_t term_hash, int stage) const;
   std::size_t size() const { return size_; }
 
  private:

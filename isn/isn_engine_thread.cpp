@@ -110,7 +110,8 @@ void BatchLoop::search_now(PipelinedBatch& b) {
 }
 
 void BatchLoop::pad_compute(Clock::time_point started, std::size_t batches) const {
-  if (options_.inject_compute_ms > 0)
+  if (options_.inject_compute_ms > 0 &&
+      (options_.inject_compute_rank < 0 || options_.inject_compute_rank == where_.rank))
     std::this_thread::sleep_until(
         started + std::chrono::milliseconds(std::uint64_t(options_.inject_compute_ms) * batches));
 }

@@ -149,6 +149,8 @@ int main(int argc, char** argv) {
   app.add_option("--inject-compute-ms", o.inject_compute_ms,
                  "test: each batch's engine call lasts at least this long (a sleep counted as "
                  "compute; joined batches: this long each)");
+  app.add_option("--inject-compute-rank", o.inject_compute_rank,
+                 "test: only this rank's compute is padded by --inject-compute-ms (-1: all)");
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
   // Two-stage ranking (issue 12): the store this ISN ranks with and its ranker cache. The

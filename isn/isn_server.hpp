@@ -59,6 +59,7 @@ struct IsnOptions {
   // Test: each batch's engine call lasts at least this long (a sleep counted as compute), so
   // that a test sees a known compute time on any machine.
   unsigned inject_compute_ms = 0;
+  int inject_compute_rank = -1;  // the rank whose compute is padded; -1: every ISN
   wire::ProgressOptions pacing;  // how the MPI thread waits (--progress)
   // The second stage (issue 12): store_dir, cache_bytes and backend are used here; a batch
   // brings its candidates and each query's ranker.

@@ -46,6 +46,10 @@
 #                     wait for work on a condition variable, as before session 32);
 #                     "_inorder" (--share-in-order on: sharing ISNs' engine threads take a
 #                     batch's queries in batch order, one at a time);
+#                     "_cutall" and "_cutfirst" (--admission-cut-on all-answers or
+#                     first-answer instead of predicted-finish: just in time, the next batch
+#                     cut only once every ISN has answered the batches ahead, as before
+#                     session 43, or at the first ISN's answer);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -175,6 +179,12 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_inorder* ]]; then  # sharing: the batch's queries in batch order, one at a time
     flags+=(--share-in-order on); v=${v/_inorder/}
+  fi
+  if [[ $v == *_cutall* ]]; then  # just in time: cut once every ISN has answered
+    flags+=(--admission-cut-on all-answers); v=${v/_cutall/}
+  fi
+  if [[ $v == *_cutfirst* ]]; then  # just in time: cut at the first ISN's answer
+    flags+=(--admission-cut-on first-answer); v=${v/_cutfirst/}
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}

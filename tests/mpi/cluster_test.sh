@@ -16,6 +16,9 @@
 #                                          file in arrival order, the same bytes for all
 #   cluster_test.sh BUILD_DIR admission    batches of a known compute (--inject-compute-ms): just
 #                                          in time none queues at the ISNs, window ones do
+#   cluster_test.sh BUILD_DIR cuts         just in time with one slow ISN (--inject-compute-rank):
+#                                          --admission-cut-on first-answer queues batches at it,
+#                                          predicted-finish and all-answers do not; all exact
 #   cluster_test.sh BUILD_DIR scheduler    --scheduler queues and lbd (the reference engine as the
 #                                          second processor): every answer exact, jobs counted
 #   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0: clear errors, no
@@ -562,6 +565,38 @@ assert j["latency_ms"]["p50"] < 0.75 * w["latency_ms"]["p50"], (j["latency_ms"][
 assert j["seconds"] < 1.6 * w["seconds"], (j["seconds"], w["seconds"])  # the ISNs kept busy
 PY
     echo "PASS: just-in-time admission: no queue at the ISNs, lower latency than the window, exact"
+    ;;
+  cuts)
+    # ISN 2 computes 30 ms a batch, ISN 1 a few: once ISN 1 has answered, first-answer cuts the
+    # next batch at once, so the batches queue at ISN 2 (up to the pipeline's depth);
+    # predicted-finish times it to reach ISN 2 as ISN 2 is predicted to finish, and all-answers
+    # waits for ISN 2's answer: no queue there.
+    synthetic_index 2 "$tmp/idx"
+    head -150 "$tmp/idx/queries.test.tsv" > "$tmp/q.tsv"
+    "$gs" -q search --index "$tmp/idx" --queries "$tmp/q.tsv" --mode and-or --k 10 \
+      --run "$tmp/ref.txt" >/dev/null
+    for c in first-answer predicted-finish all-answers; do
+      cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
+        --run "$tmp/run-$c.txt" --metrics "$tmp/m-$c.json" --batch-size 6 --coalesce-batches 1 \
+        --admission-cut-on "$c" --inject-compute-ms 30 --inject-compute-rank 2 \
+        > "$tmp/out-$c.txt" 2>&1 || { cat "$tmp/out-$c.txt"; fail "$c: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$c.txt" || fail "$c differs from the reference"
+      [ "$(metric "$tmp/m-$c.json" 'm["admission"]["cut_on"]')" = "$c" ] ||
+        fail "$c: the metrics say $(metric "$tmp/m-$c.json" 'm["admission"]')"
+      echo "$c: $(metric "$tmp/m-$c.json" '"%.2f s, latency p50 %.1f ms, queued at the ISN p50 %.1f ms, depth max %d" % (m["seconds"], m["latency_ms"]["p50"], m["stages_ms"]["isn_queue"]["p50"], m["pipeline_depth"]["max"])')"
+    done
+    python3 - "$tmp"/m-first-answer.json "$tmp"/m-predicted-finish.json "$tmp"/m-all-answers.json <<'PY' || fail "cuts"
+import json, sys
+first, predicted, every = (json.load(open(f)) for f in sys.argv[1:])
+queue = lambda m: m["stages_ms"]["isn_queue"]["p50"]
+assert queue(first) > 15, ("first-answer did not queue batches at the slow ISN", queue(first))
+assert queue(predicted) < 10, ("predicted-finish queued batches at the slow ISN", queue(predicted))
+assert queue(every) < 10, ("all-answers queued batches at the slow ISN", queue(every))
+lat = lambda m: m["latency_ms"]["p50"]
+assert lat(predicted) < 0.8 * lat(first), (lat(predicted), lat(first))
+assert predicted["seconds"] < 1.5 * first["seconds"], (predicted["seconds"], first["seconds"])
+PY
+    echo "PASS: just-in-time cuts: first-answer queues at the slow ISN, predicted-finish and all-answers do not; exact"
     ;;
   depths)
     synthetic_index 2 "$tmp/idx"
