@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 43, call D (issue 16): the final code (just in time with --admission-cut-on
+# predicted-finish, the default). Four ISNs against one at batch 1,024 (CPU engine, 1M documents,
+# 240,000 queries, and-or, round-robin shards, 6 interleaved reps); then batch 64 (p50 over
+# compute, and the fabric probe's aggregator overhead), 3 reps.
+set -u
+source launch/device-env.sh .gpuhost/s43d/bin
+t0=$(date +%s)
+res=/tmp/s43d; mkdir -p $res
+new=$(cd .gpuhost/s43d && pwd)
+pack() { cp "$0" $res/; (cd /tmp && find s43d -type f \( -name '*.json' -o -name '*.json.gz' -o -name '*.log' -o -name '*.txt' -o -name '*.sh' \) \
+  -size -20M -not -path '*/index*' -print0 | tar --null -T - -czf "$OUT/s43d.tar.gz"); }
+nproc > $res/nproc.txt
+timeout 290 launch/bench-cluster-overhead.sh --out $res/b1024 --build $new --engine cpu \
+  --docs 1000000 --queries 240000 --batches 1024 --isns "1 4" --reps 6 --split round-robin \
+  --variants "adaptive" --probe-reps 0 --latency-reps 0 > $res/b1024.log 2>&1
+echo "batch 1024: exit $? ($(( $(date +%s) - t0 )) s)"; sed -n '/^variant /,/^in process/p' $res/b1024.log
+grep -E "ISN\(s\) batch" $res/b1024.log
+python3 launch/summarize-cluster-cpu.py $res/b1024/runs > $res/cpu.txt 2>&1; cat $res/cpu.txt
+pack
+timeout $(( 400 - ($(date +%s) - t0) )) launch/bench-cluster-overhead.sh --out $res/b64 --build $new --engine cpu \
+  --index $res/b1024/index --queries 30000 --batches 64 --isns "1 4" --reps 3 --split round-robin \
+  --variants "adaptive" --probe-reps 1 --latency-reps 0 > $res/b64.log 2>&1
+echo "batch 64: exit $? ($(( $(date +%s) - t0 )) s)"; sed -n '/^variant /,$p' $res/b64.log | head -30
+pack; ls -la "$OUT"
