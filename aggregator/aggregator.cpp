@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "aggregator/admission_resolver.hpp"
 #include "aggregator/aggregator_metrics.hpp"
 #include "aggregator/batch_merger.hpp"
 #include "aggregator/in_flight_batches.hpp"
@@ -209,7 +210,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // mean, us): a batch's queries are admitted that much before it should leave, so that the
   // ISN does not wait for their admission (about 2 us a query on the H100 host: 2 ms for 1,024).
   double admission_us_per_query = 0;
-  std::vector<std::uint64_t> token_hashes;  // a batch's terms, for the dictionary's prefetch
+  AdmissionResolver resolver(dictionary, vocabulary, options.limits, options.admission_threads);
+  std::vector<ArrivedQuery> arrived;     // each round's, reused
+  std::vector<ResolvedQuery> resolved;  // theirs, resolved
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
@@ -265,36 +268,24 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     }
 
     // Admit arrived queries: resolve, answer from the cache, or queue for a batch.
-    std::vector<ArrivedQuery> arrived;
+    arrived.clear();
     const auto t_admit = Clock::now();
     source->poll(t_run, now, room, arrived);
     for (auto& p : source->take_problems()) admission.skip(std::move(p));
-    // A batch's term look-ups after an idle gap miss the caches (the dictionary's slot and
-    // record, then the term's TermInfo), one after the other; asking for every term's lines in
-    // rounds first overlaps the misses (the same work, inside the queries' latency: it runs
-    // from `now`).
-    // Each token is read and hashed once for all the stages.
-    if (arrived.size() > 1) {
-      token_hashes.clear();
-      for (const ArrivedQuery& a : arrived)
-        for_each_token(a.text.text, [&](std::string_view tok) {
-          token_hashes.push_back(TermDictionary::hash(tok));
-          dictionary.prefetch_hashed(token_hashes.back(), 0);
-        });
-      for (int stage = 1; stage < TermDictionary::kPrefetchStages; ++stage)
-        for (std::uint64_t h : token_hashes) dictionary.prefetch_hashed(h, stage);
-    }
-    for (ArrivedQuery& a : arrived) {
+    // Resolving (the dictionary's look-ups, the terms' dfs) on --admission-threads threads;
+    // the rest in arrival order here.
+    resolver.resolve(arrived, source->name(), resolved);
+    for (std::size_t i = 0; i < arrived.size(); ++i) {
+      ArrivedQuery& a = arrived[i];
       progress = true;
       ++admission.read;
       const Clock::time_point arrival = a.arrival;
-      Query q;
-      QueryProblem problem;
-      if (!resolve_query(dictionary, a.text, options.limits, q, problem, source->name())) {
-        if (a.ticket != 0) source->rejected(a.ticket, problem);
-        admission.skip(std::move(problem));
+      if (!resolved[i].ok) {
+        if (a.ticket != 0) source->rejected(a.ticket, resolved[i].problem);
+        admission.skip(std::move(resolved[i].problem));
         continue;
       }
+      Query& q = resolved[i].query;
       // The query's ranker: its own (third column), else --ranker, else the mix's draw.
       std::string ranker = second ? second->assignment.for_query(q.id, q.ranker) : std::string();
       const std::uint64_t seq = next_sequence++;
@@ -313,11 +304,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pq.deadline = a.deadline;
       pq.ticket = a.ticket;
       pq.ranker = std::move(ranker);
-      pq.cost = std::numeric_limits<double>::max();
-      for (TermId t : q.terms) {
-        if (need_term_strings) pq.terms.emplace_back(vocabulary.term_string(t));
-        pq.cost = std::min(pq.cost, double(vocabulary.term(t).df_global));
-      }
+      pq.cost = resolved[i].cost;
+      if (need_term_strings)
+        for (TermId t : q.terms) pq.terms.emplace_back(vocabulary.term_string(t));
       if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
       if (cache.enabled()) {
         pq.cache_key = result_cache_key(pq.params, pq.terms, pq.ranker);
@@ -468,6 +457,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                                        : std::string("on arrival")},
       {"lag", options.admission_lag},
       {"cut_on", std::string(to_string(options.cut_on))},
+      {"threads", resolver.threads()},
       {"quantile", just_in_time ? options.admission_quantile : 0.0},
       {"us_per_query", admission_us_per_query}};
   if (second)

@@ -121,6 +121,9 @@ struct AggregatorOptions {
   // Just in time: what the next batch's cut waits for besides its aim (below), when the answers
   // of the batches ahead come back before it. With one ISN all three are the same.
   JustInTimeCut cut_on = JustInTimeCut::kPredictedFinish;
+  // Threads that resolve a round's arrived queries (aggregator/admission_resolver.hpp); 1: the
+  // MPI thread alone.
+  unsigned admission_threads = 1;
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;

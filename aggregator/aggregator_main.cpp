@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
                  "the least latency); with one ISN all the same")
       ->capture_default_str()
       ->check(CLI::IsMember({"first-answer", "predicted-finish", "all-answers"}));
+  app.add_option("--admission-threads", o.admission_threads,
+                 "threads that resolve the queries admitted together (a batch's, just in time), "
+                 "at least 32 queries each; 1: the MPI thread alone")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")

@@ -50,6 +50,7 @@
 #                     first-answer instead of predicted-finish: just in time, the next batch
 #                     cut only once every ISN has answered the batches ahead, as before
 #                     session 43, or at the first ISN's answer);
+#                     "_admitN" (--admission-threads N: a batch's queries resolved on N threads);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -182,6 +183,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_cutall* ]]; then  # just in time: cut once every ISN has answered
     flags+=(--admission-cut-on all-answers); v=${v/_cutall/}
+  fi
+  if [[ $v =~ _admit([0-9]+) ]]; then  # the admission's resolving on N threads
+    flags+=(--admission-threads "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v == *_cutfirst* ]]; then  # just in time: cut at the first ISN's answer
     flags+=(--admission-cut-on first-answer); v=${v/_cutfirst/}

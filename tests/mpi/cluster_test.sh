@@ -18,7 +18,8 @@
 #                                          in time none queues at the ISNs, window ones do
 #   cluster_test.sh BUILD_DIR cuts         just in time with one slow ISN (--inject-compute-rank):
 #                                          --admission-cut-on first-answer queues batches at it,
-#                                          predicted-finish and all-answers do not; all exact
+#                                          predicted-finish and all-answers do not; all exact;
+#                                          --admission-threads 3 exact
 #   cluster_test.sh BUILD_DIR scheduler    --scheduler queues and lbd (the reference engine as the
 #                                          second processor): every answer exact, jobs counted
 #   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0: clear errors, no
@@ -596,7 +597,14 @@ lat = lambda m: m["latency_ms"]["p50"]
 assert lat(predicted) < 0.8 * lat(first), (lat(predicted), lat(first))
 assert predicted["seconds"] < 1.5 * first["seconds"], (predicted["seconds"], first["seconds"])
 PY
-    echo "PASS: just-in-time cuts: first-answer queues at the slow ISN, predicted-finish and all-answers do not; exact"
+    # The admission's resolving on three threads (rounds of 100 queries: split), exact.
+    cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
+      --run "$tmp/run-threads.txt" --metrics "$tmp/m-threads.json" --batch-size 100 \
+      --admission-threads 3 > "$tmp/out-threads.txt" 2>&1 ||
+      { cat "$tmp/out-threads.txt"; fail "--admission-threads 3: exit $?"; }
+    "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-threads.txt" || fail "--admission-threads 3 differs"
+    [ "$(metric "$tmp/m-threads.json" 'm["admission"]["threads"]')" = 3 ] || fail "admission threads not 3"
+    echo "PASS: just-in-time cuts: first-answer queues at the slow ISN, predicted-finish and all-answers do not; exact (also with 3 admission threads)"
     ;;
   depths)
     synthetic_index 2 "$tmp/idx"

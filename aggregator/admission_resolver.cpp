@@ -1,0 +1,74 @@
+#include "aggregator/admission_resolver.hpp"
+
+#include <algorithm>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "common/shard_index.hpp"
+#include "common/term_dictionary.hpp"
+#include "common/tokenizer.hpp"
+
+namespace gpusearch {
+
+AdmissionResolver::AdmissionResolver(const TermDictionary& dictionary,
+                                     const ShardIndex& vocabulary, QueryLimits limits,
+                                     unsigned threads)
+    : dictionary_(dictionary),
+      vocabulary_(vocabulary),
+      limits_(limits),
+      threads_(std::max(1u, threads)) {
+  if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(int(threads_));
+}
+
+AdmissionResolver::~AdmissionResolver() = default;
+
+void AdmissionResolver::resolve(std::span<const ArrivedQuery> arrived,
+                                const std::string& source_name, std::vector<ResolvedQuery>& out) {
+  out.clear();
+  out.resize(arrived.size());
+  const std::size_t n = arrived.size();
+  if (!arena_ || n < 2 * kMinQueriesPerThread) {
+    resolve_range(arrived, source_name, out.data());
+    return;
+  }
+  // One contiguous range per thread: each runs its own prefetch rounds over its queries.
+  const std::size_t grain =
+      std::max(kMinQueriesPerThread, (n + threads_ - 1) / threads_);
+  arena_->execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, n, grain),
+        [&](const tbb::blocked_range<std::size_t>& r) {
+          resolve_range(arrived.subspan(r.begin(), r.size()), source_name, out.data() + r.begin());
+        },
+        tbb::simple_partitioner());
+  });
+}
+
+void AdmissionResolver::resolve_range(std::span<const ArrivedQuery> arrived,
+                                      const std::string& source_name, ResolvedQuery* out) const {
+  // A batch's term look-ups after an idle gap miss the caches (the dictionary's slot and record,
+  // then the term's TermInfo), one after the other; asking for every term's lines in rounds
+  // first overlaps the misses. Each token is read and hashed once for all the rounds.
+  if (arrived.size() > 1) {
+    std::vector<std::uint64_t> hashes;
+    hashes.reserve(arrived.size() * 4);
+    for (const ArrivedQuery& a : arrived)
+      for_each_token(a.text.text, [&](std::string_view tok) {
+        hashes.push_back(TermDictionary::hash(tok));
+        dictionary_.prefetch_hashed(hashes.back(), 0);
+      });
+    for (int stage = 1; stage < TermDictionary::kPrefetchStages; ++stage)
+      for (std::uint64_t h : hashes) dictionary_.prefetch_hashed(h, stage);
+  }
+  for (std::size_t i = 0; i < arrived.size(); ++i) {
+    ResolvedQuery& r = out[i];
+    r.ok = resolve_query(dictionary_, arrived[i].text, limits_, r.query, r.problem, source_name);
+    if (!r.ok) continue;
+    for (TermId t : r.query.terms)
+      r.cost = std::min(r.cost, double(vocabulary_.term(t).df_global));
+  }
+}
+
+}  // namespace gpusearch
