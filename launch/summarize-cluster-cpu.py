@@ -22,6 +22,9 @@ From the timeline (batches past the first 5 and before the last 3; "-" without o
   skew%      the batch's slowest ISN over the ISNs' mean compute, averaged over batches: what
              waiting for the slowest costs a batch
   idle ms    an ISN's wait between the end of one batch and the start of the next
+  cut>1st    the next batch's cut after the first ISN's answer to the batch before it arrived
+             (median over batches, ms): just in time, what passes before the next batch can
+             leave once an ISN is idle (mostly the admission of its queries; session 43)
 """
 import gzip
 import json
@@ -37,12 +40,17 @@ def load(path):
 
 
 def batch_lineup(m):
-    """(mean compute ms, skew %, idle ms) of the ISNs' batches, from the timeline."""
+    """(mean compute ms, skew %, idle ms, cut after the first answer ms) of the ISNs'
+    batches, from the timeline."""
     batches = m.get("timeline", {}).get("batches", [])[5:-3]
     nan = float("nan")
     if not batches:
-        return nan, nan, nan
-    slowest, mean, idle, last_end = [], [], [], {}
+        return nan, nan, nan, nan
+    slowest, mean, idle, last_end, cut_after_first = [], [], [], {}, []
+    for prev, b in zip(batches, batches[1:]):
+        arrived = [i["arrived"] for i in prev["isn"] if "arrived" in i]
+        if arrived and "cut" in b:
+            cut_after_first.append(b["cut"] - min(arrived))
     for b in batches:
         c = [i["end"] - i["start"] for i in b["isn"]]
         if not c:
@@ -54,10 +62,11 @@ def batch_lineup(m):
                 idle.append(max(0.0, i["start"] - last_end[i["rank"]]))
             last_end[i["rank"]] = i["end"]
     if not mean:
-        return nan, nan, nan
+        return nan, nan, nan, nan
     avg = statistics.mean(mean)
     return (avg, 100 * (statistics.mean(slowest) / avg - 1) if avg > 0 else nan,
-            statistics.mean(idle) if idle else nan)
+            statistics.mean(idle) if idle else nan,
+            statistics.median(cut_after_first) if cut_after_first else nan)
 
 
 def row(m):
@@ -71,7 +80,7 @@ def row(m):
     # Metrics of session 40's call B and earlier have no in_engine_calls: those columns are "-".
     split = all("in_engine_calls" in x for x in c)
     in_calls = sum(x["in_engine_calls"] for x in c) if split else float("nan")
-    compute_ms, skew, idle_ms = batch_lineup(m)
+    compute_ms, skew, idle_ms, cut_after_first = batch_lineup(m)
     return {
         "run": a["run_seconds"],
         "q/s": queries / a["run_seconds"] if a["run_seconds"] > 0 else 0,
@@ -85,6 +94,7 @@ def row(m):
         "c ms": compute_ms,
         "skew%": skew,
         "idle ms": idle_ms,
+        "cut>1st": cut_after_first,
     }
 
 
@@ -119,7 +129,7 @@ def main(argv):
         return 1
     keys = list(next(iter(groups.values()))[0].keys())
     fmt = {"q/s": "{:.0f}", "ns/doc": "{:.1f}", "c ms": "{:.2f}", "skew%": "{:.1f}",
-           "idle ms": "{:.2f}"}
+           "idle ms": "{:.2f}", "cut>1st": "{:.2f}"}
     width = max(max(len(n) for n in groups), 3) + 2
     if markdown:
         print("| run (median of reps) | reps | " + " | ".join(keys) + " |")
