@@ -63,8 +63,9 @@ struct AggregatorRanking {
 // latency runs from its admission.
 enum class ClosedLoopAdmission {
   // A batch's queries are admitted when it is cut, and it is cut so that it reaches the
-  // slowest ISN as that ISN finishes the batches ahead of it (LatencyModel::just_in_time_cut):
-  // the ISNs stay busy and no batch waits behind another.
+  // slowest ISN as that ISN finishes the batches ahead of it (LatencyModel::just_in_time_cut),
+  // or earlier once answers come back (JustInTimeCut): the ISNs stay busy and few batches wait
+  // behind another.
   kJustInTime,
   // Up to --window queries admitted ahead; batches cut whenever the pipeline has room (they
   // queue at the ISNs: the most throughput for a fixed depth, each query waits for those ahead).
