@@ -80,12 +80,16 @@ GpuEngine::GpuEngine(const ShardIndex& shard, std::uint32_t shard_id, GpuEngineO
   if (options.list_cache && (options.doc_begin != 0 || options.doc_end != shard.num_docs()))
     throw InputError("--gpu-mem", 0,
                      "a list cache with several GPUs per ISN (--gpus-per-isn) is not supported yet");
+  int device = options.device;
+  if (device < 0) GPUSEARCH_CUDA_CHECK(cudaGetDevice(&device));
+  // Before Impl: its lanes' streams and events belong to the device current when they are
+  // created, and a stream of another device fails the lane's first copy or memset (an ISN on
+  // GPU 1 built on a thread whose current device was 0: cudaErrorInvalidValue, H200 x2).
+  ScopedDevice scoped(device);
   impl_ = std::make_unique<Impl>(shard, shard_id, options);
+  impl_->device = device;
   impl_->doc_begin = options.doc_begin;
   impl_->doc_end = options.doc_end;
-  if (options.device < 0) GPUSEARCH_CUDA_CHECK(cudaGetDevice(&impl_->device));
-  else impl_->device = options.device;
-  ScopedDevice scoped(impl_->device);
   configure_query_kernels();
   impl_->multiprocessors = device_multiprocessors();
   if (options.list_cache) {

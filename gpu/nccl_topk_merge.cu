@@ -27,6 +27,8 @@ namespace {
       ::gpusearch::gpu::throw_nccl_error(gpusearch_nccl_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
+constexpr unsigned kMergeThreads = 128;
+
 // The row pointers and offsets of one merge, passed by value to the kernel.
 struct MergeArgs {
   const char* rows[kMaxRangesPerIsn];
@@ -36,11 +38,37 @@ struct MergeArgs {
   RowMeta* out_meta;
 };
 
-__global__ void __launch_bounds__(128) merge_rows_kernel(MergeArgs a) {
-  const unsigned q = blockIdx.x * blockDim.x + threadIdx.x;
-  if (q >= a.queries) return;
-  merge_range_rows(a.rows, a.doc_offset, a.ranges, a.queries, a.k, q,
-                   a.out_hits + std::uint64_t(q) * a.k, a.out_meta + q);
+// One block per row: each thread places hits by their merged rank (range_hit_merged_rank), a
+// row's O(G k log k) spread over the block, where one thread a row walked its G k hits in turn
+// (2,000 dependent steps a row at k = 1000 on two GPUs). The result equals merge_range_rows, the
+// CPU twin (NcclTopKMerge.EqualsTheCpuTwinOnEveryGpuCount).
+__global__ void __launch_bounds__(kMergeThreads) merge_rows_kernel(MergeArgs a) {
+  const unsigned q = blockIdx.x;
+  __shared__ unsigned counts[kMaxRangesPerIsn];
+  if (threadIdx.x < a.ranges)
+    counts[threadIdx.x] = range_row_count(a.rows[threadIdx.x], a.queries, a.k, q);
+  __syncthreads();
+  unsigned total = 0;
+  for (unsigned r = 0; r < a.ranges; ++r) total += counts[r];
+  if (threadIdx.x == 0) {
+    std::uint64_t and_matches = 0;
+    for (unsigned r = 0; r < a.ranges; ++r)
+      and_matches += reinterpret_cast<const RowMeta*>(a.rows[r] + std::uint64_t(a.queries) * a.k *
+                                                                      sizeof(RangeHit))[q]
+                         .and_matches;
+    a.out_meta[q] = RowMeta{total < a.k ? total : a.k, 0, and_matches};
+  }
+  RangeHit* out = a.out_hits + std::uint64_t(q) * a.k;
+  for (unsigned item = threadIdx.x; item < total; item += blockDim.x) {
+    unsigned r = 0, i = item;
+    while (i >= counts[r]) i -= counts[r++];
+    const unsigned rank =
+        range_hit_merged_rank(a.rows, a.doc_offset, a.ranges, a.queries, a.k, q, r, i);
+    if (rank < a.k) {
+      const RangeHit& h = reinterpret_cast<const RangeHit*>(a.rows[r])[std::uint64_t(q) * a.k + i];
+      out[rank] = RangeHit{h.score, h.doc + a.doc_offset[r], 0};
+    }
+  }
 }
 
 // One NCCL communicator per GPU of the ISN, created together (ncclCommInitAll: one process,
@@ -102,6 +130,40 @@ struct NcclTopKMerge::Impl {
       streams.push_back(std::make_unique<CudaStream>());
     }
     comms = std::make_unique<Communicators>(devices);
+    connect();
+  }
+  // NCCL sets up a pair's connection at its first send/recv (lazily): a first merge paid tens of
+  // ms for it (H200 x2, session 44). One small exchange here moves that to the ISN's start.
+  void connect() {
+    const unsigned g = unsigned(devices.size());
+    if (g < 2) return;
+    constexpr std::size_t kBytes = 64;
+    std::vector<DeviceBuffer<char>> buffers(g);
+    for (unsigned r = 0; r < g; ++r) {
+      ScopedDevice on(devices[r]);
+      buffers[r].resize(r == 0 ? kBytes * g : kBytes);
+    }
+    try {
+      GPUSEARCH_NCCL_CHECK(ncclGroupStart());
+      for (unsigned r = 1; r < g; ++r) {
+        GPUSEARCH_NCCL_CHECK(
+            ncclSend(buffers[r].data(), kBytes, ncclChar, 0, (*comms)[r], streams[r]->get()));
+        GPUSEARCH_NCCL_CHECK(ncclRecv(buffers[0].data() + kBytes * r, kBytes, ncclChar, int(r),
+                                      (*comms)[0], streams[0]->get()));
+      }
+      GPUSEARCH_NCCL_CHECK(ncclGroupEnd());
+      for (unsigned r = 0; r < g; ++r) {
+        ScopedDevice on(devices[r]);
+        streams[r]->synchronize();
+      }
+    } catch (...) {
+      comms->mark_failed();
+      throw;
+    }
+    for (unsigned r = 0; r < g; ++r) {  // freed on their own devices
+      ScopedDevice on(devices[r]);
+      buffers[r].resize(0);
+    }
   }
   ~Impl() {
     // The communicators go before the streams they ran on.
@@ -177,7 +239,7 @@ void NcclTopKMerge::merge(const std::vector<const void*>& device_rows,
   a.out_meta =
       reinterpret_cast<RowMeta*>(m.merged.data() + std::size_t(queries) * k * sizeof(RangeHit));
   cudaStream_t s = m.streams[0]->get();
-  merge_rows_kernel<<<(queries + 127) / 128, 128, 0, s>>>(a);
+  merge_rows_kernel<<<queries, kMergeThreads, 0, s>>>(a);
   GPUSEARCH_CUDA_CHECK_LAUNCH("merge_rows_kernel");
   // One copy of the merged rows back to the host.
   GPUSEARCH_CUDA_CHECK(

@@ -1,7 +1,8 @@
 // Several GPUs per ISN: the per-GPU top-k rows of a batch (each GPU answered it on its docID
 // range of the shard, gpu/topk_rows.hpp) gathered into the lead GPU through NCCL (grouped
 // ncclSend/ncclRecv straight between device buffers, no host staging), merged there by one
-// kernel (merge_range_rows, the same code as the CPU twin), and copied back to the host once.
+// kernel (each hit placed by range_hit_merged_rank; equal to merge_range_rows, the CPU twin), and
+// copied back to the host once. The pairs' connections are made when the object is built.
 // One NCCL communicator per ISN over its GPUs (one process drives them all: ncclCommInitAll),
 // destroyed with the object, or aborted (ncclCommAbort) when an NCCL call has failed. NVLink
 // multicast stays off (NCCL_NVLS_ENABLE=0 unless the environment says otherwise).

@@ -86,6 +86,43 @@ GPUSEARCH_HOST_DEVICE inline void merge_range_rows(const char* const* rows,
   *out_meta = RowMeta{n, 0, and_matches};
 }
 
+// The same merge, one hit at a time (the merge kernel's form: a thread per hit, no thread
+// walking k hits one after another). Hit i of range r's row for query q lands at rank
+// i + (the hits of every other range's row that come before it); rows are sorted by
+// range_hit_before and the ranges' documents are disjoint, so the ranks are distinct and the
+// first min(k, total) of them are merge_range_rows's hits. Returns that rank (k or more: not in
+// the answer). range_row_count is the row's hit count (at most k).
+GPUSEARCH_HOST_DEVICE inline unsigned range_row_count(const char* row_set, unsigned queries,
+                                                      unsigned k, unsigned q) {
+  const RowMeta& m =
+      reinterpret_cast<const RowMeta*>(row_set + std::uint64_t(queries) * k * sizeof(RangeHit))[q];
+  return m.count < k ? m.count : k;
+}
+GPUSEARCH_HOST_DEVICE inline unsigned range_hit_merged_rank(const char* const* rows,
+                                                            const std::uint32_t* doc_offset,
+                                                            unsigned ranges, unsigned queries,
+                                                            unsigned k, unsigned q, unsigned r,
+                                                            unsigned i) {
+  const RangeHit& h = reinterpret_cast<const RangeHit*>(rows[r])[std::uint64_t(q) * k + i];
+  const std::uint32_t doc = h.doc + doc_offset[r];
+  unsigned rank = i;
+  for (unsigned other = 0; other < ranges; ++other) {
+    if (other == r) continue;
+    const RangeHit* row = reinterpret_cast<const RangeHit*>(rows[other]) + std::uint64_t(q) * k;
+    // The hits before h are a prefix of the sorted row: its length by binary search.
+    unsigned lo = 0, hi = range_row_count(rows[other], queries, k, q);
+    while (lo < hi) {
+      const unsigned mid = (lo + hi) / 2;
+      if (range_hit_before(row[mid].score, row[mid].doc + doc_offset[other], h.score, doc))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    rank += lo;
+  }
+  return rank;
+}
+
 // The G docID ranges of a shard of `docs` documents: equal counts, contiguous; range r is
 // [first[r], first[r + 1]). first has G + 1 entries.
 inline std::vector<std::uint32_t> split_doc_ranges(std::uint32_t docs, unsigned ranges) {

@@ -150,7 +150,9 @@ run_row() {
   fi
   local cmp="not run (cluster exit $rc)"
   if [ "$rc" = 0 ]; then
-    cmp=$("$gs" compare-runs "$ref" "$run" 2>&1 | tail -1) || true
+    # Every difference (the first few, by query) kept beside the row; its last line in the row.
+    "$gs" compare-runs "$ref" "$run" > "$out/runs/$name.compare.txt" 2>&1 || true
+    cmp=$(tail -1 "$out/runs/$name.compare.txt")
   fi
   python3 - "$metrics" "$rowf" "$cmp" "$rc" <<EOF
 import json, os, sys

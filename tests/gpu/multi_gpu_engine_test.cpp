@@ -5,6 +5,8 @@
 // G up to the host's GPUs (at most 8). Skipped, loudly, without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <numeric>
 
 #include "common/reference_engine.hpp"
@@ -137,6 +139,49 @@ TEST_F(MultiGpuTest, EveryGpuCountAnswersAsTheReference) {
     EXPECT_GT(stats["batches"].get<std::uint64_t>(), 2u);
     EXPECT_EQ(stats["ranges"].size(), std::size_t(g));
   }
+}
+
+// An engine on a GPU other than the calling thread's current one, at serving batch sizes: as an
+// ISN builds it (GPU 1 of an ISN, or the second range of one, built on a thread whose current
+// device is 0). Its lanes' streams were created on the current device, and the first launch
+// failed (cudaErrorInvalidValue in the lane's memset: H200 x2, session 44); the ISN then answered
+// every batch on the CPU. Run alone (no NCCL communicator before it in the process).
+TEST_F(MultiGpuTest, EngineOnAnotherGpuThanTheCurrentOneAnswersAsTheReference) {
+  const int gpus = gpu::gpu_device_count();
+  if (gpus < 2)
+    GTEST_SKIP() << "ONE CUDA DEVICE: this test needs 2 GPUs (run it on an nvidia-h200-x2 host)";
+  // Serving-sized calls: the test queries ten times over, in batches of 1,024.
+  std::vector<Query> queries;
+  for (int rep = 0; rep < 10; ++rep)
+    queries.insert(queries.end(), queries_.begin(), queries_.end());
+  const SearchParams p{Mode::kAndOr, Scoring::kBm25, 0.3, 10};
+  auto check = [&](QueryEngine& engine, const std::string& what) {
+    std::vector<ShardResult> out(queries.size());
+    engine.search(queries, p, out);
+    for (std::size_t i = 0; i < queries.size(); ++i) {
+      const auto ref = reference_answer(*index_, queries[i], p, p.k + 20);
+      const ShardResult* one[] = {&out[i]};
+      const QueryResult got = merge_shard_results(p, one);
+      const auto diff = compare_top_k(ref.hits, ref.total_matches, p.k, got.hits);
+      ASSERT_FALSE(diff) << what << ", query " << queries[i].id << ": " << *diff;
+    }
+  };
+  gpu::GpuEngineOptions o;
+  o.batch_size = 1024;
+  o.device = gpus - 1;
+  GPUSEARCH_CUDA_CHECK(cudaSetDevice(0));
+  {
+    gpu::GpuEngine engine(index_->shard(0), 0, o);
+    int current = -1;
+    GPUSEARCH_CUDA_CHECK(cudaGetDevice(&current));
+    EXPECT_EQ(current, 0) << "the engine's construction left its device current";
+    check(engine, fmt::format("GPU engine on device {}", o.device));
+    EXPECT_EQ(engine.stats()["device"].get<int>(), o.device);
+  }
+  std::vector<int> devices(std::min<int>(gpus, int(gpu::kMaxRangesPerIsn)));
+  std::iota(devices.begin(), devices.end(), 0);
+  gpu::MultiGpuEngine ranges(index_->shard(0), 0, devices, o);
+  check(ranges, fmt::format("{} GPUs per ISN, batch 1,024", devices.size()));
 }
 
 TEST_F(MultiGpuTest, BadDeviceSetsNameTheFlag) {

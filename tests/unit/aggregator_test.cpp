@@ -150,6 +150,21 @@ TEST(CompareRuns, AcceptsTieSwapsRejectsDifferences) {
   EXPECT_TRUE(
       compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"c", 3, 4.0}, {"x", 4, 3.0}}}})
           .equal());
+  // A document listed twice fails.
+  EXPECT_FALSE(
+      compare_runs(ref, Run{{"1", {{"a", 1, 5.0}, {"b", 2, 4.0}, {"b", 3, 4.0}, {"d", 4, 3.0}}}})
+          .equal());
+  // Near-ties chain: b ~ a and c ~ b within 1e-5 relative, but c !~ a. b and c may swap.
+  const Run chain = {{"2", {{"a", 1, 10.0}, {"b", 2, 9.99992}, {"c", 3, 9.99984}, {"d", 4, 5.0}}}};
+  EXPECT_TRUE(
+      compare_runs(
+          chain, Run{{"2", {{"a", 1, 10.0}, {"c", 2, 9.99984}, {"b", 3, 9.99992}, {"d", 4, 5.0}}}})
+          .equal());
+  // ... but a and c may not (c's score is not near rank 1's).
+  EXPECT_FALSE(
+      compare_runs(
+          chain, Run{{"2", {{"c", 1, 9.99984}, {"b", 2, 9.99992}, {"a", 3, 10.0}, {"d", 4, 5.0}}}})
+          .equal());
 }
 
 // The just-in-time cut's aim: a quantile (nearest rank) of the last 64 samples.

@@ -1,7 +1,7 @@
 // The CPU twin of the multi-GPU ISN (--gpus-per-isn G): per-range top-k rows merged by the
-// lead GPU's merge (gpu/topk_rows.hpp). The merge equals a sort of the union on random and
-// adversarial rows (ties, empty and short rows), and the shard split into G = 1..8 docID ranges
-// answers every mode as the reference does.
+// lead GPU's merge (gpu/topk_rows.hpp). The merge, and its kernel's form (each hit placed by its
+// merged rank), equal a sort of the union on random and adversarial rows (ties, empty and short
+// rows), and the shard split into G = 1..8 docID ranges answers every mode as the reference does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,6 +72,27 @@ TEST(RangeMerge, EqualsASortOfTheUnionOnRandomAndTiedRows) {
         for (unsigned i = 0; i < meta.count; ++i) {
           EXPECT_EQ(out[i].score, e[i].first);
           EXPECT_EQ(out[i].doc, e[i].second);
+        }
+        // The merge kernel's form: every hit placed by its merged rank, the ranks distinct.
+        std::vector<RangeHit> placed(k, RangeHit{-1.0, ~0u, 0});
+        unsigned total = 0;
+        for (unsigned r = 0; r < ranges; ++r) {
+          const unsigned count = gpu::range_row_count(ptrs[r], queries, k, q);
+          total += count;
+          for (unsigned i = 0; i < count; ++i) {
+            const unsigned rank =
+                gpu::range_hit_merged_rank(ptrs.data(), first.data(), ranges, queries, k, q, r, i);
+            if (rank >= k) continue;
+            ASSERT_EQ(placed[rank].doc, ~0u) << "rank " << rank << " given twice";
+            const RangeHit& h = reinterpret_cast<const RangeHit*>(ptrs[r])[q * k + i];
+            placed[rank] = RangeHit{h.score, h.doc + first[r], 0};
+          }
+        }
+        ASSERT_EQ(std::min(total, k), meta.count);
+        for (unsigned i = 0; i < meta.count; ++i) {
+          EXPECT_EQ(placed[i].score, out[i].score)
+              << ranges << " ranges, k " << k << ", rank " << i;
+          EXPECT_EQ(placed[i].doc, out[i].doc) << ranges << " ranges, k " << k << ", rank " << i;
         }
       }
     }
