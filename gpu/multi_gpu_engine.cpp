@@ -37,7 +37,9 @@ struct MultiGpuEngine::Impl {
 };
 
 MultiGpuEngine::MultiGpuEngine(const ShardIndex& shard, std::uint32_t shard_id,
-                               std::vector<int> devices, GpuEngineOptions options) {
+                               std::vector<int> devices, GpuEngineOptions options,
+                               MultiGpuSplit split)
+    : split_(split) {
   if (devices.empty() || devices.size() > kMaxRangesPerIsn)
     throw InputError(
         "--gpus-per-isn", 0,
@@ -50,6 +52,26 @@ MultiGpuEngine::MultiGpuEngine(const ShardIndex& shard, std::uint32_t shard_id,
   // The NCCL communicator checks the device set (each GPU once, present on this machine)
   // before any shard image is uploaded.
   impl_ = std::make_unique<Impl>(shard, shard_id, devices, options.batch_size);
+  if (split_ == MultiGpuSplit::kQueries) {
+    // Every GPU the whole shard, as the one-GPU engine; no communicator (nothing is merged), but
+    // each device once all the same: two engines on one GPU would only share it.
+    for (std::size_t g = 0; g < devices.size(); ++g)
+      if (std::count(devices.begin(), devices.end(), devices[g]) > 1)
+        throw InputError(
+            "--gpus-per-isn", 0,
+            fmt::format("GPU {} listed twice: an ISN takes each GPU once", devices[g]));
+    for (int device : devices) {
+      if (device < 0 || device >= gpu_device_count())
+        throw InputError("--gpus-per-isn", 0,
+                         fmt::format("GPU {} requested but this machine has {} GPU(s)", device,
+                                     gpu_device_count()));
+      GpuEngineOptions o = options;
+      o.device = device;
+      engines_.push_back(std::make_unique<GpuEngine>(shard, shard_id, o));
+    }
+    name_ = fmt::format("gpu-queries{}", devices.size());
+    return;
+  }
   impl_->merge = std::make_unique<NcclTopKMerge>(devices);
   for (std::size_t g = 0; g < devices.size(); ++g) {
     GpuEngineOptions o = options;
@@ -106,6 +128,10 @@ void MultiGpuEngine::search(std::span<const Query> queries, const SearchParams& 
   }
   std::stable_sort(gpu_queries.begin(), gpu_queries.end(),
                    [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+  if (split_ == MultiGpuSplit::kQueries) {
+    search_split_queries(queries, params, out, gpu_queries, cost);
+    return;
+  }
 
   const unsigned g = ranges();
   const std::vector<std::uint32_t> no_offsets(g, 0);  // the engines' rows hold shard docIDs
@@ -175,24 +201,69 @@ void MultiGpuEngine::search(std::span<const Query> queries, const SearchParams& 
   }
 }
 
+void MultiGpuEngine::search_split_queries(std::span<const Query> queries,
+                                          const SearchParams& params, std::span<ShardResult> out,
+                                          const std::vector<std::size_t>& order,
+                                          const std::vector<std::uint64_t>& cost) {
+  Impl& m = *impl_;
+  const unsigned g = ranges();
+  // Longest first to the GPU with the least cost so far (LPT): the GPUs finish together.
+  std::vector<std::vector<std::size_t>> share(g);
+  std::vector<std::uint64_t> load(g, 0);
+  for (std::size_t i : order) {
+    const unsigned to = unsigned(std::min_element(load.begin(), load.end()) - load.begin());
+    share[to].push_back(i);
+    load[to] += cost[i] + 1;  // + 1: a query costs something even with empty lists
+  }
+  std::vector<std::vector<Query>> batch(g);
+  std::vector<std::vector<ShardResult>> results(g);
+  for (unsigned r = 0; r < g; ++r) {
+    batch[r].reserve(share[r].size());
+    for (std::size_t i : share[r]) batch[r].push_back(queries[i]);
+    results[r].resize(share[r].size());
+  }
+  std::vector<std::exception_ptr> errors(g);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run_share = [&](unsigned r) {
+    try {
+      if (!batch[r].empty()) engines_[r]->search(batch[r], params, results[r]);
+    } catch (...) {
+      errors[r] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned r = 1; r < g; ++r) threads.emplace_back(run_share, r);
+  run_share(0);
+  for (std::thread& t : threads) t.join();
+  for (std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(std::exchange(e, nullptr));
+  m.range_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (unsigned r = 0; r < g; ++r)
+    for (std::size_t j = 0; j < share[r].size(); ++j) out[share[r][j]] = std::move(results[r][j]);
+  ++m.batches;
+  m.queries += order.size();
+}
+
 nlohmann::json MultiGpuEngine::stats() const {
   const Impl& m = *impl_;
   nlohmann::json per_range = nlohmann::json::array();
   for (std::size_t r = 0; r < engines_.size(); ++r) {
     nlohmann::json e = engines_[r]->stats();
     e.erase("per_batch");
-    e["doc_begin"] = m.first_doc[r];
-    e["doc_end"] = m.first_doc[r + 1];
+    const bool whole = split_ == MultiGpuSplit::kQueries;  // every GPU the whole shard
+    e["doc_begin"] = whole ? 0u : m.first_doc[r];
+    e["doc_end"] = whole ? m.shard.num_docs() : m.first_doc[r + 1];
     per_range.push_back(std::move(e));
   }
   return {{"engine", name_},
+          {"split", split_ == MultiGpuSplit::kQueries ? "queries" : "ranges"},
           {"devices", m.devices},
           {"batches", m.batches},
           {"queries", m.queries},
           {"host_queries", m.host_queries},
           {"range_seconds", m.range_seconds},
           {"merge_seconds", m.merge_seconds},
-          {"nccl_bytes_received", m.merge->bytes_received()},
+          {"nccl_bytes_received", m.merge ? m.merge->bytes_received() : std::uint64_t{0}},
           {"ranges", std::move(per_range)}};
 }
 

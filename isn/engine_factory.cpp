@@ -51,6 +51,11 @@ std::string resolve_engine_name(const std::string& name) {
 std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const ShardIndex& shard,
                                          std::uint32_t shard_id) {
   EngineOptions options = requested;
+  if (options.gpu_split != "ranges" && options.gpu_split != "queries")
+    throw InputError("--gpu-split", 0,
+                     fmt::format("unknown '{}' (ranges: docID ranges merged through NCCL; "
+                                 "queries: each GPU a share of the queries)",
+                                 options.gpu_split));
   options.engine = resolve_engine_name(options.engine);
   if (options.engine == "reference") return std::make_unique<ReferenceEngine>(shard, shard_id);
   if (options.engine == "cpu") {
@@ -82,7 +87,10 @@ std::unique_ptr<QueryEngine> make_engine(const EngineOptions& requested, const S
       const int first = std::max(0, options.gpu_device);
       std::vector<int> devices;
       for (unsigned i = 0; i < options.gpus; ++i) devices.push_back((first + int(i)) % std::max(1, present));
-      auto engine = std::make_unique<gpu::MultiGpuEngine>(shard, shard_id, devices, g);
+      auto engine = std::make_unique<gpu::MultiGpuEngine>(
+          shard, shard_id, devices, g,
+          options.gpu_split == "queries" ? gpu::MultiGpuSplit::kQueries
+                                         : gpu::MultiGpuSplit::kDocRanges);
       engine->set_host_engine(
           std::make_unique<cpu::CpuEngine>(shard, shard_id, cpu::CpuEngineOptions{}));
       return engine;

@@ -18,10 +18,14 @@ struct EngineOptions {
   unsigned intra_query_threads = 1;  // cpu: split one query's docID range over threads
   int gpu_device = -1;               // gpu: device ordinal; -1: this process's default
   // gpu: GPUs of this ISN, from gpu_device on (wrapping round the node's devices); above 1 the
-  // shard is split by docID range across them (gpu/multi_gpu_engine.hpp). gpu_range_engine:
-  // that per-range engine even on one GPU (tests and the G = 1 evidence on one-GPU hosts).
+  // shard is split by docID range across them, or the queries (gpu_split;
+  // gpu/multi_gpu_engine.hpp). gpu_range_engine: that per-range engine even on one GPU (tests
+  // and the G = 1 evidence on one-GPU hosts).
   unsigned gpus = 1;
   bool gpu_range_engine = false;
+  // gpu, several GPUs: how they share a batch. "ranges": the docID ranges above; "queries":
+  // every GPU the whole shard and a share of the batch's queries, nothing merged.
+  std::string gpu_split = "ranges";
   unsigned gpu_batch_size = 4096;    // gpu: queries per kernel launch
   unsigned gpu_or_window = 8192;     // gpu: OR accumulator window in documents
   unsigned gpu_or_warp_window = 1536;  // gpu warp kernel: each warp's OR window in documents

@@ -39,9 +39,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads, "worker threads (default: all cores)");
   app.add_option("--gpus-per-isn", o.gpus_per_isn, "GPUs per ISN: the first is local rank * this; above 1 the shard is split by docID "
-                 "range across them")
+                 "range across them (or the queries: --gpu-split)")
       ->capture_default_str();
   app.add_option("--gpu", o.engine.gpu_device, "device ordinal (default: by local rank)");
+  app.add_option("--gpu-split", o.engine.gpu_split,
+                 "gpu, --gpus-per-isn above 1: ranges (the shard split by docID range across the "
+                 "GPUs, top-k merged through NCCL) or queries (every GPU the whole shard and a "
+                 "share of each batch's queries)")
+      ->capture_default_str();  // checked at start-up (make_engine): the hello's error
   app.add_flag("--gpu-range-engine", o.engine.gpu_range_engine,
                "gpu: the per-range multi-GPU engine (docID ranges merged through NCCL) even with "
                "one GPU per ISN");

@@ -240,7 +240,8 @@ nlohmann::json BatchLoop::stats() const {
     // their ranges computed and the time the NCCL gather and merge took (issue 15's merge
     // share), and the bytes the lead GPU received.
     if (multi_gpu && e.is_object() && e.contains("merge_seconds"))
-      j["multi_gpu"] = {{"devices", e.value("devices", nlohmann::json::array())},
+      j["multi_gpu"] = {{"split", e.value("split", std::string("ranges"))},
+                        {"devices", e.value("devices", nlohmann::json::array())},
                         {"batches", e.value("batches", std::uint64_t{0})},
                         {"range_seconds", e.value("range_seconds", 0.0)},
                         {"merge_seconds", e.value("merge_seconds", 0.0)},

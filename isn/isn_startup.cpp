@@ -81,10 +81,14 @@ Placement place_isn(const IsnOptions& options, MPI_Comm world) {
     }
     if (uses_gpu && options.gpus_per_isn > 1)
       std::cerr << fmt::format(
-          "{}: --gpus-per-isn {}: GPUs {}..{} (mod {}) are this ISN's; its shard is split by "
-          "docID range across them, the ranges' top-k merged on GPU {} through NCCL\n",
-          p.who, options.gpus_per_isn, p.gpu_device, p.gpu_device + int(options.gpus_per_isn) - 1,
-          gpus, p.gpu_device);
+          "{}: --gpus-per-isn {}: GPUs {}..{} (mod {}) are this ISN's; {}\n", p.who,
+          options.gpus_per_isn, p.gpu_device, p.gpu_device + int(options.gpus_per_isn) - 1, gpus,
+          options.engine.gpu_split == "queries"
+              ? std::string("each holds the whole shard and answers a share of each batch's "
+                            "queries (--gpu-split queries)")
+              : fmt::format("its shard is split by docID range across them, the ranges' top-k "
+                            "merged on GPU {} through NCCL",
+                            p.gpu_device));
     if (uses_gpu) {
       // The ISNs of this node whose GPUs include this one's first (each holds a shard image).
       p.isns_on_device = 0;

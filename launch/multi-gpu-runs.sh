@@ -7,7 +7,7 @@
 #   launch/multi-gpu-runs.sh --out DIR [--phases "per-isn per-node weak"] [--gpus "1 2 4"]
 #       [--docs "2500000 10000000"] [--docs-per-gpu 2500000] [--batches "1024 4096"]
 #       [--ks "10 1000"] [--rates "0"] [--queries 10000] [--mode and-or] [--engine gpu]
-#       [--index-root DIR] [--summarize-only]
+#       [--splits "ranges queries"] [--index-root DIR] [--summarize-only]
 #
 # Phases (each row: the cluster under launch/cluster.sh, closed loop unless a rate is given):
 #   per-isn   one ISN with G GPUs (--gpus-per-isn G; G = 1 is the plain GPU engine) on each
@@ -19,7 +19,10 @@
 #   weak      a fixed partition per GPU: one ISN with G GPUs on G x --docs-per-gpu documents,
 #             batch 1,024, k 10
 # G takes the --gpus values up to the host's GPU count (nvidia-smi -L); with --engine cpu (a
-# smoke test of this script without a GPU) only G = 1 runs per ISN.
+# smoke test of this script without a GPU) only G = 1 runs per ISN. Every row of one ISN over
+# G > 1 GPUs runs once per --splits value (gpusearch-isn --gpu-split; default ranges: the docID
+# ranges merged through NCCL; queries: each GPU a share of the batch's queries, its row named
+# ...-queries).
 #
 # OUT/multi-gpu.json: machine (gpus, their names, cores, NCCL's version and first topology lines
 # from NCCL_DEBUG=INFO), one row per run (phase, docs, isns, gpus_per_isn, gpus, batch, k, rate,
@@ -33,7 +36,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" phases="per-isn per-node weak" gpus_wanted="1 2 4" docs_list="2500000 10000000"
 docs_per_gpu=2500000 batches="1024 4096" ks="10 1000" rates="0" nq=10000 mode=and-or
-engine=gpu index_root="" summarize_only=0
+engine=gpu index_root="" summarize_only=0 splits="ranges"
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
     --queries) nq=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
     --engine) engine=$2; shift 2 ;;
+    --splits) splits=$2; shift 2 ;;
     --index-root) index_root=$2; shift 2 ;;
     --summarize-only) summarize_only=1; shift ;;
     -h|--help) usage 0 ;;
@@ -61,6 +65,11 @@ for p in $phases; do
   esac
 done
 case "$engine" in gpu|cpu) ;; *) echo "multi-gpu-runs: --engine gpu or cpu" >&2; exit 2 ;; esac
+for sp in $splits; do
+  case "$sp" in ranges|queries) ;; *)
+    echo "multi-gpu-runs: unknown split '$sp' (ranges, queries)" >&2; exit 2 ;;
+  esac
+done
 for n in $gpus_wanted $docs_list $docs_per_gpu $batches $ks $rates $nq; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "multi-gpu-runs: '$n' is not a whole number" >&2; exit 2; }
 done
@@ -125,11 +134,19 @@ reference_for() {  # the CPU engine's run on index $1 at k $2 (in process, every
   echo "$r"
 }
 
+splits_for() {  # the --splits values a row of one ISN over $1 GPUs runs (one GPU: one row)
+  if [ "$1" -gt 1 ]; then echo "$splits"; else echo ranges; fi
+}
+suffix() { [ "$1" = queries ] && echo "-queries"; return 0; }  # row names: ranges keep the old ones
+
 nccl_logged=0
-# One row: run_row NAME PHASE DOCS WHOLE INDEX ISNS GPUS_PER_ISN BATCH K RATE (WHOLE: the one-shard
-# index whose queries and CPU reference run the row uses; INDEX: it or a split of it)
+# One row: run_row NAME PHASE DOCS WHOLE INDEX ISNS GPUS_PER_ISN BATCH K RATE [SPLIT] (WHOLE: the
+# one-shard index whose queries and CPU reference run the row uses; INDEX: it or a split of it;
+# SPLIT: --gpu-split, for G > 1)
 run_row() {
   local name=$1 phase=$2 docs=$3 whole=$4 idx=$5 isns=$6 g=$7 batch=$8 k=$9 rate=${10}
+  local split=${11:-ranges}
+  [ "$g" -gt 1 ] || split=ranges  # one GPU: nothing to split
   local run=$out/runs/$name.run metrics=$out/runs/$name.json rowf=$out/runs/$name.row.json
   if [ -f "$rowf" ]; then log "$name: done before"; return 0; fi
   local ref q
@@ -137,9 +154,10 @@ run_row() {
   q=$(queries_for "$whole")
   local extra=(--engine "$engine" --batch-size "$batch")
   [ "$rate" -gt 0 ] && extra+=(--qps "$rate")
+  [ "$split" = queries ] && extra+=(--gpu-split queries)
   local envs=()
   if [ "$nccl_logged" = 0 ] && [ "$g" -gt 1 ]; then envs=(NCCL_DEBUG=INFO); nccl_logged=1; fi
-  log "$name: $isns ISN(s) x $g GPU(s), $docs documents, batch $batch, k $k, rate $rate"
+  log "$name: $isns ISN(s) x $g GPU(s) (split $split), $docs documents, batch $batch, k $k, rate $rate"
   local rc=0
   env "${envs[@]}" "$root/launch/cluster.sh" --index "$idx" --queries "$q" --isns "$isns" \
     --gpus-per-isn "$g" --mode "$mode" --k "$k" --run "$run" --metrics "$metrics" "${extra[@]}" \
@@ -158,6 +176,7 @@ run_row() {
 import json, os, sys
 metrics, rowf, cmp, rc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 row = {"name": "$name", "phase": "$phase", "docs": $docs, "isns": $isns, "gpus_per_isn": $g,
+       "split": "$split",
        "gpus": $isns * $g, "batch": $batch, "k": $k, "rate": $rate, "mode": "$mode",
        "engine": "$engine", "exit": rc, "compare": cmp,
        "exact": rc == 0 and cmp.startswith("runs equal")}
@@ -188,9 +207,10 @@ if [ "$summarize_only" = 0 ]; then
       per-isn)
         for d in $docs_list; do
           idx=$(index_for "$d") || continue
-          for g in $(gpu_counts); do for b in $batches; do for k in $ks; do
-            run_row "per-isn-d$d-g$g-b$b-k$k" per-isn "$d" "$idx" "$idx" 1 "$g" "$b" "$k" 0 || true
-          done; done; done
+          for g in $(gpu_counts); do for b in $batches; do for k in $ks; do for sp in $(splits_for "$g"); do
+            run_row "per-isn-d$d-g$g-b$b-k$k$(suffix "$sp")" per-isn "$d" "$idx" "$idx" 1 "$g" "$b" "$k" 0 \
+              "$sp" || true
+          done; done; done; done
         done ;;
       per-node)
         d=${docs_list%% *}
@@ -198,8 +218,10 @@ if [ "$summarize_only" = 0 ]; then
         for g in $(gpu_counts); do
           [ "$g" -gt 1 ] || [ "$engine" = cpu ] || continue
           for r in $rates; do
-            run_row "per-node-vertical-d$d-g$g-r$r" per-node "$d" "$idx" "$idx" 1 "$g" 1024 10 "$r" ||
-              true
+            for sp in $(splits_for "$g"); do
+              run_row "per-node-vertical-d$d-g$g-r$r$(suffix "$sp")" per-node "$d" "$idx" "$idx" 1 "$g" \
+                1024 10 "$r" "$sp" || true
+            done
             sidx=$(split_for "$idx" "$g") || continue
             run_row "per-node-horizontal-d$d-g$g-r$r" per-node "$d" "$idx" "$sidx" "$g" 1 1024 10 \
               "$r" || true
@@ -209,7 +231,9 @@ if [ "$summarize_only" = 0 ]; then
         for g in $(gpu_counts); do
           d=$(( g * docs_per_gpu ))
           idx=$(index_for "$d") || continue
-          run_row "weak-g$g-d$d" weak "$d" "$idx" "$idx" 1 "$g" 1024 10 0 || true
+          for sp in $(splits_for "$g"); do
+            run_row "weak-g$g-d$d$(suffix "$sp")" weak "$d" "$idx" "$idx" 1 "$g" 1024 10 0 "$sp" || true
+          done
         done ;;
     esac
   done
@@ -231,14 +255,14 @@ if os.path.exists(nccl):
     v = [re.search(r"NCCL version (\S+)", l) for l in machine["nccl"]]
     machine["nccl_version"] = next((x.group(1) for x in v if x), None)
 weak = sorted((r for r in rows if r["phase"] == "weak" and r.get("queries_per_second")),
-              key=lambda r: r["gpus"])
+              key=lambda r: (r["gpus"], r.get("split", "ranges")))
 one = next((r for r in weak if r["gpus"] == 1), None)
 weak_scaling = []
 for r in weak:
     e = None
     if one:
         e = (r["queries_per_second"] * r["docs"]) / (r["gpus"] * one["queries_per_second"] * one["docs"])
-    weak_scaling.append({"gpus": r["gpus"], "docs": r["docs"],
+    weak_scaling.append({"gpus": r["gpus"], "split": r.get("split", "ranges"), "docs": r["docs"],
                          "queries_per_second": r["queries_per_second"],
                          "weak_scaling_efficiency": e})
 result = {"machine": machine, "rows": rows, "weak_scaling": weak_scaling,
@@ -248,17 +272,20 @@ def f(v, spec):
     return "-" if v is None else format(v, spec)
 lines = [f"machine: {machine['gpus']} GPU(s), {machine['cores']} cores; NCCL "
          f"{machine.get('nccl_version', '?')}", "",
-         "| run | ISNs x GPUs | documents | batch | k | rate | q/s | p50 ms | p99 ms | merge share | exact |",
-         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+         "| run | ISNs x GPUs | split | documents | batch | k | rate | q/s | p50 ms | p99 ms | merge share | exact |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 for r in rows:
-    lines.append(f"| {r['name']} | {r['isns']} x {r['gpus_per_isn']} | {r['docs']:,} | {r['batch']} | "
+    split = r.get("split", "ranges") if r["gpus_per_isn"] > 1 else "-"
+    lines.append(f"| {r['name']} | {r['isns']} x {r['gpus_per_isn']} | {split} | {r['docs']:,} | {r['batch']} | "
                  f"{r['k']} | {r['rate'] or 'closed'} | {f(r.get('queries_per_second'), ',.0f')} | "
                  f"{f(r.get('p50_ms'), '.2f')} | {f(r.get('p99_ms'), '.2f')} | "
                  f"{f(r.get('merge_share'), '.1%')} | {'yes' if r.get('exact') else 'NO: ' + r['compare']} |")
 if weak_scaling:
-    lines += ["", "| GPUs | documents | q/s | weak-scaling efficiency |", "| --- | --- | --- | --- |"]
-    lines += [f"| {w['gpus']} | {w['docs']:,} | {w['queries_per_second']:,.0f} | "
-              f"{f(w['weak_scaling_efficiency'], '.3f')} |" for w in weak_scaling]
+    lines += ["", "| GPUs | split | documents | q/s | weak-scaling efficiency |",
+              "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {w['gpus']} | {w['split'] if w['gpus'] > 1 else '-'} | {w['docs']:,} | "
+              f"{w['queries_per_second']:,.0f} | {f(w['weak_scaling_efficiency'], '.3f')} |"
+              for w in weak_scaling]
 open(os.path.join(out, "multi-gpu.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 print(f"wrote {os.path.join(out, 'multi-gpu.json')}: {len(rows)} rows, "

@@ -108,36 +108,47 @@ TEST_F(MultiGpuTest, EngineOverADocRangeAnswersAsTheCpuEngineOverIt) {
 
 TEST_F(MultiGpuTest, EveryGpuCountAnswersAsTheReference) {
   const int gpus = std::min<int>(gpu::gpu_device_count(), int(gpu::kMaxRangesPerIsn));
-  std::cout << "multi-GPU engine: G = 1.." << gpus << " on this host\n";
+  std::cout << "multi-GPU engine: G = 1.." << gpus << " on this host, both splits\n";
   for (int g = 1; g <= gpus; ++g) {
-    std::vector<int> devices(g);
-    std::iota(devices.begin(), devices.end(), 0);
-    gpu::GpuEngineOptions o;
-    o.batch_size = 40;  // several batches per call
-    gpu::MultiGpuEngine engine(index_->shard(0), 0, devices, o);
-    EXPECT_EQ(engine.ranges(), unsigned(g));
-    for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
-      for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
-        for (unsigned k : {1u, 10u, 100u}) {
-          const SearchParams p{mode, scoring, 0.3, k};
-          std::vector<ShardResult> out(queries_.size());
-          engine.search(queries_, p, out);
-          for (std::size_t i = 0; i < queries_.size(); ++i) {
-            const auto ref = reference_answer(*index_, queries_[i], p, k + 20);
-            const ShardResult* one[] = {&out[i]};
-            const QueryResult got = merge_shard_results(p, one);
-            const auto diff = compare_top_k(ref.hits, ref.total_matches, k, got.hits);
-            ASSERT_FALSE(diff) << g << " GPUs, " << to_string(mode) << " " << to_string(scoring)
-                               << " k=" << k << ", query " << queries_[i].id << ": " << *diff;
-            EXPECT_EQ(got.answered_by_or, ref.answered_by_or)
-                << g << " GPUs, query " << queries_[i].id;
+    for (gpu::MultiGpuSplit split :
+         {gpu::MultiGpuSplit::kDocRanges, gpu::MultiGpuSplit::kQueries}) {
+      const std::string how = split == gpu::MultiGpuSplit::kQueries ? "queries" : "ranges";
+      std::vector<int> devices(g);
+      std::iota(devices.begin(), devices.end(), 0);
+      gpu::GpuEngineOptions o;
+      o.batch_size = 40;  // several batches per call
+      gpu::MultiGpuEngine engine(index_->shard(0), 0, devices, o, split);
+      EXPECT_EQ(engine.ranges(), unsigned(g));
+      for (Mode mode : {Mode::kAnd, Mode::kOr, Mode::kAndOr}) {
+        for (Scoring scoring : {Scoring::kBm25, Scoring::kBm25Pr}) {
+          for (unsigned k : {1u, 10u, 100u}) {
+            const SearchParams p{mode, scoring, 0.3, k};
+            std::vector<ShardResult> out(queries_.size());
+            engine.search(queries_, p, out);
+            for (std::size_t i = 0; i < queries_.size(); ++i) {
+              const auto ref = reference_answer(*index_, queries_[i], p, k + 20);
+              const ShardResult* one[] = {&out[i]};
+              const QueryResult got = merge_shard_results(p, one);
+              const auto diff = compare_top_k(ref.hits, ref.total_matches, k, got.hits);
+              ASSERT_FALSE(diff) << g << " GPUs, split " << how << ", " << to_string(mode) << " "
+                                 << to_string(scoring) << " k=" << k << ", query " << queries_[i].id
+                                 << ": " << *diff;
+              EXPECT_EQ(got.answered_by_or, ref.answered_by_or)
+                  << g << " GPUs, query " << queries_[i].id;
+            }
           }
         }
       }
+      const nlohmann::json stats = engine.stats();
+      EXPECT_GT(stats["batches"].get<std::uint64_t>(), 2u);
+      EXPECT_EQ(stats["ranges"].size(), std::size_t(g));
+      EXPECT_EQ(stats["split"], how);
+      // The query split: every GPU answered some of the queries (its engine ran batches).
+      if (split == gpu::MultiGpuSplit::kQueries) {
+        for (const auto& r : stats["ranges"])
+          EXPECT_GT(r["batches"].get<std::uint64_t>(), 0u) << g << " GPUs, device " << r["device"];
+      }
     }
-    const nlohmann::json stats = engine.stats();
-    EXPECT_GT(stats["batches"].get<std::uint64_t>(), 2u);
-    EXPECT_EQ(stats["ranges"].size(), std::size_t(g));
   }
 }
 

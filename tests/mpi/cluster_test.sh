@@ -22,8 +22,8 @@
 #                                          --admission-threads 3 exact
 #   cluster_test.sh BUILD_DIR scheduler    --scheduler queues and lbd (the reference engine as the
 #                                          second processor): every answer exact, jobs counted
-#   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0: clear errors, no
-#                                          MPI_Abort
+#   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0, unknown
+#                                          --gpu-split: clear errors, no MPI_Abort
 #   cluster_test.sh BUILD_DIR share        4 ISNs, --engine gpu: sharing the node's GPU round-robin
 #                                          (where the ISNs report the GPU engine), or on no device
 #                                          the CPU engine with a clear message; exact
@@ -334,13 +334,16 @@ case "$case_name" in
     "$root/launch/multi-gpu-runs.sh" --out "$mg" --phases sideways > "$tmp/mg3.txt" 2>&1 &&
       fail "an unknown phase was accepted"
     grep -q "unknown phase 'sideways'" "$tmp/mg3.txt" || { cat "$tmp/mg3.txt"; fail "no error naming the phase"; }
+    "$root/launch/multi-gpu-runs.sh" --out "$mg" --splits diagonal > "$tmp/mg4.txt" 2>&1 &&
+      fail "an unknown split was accepted"
+    grep -q "unknown split 'diagonal'" "$tmp/mg4.txt" || { cat "$tmp/mg4.txt"; fail "no error naming the split"; }
     echo "PASS: multi-gpu-runs.sh with the CPU engine: 7 rows exact, summary written, resumed"
     ;;
   badflags)
     synthetic_index 1 "$tmp/idx"
     for flags in "--scheduler fifo" "--gpus-per-isn 0" "--scheduler queues --scheduler-train $tmp/none.tsv" \
         "--share-thresholds maybe" "--scheduler queues --scheduler-routing fastest" \
-        "--pin-cores 3-1"; do
+        "--pin-cores 3-1" "--gpu-split diagonal"; do
       set +e
       # shellcheck disable=SC2086
       timeout -k 10 60 "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
@@ -355,6 +358,7 @@ case "$case_name" in
         *gpus-per-isn*) want="--gpus-per-isn 0" ;;
         *share-thresholds*) want="--share-thresholds" ;;
         *pin-cores*) want="--pin-cores: '3-1': the range 3-1 runs backwards" ;;
+        *gpu-split*) want="--gpu-split" ;;
         *) want="needs training queries" ;;
       esac
       grep -qF -- "$want" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "$flags: no clear error ($want)"; }

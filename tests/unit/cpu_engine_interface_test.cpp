@@ -124,6 +124,21 @@ TEST(CpuEngine, FactoryMakesTheCpuEngineAndRejectsUnknownAlgorithms) {
     EXPECT_EQ(e->name(), "cpu");
   }
   EXPECT_THROW(make_engine({"cpu", "nope", 1, -1}, index.shard(0), 0), InputError);
+  // A multi-GPU split that does not exist is refused by name, whatever the engine.
+  EngineOptions bad_split{"cpu", "", 1, -1};
+  bad_split.gpu_split = "diagonal";
+  try {
+    make_engine(bad_split, index.shard(0), 0);
+    ADD_FAILURE() << "--gpu-split diagonal was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpu-split"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("diagonal"), std::string::npos) << e.what();
+  }
+  for (const char* split : {"ranges", "queries"}) {
+    EngineOptions ok{"cpu", "", 1, -1};
+    ok.gpu_split = split;
+    EXPECT_EQ(make_engine(ok, index.shard(0), 0)->name(), "cpu");
+  }
 }
 
 }  // namespace
