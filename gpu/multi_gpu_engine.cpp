@@ -55,16 +55,17 @@ MultiGpuEngine::MultiGpuEngine(const ShardIndex& shard, std::uint32_t shard_id,
   if (split_ == MultiGpuSplit::kQueries) {
     // Every GPU the whole shard, as the one-GPU engine; no communicator (nothing is merged), but
     // each device once all the same: two engines on one GPU would only share it.
-    for (std::size_t g = 0; g < devices.size(); ++g)
-      if (std::count(devices.begin(), devices.end(), devices[g]) > 1)
-        throw InputError(
-            "--gpus-per-isn", 0,
-            fmt::format("GPU {} listed twice: an ISN takes each GPU once", devices[g]));
+    // Checked before any shard image is uploaded, as the communicator does for the ranges.
     for (int device : devices) {
       if (device < 0 || device >= gpu_device_count())
         throw InputError("--gpus-per-isn", 0,
                          fmt::format("GPU {} requested but this machine has {} GPU(s)", device,
                                      gpu_device_count()));
+      if (std::count(devices.begin(), devices.end(), device) > 1)
+        throw InputError("--gpus-per-isn", 0,
+                         fmt::format("GPU {} listed twice: an ISN takes each GPU once", device));
+    }
+    for (int device : devices) {
       GpuEngineOptions o = options;
       o.device = device;
       engines_.push_back(std::make_unique<GpuEngine>(shard, shard_id, o));

@@ -197,15 +197,17 @@ TEST_F(MultiGpuTest, EngineOnAnotherGpuThanTheCurrentOneAnswersAsTheReference) {
 
 TEST_F(MultiGpuTest, BadDeviceSetsNameTheFlag) {
   const int present = gpu::gpu_device_count();
-  auto message = [&](std::vector<int> devices) {
-    try {
-      gpu::MultiGpuEngine engine(index_->shard(0), 0, std::move(devices));
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message({present}).find("--gpus-per-isn"), std::string::npos);
-  EXPECT_NE(message({0, 0}).find("--gpus-per-isn"), std::string::npos);
-  EXPECT_NE(message({}).find("--gpus-per-isn"), std::string::npos);
+  for (gpu::MultiGpuSplit split : {gpu::MultiGpuSplit::kDocRanges, gpu::MultiGpuSplit::kQueries}) {
+    auto message = [&](std::vector<int> devices) {
+      try {
+        gpu::MultiGpuEngine engine(index_->shard(0), 0, std::move(devices), {}, split);
+      } catch (const InputError& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    EXPECT_NE(message({present}).find("--gpus-per-isn"), std::string::npos);
+    EXPECT_NE(message({0, 0}).find("--gpus-per-isn"), std::string::npos);
+    EXPECT_NE(message({}).find("--gpus-per-isn"), std::string::npos);
+  }
 }
