@@ -54,17 +54,9 @@ MultiGpuEngine::MultiGpuEngine(const ShardIndex& shard, std::uint32_t shard_id,
   impl_ = std::make_unique<Impl>(shard, shard_id, devices, options.batch_size);
   if (split_ == MultiGpuSplit::kQueries) {
     // Every GPU the whole shard, as the one-GPU engine; no communicator (nothing is merged), but
-    // each device once all the same: two engines on one GPU would only share it.
-    // Checked before any shard image is uploaded, as the communicator does for the ranges.
-    for (int device : devices) {
-      if (device < 0 || device >= gpu_device_count())
-        throw InputError("--gpus-per-isn", 0,
-                         fmt::format("GPU {} requested but this machine has {} GPU(s)", device,
-                                     gpu_device_count()));
-      if (std::count(devices.begin(), devices.end(), device) > 1)
-        throw InputError("--gpus-per-isn", 0,
-                         fmt::format("GPU {} listed twice: an ISN takes each GPU once", device));
-    }
+    // each device once all the same (two engines on one GPU would only share it), checked before
+    // any shard image is uploaded.
+    devices = checked_isn_devices(std::move(devices));
     for (int device : devices) {
       GpuEngineOptions o = options;
       o.device = device;

@@ -98,7 +98,9 @@ class Communicators {
   bool failed_ = false;
 };
 
-std::vector<int> checked_devices(std::vector<int> devices) {
+}  // namespace
+
+std::vector<int> checked_isn_devices(std::vector<int> devices) {
   const int present = cuda_device_count();
   if (devices.empty() || devices.size() > kMaxRangesPerIsn)
     throw InputError(
@@ -111,17 +113,15 @@ std::vector<int> checked_devices(std::vector<int> devices) {
           fmt::format("GPU {} requested but this machine has {} GPU(s)", devices[i], present));
     if (std::count(devices.begin(), devices.end(), devices[i]) > 1)
       throw InputError("--gpus-per-isn", 0,
-                       fmt::format("GPU {} listed twice: an NCCL communicator takes each GPU "
-                                   "once (ISNs share GPUs, not the GPUs of one ISN)",
+                       fmt::format("GPU {} listed twice: an ISN takes each GPU once (ISNs share "
+                                   "GPUs, not the GPUs of one ISN)",
                                    devices[i]));
   }
   return devices;
 }
 
-}  // namespace
-
 struct NcclTopKMerge::Impl {
-  explicit Impl(std::vector<int> d) : devices(checked_devices(std::move(d))) {
+  explicit Impl(std::vector<int> d) : devices(checked_isn_devices(std::move(d))) {
     // NVLink SHARP multicast off (KINDS.md: not available to these jobs); the environment may
     // still say otherwise on purpose.
     ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);

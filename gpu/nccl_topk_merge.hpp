@@ -24,6 +24,11 @@ class NcclError : public Error {
   using Error::Error;
 };
 
+// The GPUs of one ISN: between 1 and kMaxRangesPerIsn, each present on this machine, each once.
+// Returns them; throws InputError naming --gpus-per-isn otherwise. The communicator checks its
+// device set with it, and the query split (gpu/multi_gpu_engine.hpp), which has none, too.
+std::vector<int> checked_isn_devices(std::vector<int> devices);
+
 class NcclTopKMerge {
  public:
   // devices[0] is the lead GPU; at most kMaxRangesPerIsn devices, each once. Throws
