@@ -213,11 +213,16 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   AdmissionResolver resolver(dictionary, vocabulary, options.limits, options.admission_threads);
   std::vector<ArrivedQuery> arrived;     // each round's, reused
   std::vector<ResolvedQuery> resolved;  // theirs, resolved
+  // Just in time: how far apart the ISNs' answers to a batch come back (the first to the last;
+  // an exponential mean, us): the next batch's cut can fire at the first (JustInTimeCut).
+  double answer_spread_us = 0;
+  std::size_t batches_done = 0;
   for (;;) {
     bool progress = false;
     const auto now = Clock::now();
     // Just in time: when the next batch should leave (now or earlier: at once).
     auto next_cut = Clock::time_point::min();
+    auto admission_target = Clock::time_point::min();  // when the next batch's queries are due
     {
       const LatencyModel model = merger.model();
       if (auto_depth) depth = model.depth(options.max_depth);
@@ -227,20 +232,34 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
           std::chrono::microseconds(std::int64_t(model.compute_us + model.overhead_us)));
       if (just_in_time) {
         in_flight.sent_times(sent_times);
-        next_cut = model.just_in_time_cut<Clock::time_point>(
-            now, in_flight.last_batch_done(), sent_times, options.admission_lag * model.compute_us);
-        // Some ISN has answered every batch in flight and idles from now on (JustInTimeCut).
-        if (options.cut_on != JustInTimeCut::kAllAnswers && in_flight.newest_answered_by_one()) {
-          if (options.cut_on == JustInTimeCut::kFirstAnswer) {
-            next_cut = now;
-          } else {
-            LatencyModel at_mean = model;
-            at_mean.compute_aim_us = 0;  // the slowest ISN's mean compute, not its quantile
-            next_cut = std::min(next_cut, at_mean.just_in_time_cut<Clock::time_point>(
-                                              now, in_flight.last_batch_done(), sent_times,
-                                              options.admission_lag * model.compute_us));
-          }
+        const double offset_us = options.admission_lag * model.compute_us;
+        const auto last_done = in_flight.last_batch_done();
+        next_cut = model.just_in_time_cut<Clock::time_point>(now, last_done, sent_times, offset_us);
+        const Clock::time_point aimed_cut = next_cut;
+        // predicted-finish: the cut that lands the batch at the slowest ISN as it finishes at
+        // its mean compute, not its quantile.
+        auto landing_at_mean = Clock::time_point::min();
+        if (options.cut_on == JustInTimeCut::kPredictedFinish) {
+          LatencyModel at_mean = model;
+          at_mean.compute_aim_us = 0;
+          landing_at_mean =
+              at_mean.just_in_time_cut<Clock::time_point>(now, last_done, sent_times, offset_us);
         }
+        // Some ISN has answered every batch in flight and idles from now on (JustInTimeCut).
+        if (options.cut_on != JustInTimeCut::kAllAnswers && in_flight.newest_answered_by_one())
+          next_cut = options.cut_on == JustInTimeCut::kFirstAnswer
+                         ? now
+                         : std::min(next_cut, landing_at_mean);
+        // The admission aims at the cut expected by the mean compute (--admission-ahead), not
+        // at the aim's, which comes later than the answers in most batches.
+        admission_target = next_cut;
+        if (options.admission_ahead)
+          admission_target = std::min(
+              next_cut,
+              model.expected_cut<Clock::time_point>(
+                  now, last_done, sent_times, aimed_cut,
+                  options.cut_on == JustInTimeCut::kAllAnswers ? 0.0 : answer_spread_us,
+                  landing_at_mean));
       }
     }
     std::size_t room = 0;
@@ -251,7 +270,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                                       ? options.batching.batch_size - batcher.size()
                                       : 0;
       admit_at =
-          next_cut -
+          admission_target -
           std::chrono::duration_cast<Clock::duration>(
               std::chrono::duration<double, std::micro>(admission_us_per_query * double(missing)));
       // The merge thread must keep up too: answered batches it has not merged yet count
@@ -356,7 +375,15 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     // at once, which frees their place in the pipeline.
     auto due = Clock::time_point::max();
     progress = in_flight.complete(
-                   Clock::now(), [&](InFlightBatch&& b) { merger.submit(std::move(b)); }, due) ||
+                   Clock::now(),
+                   [&](InFlightBatch&& b) {
+                     const double spread = answer_spread_us_of(b);
+                     answer_spread_us = batches_done++ == 0
+                                            ? spread
+                                            : 0.8 * answer_spread_us + 0.2 * spread;
+                     merger.submit(std::move(b));
+                   },
+                   due) ||
                progress;
     merger.rethrow_if_failed();
 
@@ -457,6 +484,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                                        : std::string("on arrival")},
       {"lag", options.admission_lag},
       {"cut_on", std::string(to_string(options.cut_on))},
+      {"ahead", options.admission_ahead},
+      {"answer_spread_us", answer_spread_us},
       {"threads", resolver.threads()},
       {"quantile", just_in_time ? options.admission_quantile : 0.0},
       {"us_per_query", admission_us_per_query}};

@@ -122,6 +122,12 @@ struct AggregatorOptions {
   // Just in time: what the next batch's cut waits for besides its aim (below), when the answers
   // of the batches ahead come back before it. With one ISN all three are the same.
   JustInTimeCut cut_on = JustInTimeCut::kPredictedFinish;
+  // Just in time: the next batch's queries are admitted to be ready when the batch is expected
+  // to leave by the mean compute (the answers' return, by cut_on), so that the admission runs
+  // while the ISNs compute; off: to be ready at the aim's cut, which most batches' answers
+  // come back before, and their admission then follows the answers (sessions 42-43's timelines:
+  // 1.0-1.7 ms of a 15-17 ms cycle at batch 1,024).
+  bool admission_ahead = true;
   // Threads that resolve a round's arrived queries (aggregator/admission_resolver.hpp); 1: the
   // MPI thread alone.
   unsigned admission_threads = 1;

@@ -131,6 +131,13 @@ int main(int argc, char** argv) {
                  "the least latency); with one ISN all the same")
       ->capture_default_str()
       ->check(CLI::IsMember({"first-answer", "predicted-finish", "all-answers"}));
+  std::string admission_ahead = "on";
+  app.add_option("--admission-ahead", admission_ahead,
+                 "just-in-time: admit the next batch's queries to be ready when the batch is "
+                 "expected to leave by the mean compute, so that their admission overlaps the "
+                 "ISNs' compute (on), or by the aim's cut, after most batches' answers (off)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--admission-threads", o.admission_threads,
                  "threads that resolve the queries admitted together (a batch's, just in time), "
                  "at least 32 queries each; 1: the MPI thread alone")
@@ -199,6 +206,7 @@ int main(int argc, char** argv) {
     o.pacing.mode = wire::parse_progress_mode(progress);
     o.admission = parse_closed_loop_admission(admission);
     o.cut_on = parse_just_in_time_cut(cut_on);
+    o.admission_ahead = admission_ahead == "on";
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");

@@ -135,6 +135,18 @@ bool InFlightBatches::receive() {
   return progress;
 }
 
+double answer_spread_us_of(const InFlightBatch& b) {
+  std::optional<Clock::time_point> first, last;
+  for (std::size_t i = 0; i < b.messages.size() && i < b.times.size(); ++i) {
+    if (!b.messages[i]) continue;
+    const Clock::time_point t = b.times[i].arrived;
+    first = first ? std::min(*first, t) : t;
+    last = last ? std::max(*last, t) : t;
+  }
+  if (!first) return 0;
+  return std::chrono::duration<double, std::micro>(*last - *first).count();
+}
+
 bool InFlightBatches::complete(Clock::time_point now,
                                const std::function<void(InFlightBatch&&)>& done,
                                Clock::time_point& due) {

@@ -45,6 +45,10 @@ struct InFlightBatch {
   std::size_t expected = 0;  // ISNs it was sent to (those not declared dead)
 };
 
+// How far apart the ISNs' answers to `b` arrived: the first to the last, us (0 with fewer than
+// two answers).
+double answer_spread_us_of(const InFlightBatch& b);
+
 class InFlightBatches {
  public:
   // `deadline_ms` 0: wait for every ISN. `dead_after` (0: never): an ISN that misses this many

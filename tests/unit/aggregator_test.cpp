@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "aggregator/batcher.hpp"
+#include "aggregator/in_flight_batches.hpp"
 #include "aggregator/pipeline_depth_model.hpp"
 #include "aggregator/result_cache.hpp"
 #include "common/result_compare.hpp"
@@ -262,4 +263,64 @@ TEST(JustInTimeAdmission, NextBatchLeavesSoItArrivesAsTheIsnFinishes) {
   sent = {t0, t0 + us(100)};
   EXPECT_EQ(m.just_in_time_cut(t0 + us(5000), t0 - us(5000), span(), -10.0),
             t0 + us(5000 + 1000 - 200 - 10));
+}
+
+// The admission aims at the cut expected by the mean compute: the answers' return (the last one,
+// or the first one a spread earlier), no earlier than predicted-finish's landing cut, and never
+// later than the aim's cut.
+TEST(JustInTimeAdmission, QueriesAreDueWhenTheBatchIsExpectedToLeave) {
+  using us = std::chrono::microseconds;
+  using TP = AggregatorClock::time_point;
+  const auto t0 = TP{} + std::chrono::seconds(100);
+  LatencyModel m;
+  std::vector<TP> sent;
+  const auto span = [&] { return std::span<const TP>(sent); };
+  // Nothing measured or nothing in flight: due now (or at an earlier aim).
+  EXPECT_EQ(m.expected_cut(t0, t0, span(), t0 + us(50), 0.0, TP::min()), t0);
+  m.add(/*compute*/ 1000, /*overhead*/ 200, /*service*/ 1200);
+  m.compute_aim_us = 1600;
+  EXPECT_EQ(m.expected_cut(t0, t0, span(), t0 - us(50), 0.0, TP::min()), t0 - us(50));
+  // One batch sent at t0: by the mean it is back at t0 + 1200, while the aim's cut is at
+  // t0 + 1600 (1,600 us of compute less the 200 us overhead) and comes after it.
+  sent = {t0};
+  const TP aimed = m.just_in_time_cut(t0, t0 - us(5000), span(), 0.0);
+  EXPECT_EQ(aimed, t0 + us(1600));
+  EXPECT_EQ(m.answers_back(t0, t0 - us(5000), span()), t0 + us(1800));
+  // All answers (or one ISN): at the last answer by the mean.
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 0.0, TP::min()), t0 + us(1200));
+  // The first answer, 150 us before the last.
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 150.0, TP::min()), t0 + us(1050));
+  // predicted-finish: no earlier than the landing cut at the mean (t0 + 1000)...
+  LatencyModel at_mean = m;
+  at_mean.compute_aim_us = 0;
+  const TP landing = at_mean.just_in_time_cut(t0, t0 - us(5000), span(), 0.0);
+  EXPECT_EQ(landing, t0 + us(1000));
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 150.0, landing), t0 + us(1050));
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 400.0, landing), t0 + us(1000));
+  // ... and never after the aim's cut (an aim below the mean).
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), t0 + us(900), 0.0, landing), t0 + us(900));
+  // Two in flight: the last is back by the mean at t0 + 2200.
+  sent = {t0, t0 + us(100)};
+  EXPECT_EQ(m.expected_cut(t0 + us(100), t0 - us(5000), span(), TP::max(), 0.0, TP::min()),
+            t0 + us(2200));
+  // The oldest overdue: due now, so the last is back one compute later.
+  EXPECT_EQ(m.expected_cut(t0 + us(5000), t0 - us(5000), span(), TP::max(), 0.0, TP::min()),
+            t0 + us(6000));
+}
+
+// The spread of a batch's answers: first to last arrival among the ISNs that answered.
+TEST(JustInTimeAdmission, AnswerSpreadIsFirstToLastArrival) {
+  using us = std::chrono::microseconds;
+  const auto t0 = AggregatorClock::time_point{} + std::chrono::seconds(100);
+  InFlightBatch b;
+  b.messages.resize(3);
+  b.times.resize(3);
+  EXPECT_EQ(answer_spread_us_of(b), 0.0);
+  b.messages[0].emplace();
+  b.times[0].arrived = t0 + us(700);
+  EXPECT_EQ(answer_spread_us_of(b), 0.0);
+  b.messages[2].emplace();
+  b.times[2].arrived = t0 + us(200);
+  b.times[1].arrived = t0 + us(5000);  // ISN 1 never answered: its time is not read
+  EXPECT_DOUBLE_EQ(answer_spread_us_of(b), 500.0);
 }
