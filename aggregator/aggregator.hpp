@@ -123,11 +123,13 @@ struct AggregatorOptions {
   // of the batches ahead come back before it. With one ISN all three are the same.
   JustInTimeCut cut_on = JustInTimeCut::kPredictedFinish;
   // Just in time: the next batch's queries are admitted to be ready when the batch is expected
-  // to leave by the mean compute (the answers' return, by cut_on), so that the admission runs
-  // while the ISNs compute; off: to be ready at the aim's cut, which most batches' answers
-  // come back before, and their admission then follows the answers (sessions 42-43's timelines:
-  // 1.0-1.7 ms of a 15-17 ms cycle at batch 1,024).
-  bool admission_ahead = true;
+  // to leave by the mean compute (the answers' return, by cut_on), so that their admission runs
+  // while the ISNs compute. Off (the default): to be ready at the aim's cut, which most batches'
+  // answers come back before, so that the admission follows the answers (1.0-1.5 ms of a
+  // 15-17 ms cycle at batch 1,024 on the 16-core host) and no query waits for a batch that
+  // leaves later than expected. Measured (NOTES-cluster.md, session 45): on, one ISN gains 4%
+  // at batch 1,024, and its p50 latency at batch 64 rises from 1.21 to 1.33 of compute.
+  bool admission_ahead = false;
   // Threads that resolve a round's arrived queries (aggregator/admission_resolver.hpp); 1: the
   // MPI thread alone.
   unsigned admission_threads = 1;

@@ -131,11 +131,12 @@ int main(int argc, char** argv) {
                  "the least latency); with one ISN all the same")
       ->capture_default_str()
       ->check(CLI::IsMember({"first-answer", "predicted-finish", "all-answers"}));
-  std::string admission_ahead = "on";
+  std::string admission_ahead = "off";
   app.add_option("--admission-ahead", admission_ahead,
                  "just-in-time: admit the next batch's queries to be ready when the batch is "
                  "expected to leave by the mean compute, so that their admission overlaps the "
-                 "ISNs' compute (on), or by the aim's cut, after most batches' answers (off)")
+                 "ISNs' compute (on: more throughput), or by the aim's cut, after most batches' "
+                 "answers (off: less latency)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--admission-threads", o.admission_threads,

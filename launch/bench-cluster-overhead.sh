@@ -51,9 +51,9 @@
 #                     cut only once every ISN has answered the batches ahead, as before
 #                     session 43, or at the first ISN's answer);
 #                     "_admitN" (--admission-threads N: a batch's queries resolved on N threads);
-#                     "_noahead" (--admission-ahead off: just in time, a batch's queries
-#                     admitted to be ready at the aim's cut, after most batches' answers, as
-#                     before session 45, not when the batch is expected to leave);
+#                     "_ahead" (--admission-ahead on: just in time, a batch's queries admitted
+#                     to be ready when the batch is expected to leave by the mean compute, not
+#                     at the aim's cut, after most batches' answers);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -187,8 +187,8 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   if [[ $v == *_cutall* ]]; then  # just in time: cut once every ISN has answered
     flags+=(--admission-cut-on all-answers); v=${v/_cutall/}
   fi
-  if [[ $v == *_noahead* ]]; then  # just in time: queries admitted for the aim's cut
-    flags+=(--admission-ahead off); v=${v/_noahead/}
+  if [[ $v == *_ahead* ]]; then  # just in time: queries admitted for the expected cut
+    flags+=(--admission-ahead on); v=${v/_ahead/}
   fi
   if [[ $v =~ _admit([0-9]+) ]]; then  # the admission's resolving on N threads
     flags+=(--admission-threads "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}

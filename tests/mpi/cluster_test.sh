@@ -608,7 +608,22 @@ PY
       { cat "$tmp/out-threads.txt"; fail "--admission-threads 3: exit $?"; }
     "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-threads.txt" || fail "--admission-threads 3 differs"
     [ "$(metric "$tmp/m-threads.json" 'm["admission"]["threads"]')" = 3 ] || fail "admission threads not 3"
-    echo "PASS: just-in-time cuts: first-answer queues at the slow ISN, predicted-finish and all-answers do not; exact (also with 3 admission threads)"
+    # The admission ahead (queries ready when the batch is expected to leave), with each cut:
+    # exact, reported, and the spread of the two ISNs' answers measured (ISN 2 is ~30 ms slower).
+    for c in first-answer predicted-finish; do
+      cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
+        --run "$tmp/run-ahead-$c.txt" --metrics "$tmp/m-ahead-$c.json" --batch-size 6 \
+        --coalesce-batches 1 --admission-cut-on "$c" --admission-ahead on --inject-compute-ms 30 \
+        --inject-compute-rank 2 > "$tmp/out-ahead-$c.txt" 2>&1 ||
+        { cat "$tmp/out-ahead-$c.txt"; fail "--admission-ahead on, $c: exit $?"; }
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-ahead-$c.txt" ||
+        fail "--admission-ahead on, $c differs from the reference"
+      metric "$tmp/m-ahead-$c.json" 'm["admission"]["ahead"] and m["admission"]["answer_spread_us"] > 10000' |
+        grep -qx True || fail "--admission-ahead on, $c: the metrics say $(metric "$tmp/m-ahead-$c.json" 'm["admission"]')"
+    done
+    [ "$(metric "$tmp/m-predicted-finish.json" 'm["admission"]["ahead"]')" = False ] ||
+      fail "the admission ahead is on by default"
+    echo "PASS: just-in-time cuts: first-answer queues at the slow ISN, predicted-finish and all-answers do not; exact (also with 3 admission threads, and with the admission ahead)"
     ;;
   depths)
     synthetic_index 2 "$tmp/idx"
