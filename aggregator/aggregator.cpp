@@ -200,7 +200,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                             options.admission == ClosedLoopAdmission::kJustInTime;
   BatchMerger merger({&run, options.run_tag, options.timeline_batches, t_run, me, source.get(),
                       merge_placement, just_in_time ? options.admission_quantile : 0.0,
-                      options.pacing.handoff_hot()},
+                      options.pacing.handoff_hot(),
+                      just_in_time && options.admission_ahead ? kAdmissionAheadQuantile : 0.0},
                      isns, cache, bar, [&pacer] { pacer.notify(); });
   std::uint64_t next_sequence = 0;
 
@@ -485,6 +486,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       {"lag", options.admission_lag},
       {"cut_on", std::string(to_string(options.cut_on))},
       {"ahead", options.admission_ahead},
+      {"ahead_quantile", options.admission_ahead ? kAdmissionAheadQuantile : 0.0},
       {"answer_spread_us", answer_spread_us},
       {"threads", resolver.threads()},
       {"quantile", just_in_time ? options.admission_quantile : 0.0},

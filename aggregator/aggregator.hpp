@@ -89,6 +89,11 @@ enum class JustInTimeCut {
 JustInTimeCut parse_just_in_time_cut(std::string_view name);  // throws InputError
 std::string_view to_string(JustInTimeCut c);
 
+// --admission-ahead on: the next batch's queries are ready by the answers' return at this low
+// quantile of the slowest ISN's compute over the last batches (at the mean, about half of the
+// batches came back before their queries were admitted: session 45, call C).
+inline constexpr double kAdmissionAheadQuantile = 0.1;
+
 struct AggregatorOptions {
   std::filesystem::path index_dir;
   std::string queries = "-";  // a file (TSV or TREC topics), or "-" for TSV on standard input

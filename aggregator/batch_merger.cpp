@@ -256,9 +256,12 @@ void BatchMerger::merge(InFlightBatch& b) {
                          ms_between(t.arrived, t_done)),
                1000.0 * std::max(0.0, service_ms));
     // Just in time: the cut's aim, a quantile of the slowest occupancy over the last batches.
-    if (setup_.aim_quantile > 0) {
+    if (setup_.aim_quantile > 0 || setup_.early_quantile > 0) {
       compute_window_.add(max_occupancy_us);
-      model_.compute_aim_us = compute_window_.quantile(setup_.aim_quantile);
+      if (setup_.aim_quantile > 0)
+        model_.compute_aim_us = compute_window_.quantile(setup_.aim_quantile);
+      if (setup_.early_quantile > 0)
+        model_.compute_early_us = compute_window_.quantile(setup_.early_quantile);
     }
   }
   if (s.timeline.size() < setup_.timeline_batches) {

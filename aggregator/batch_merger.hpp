@@ -109,6 +109,9 @@ class BatchMerger {
     double aim_quantile = 0;
     // --handoff: the merge thread polls while the MPI thread expects answers (expect_answers).
     bool hot_handoff = false;
+    // The model's compute_early_us (--admission-ahead): this low quantile of the same window
+    // (0: none).
+    double early_quantile = 0;
   };
   // `on_done` runs on the merge thread after each job (the MPI thread's window has room again).
   BatchMerger(Setup setup, IsnRoster& isns, SharedResultCache& cache, Progress& bar,

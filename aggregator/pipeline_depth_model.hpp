@@ -52,6 +52,9 @@ struct LatencyModel {
   // Just in time: the compute the next batch is aimed behind (the cut's aim), a quantile of
   // the slowest ISN's compute over the last batches (BatchMerger keeps the window); 0: the mean.
   double compute_aim_us = 0;
+  // Just in time with the admission ahead: a low quantile of the same compute (0: the mean), the
+  // answers' early return that the next batch's queries should be ready for.
+  double compute_early_us = 0;
   bool seeded = false;
   void add(double compute, double overhead, double service) {
     if (!seeded) {
@@ -109,23 +112,24 @@ struct LatencyModel {
     return answer;
   }
 
-  // Just in time (issue 16): when the next batch is expected to leave, by the mean compute, so
-  // that its queries are admitted by then and their admission (about 1.4 us a query on the
-  // 16-core host: 1.4 ms at batch 1,024) runs while the ISNs compute, not between an ISN going
-  // idle and its next batch. The batch leaves at the earlier of the aim's cut (`aimed_cut`) and
-  // the moment its cut rule fires once the answers are back: with the last answer (one ISN, or
-  // all-answers), `first_answer_lead_us` before it (the first answer: the mean spread of the
-  // ISNs' answers), and then no earlier than `not_before` (predicted-finish: the cut that lands
-  // the batch at the slowest ISN as it finishes at its mean compute; min() where none).
+  // Just in time (issue 16): how early the next batch may leave, so that its queries are
+  // admitted by then and their admission (about 1.4 us a query on the 16-core host: 1.4 ms at
+  // batch 1,024) runs while the ISNs compute, not between an ISN going idle and its next batch.
+  // The batch leaves at the earlier of the aim's cut (`aimed_cut`) and the moment its cut rule
+  // fires once the answers are back, the last batch in flight taking the early compute
+  // (`compute_early_us`, a low quantile, where set; else the mean): with the last answer (one
+  // ISN, or all-answers), `first_answer_lead_us` before it (the first answer: the mean spread of
+  // the ISNs' answers), and then no earlier than `not_before` (predicted-finish: the cut that
+  // lands the batch at the slowest ISN as it finishes at its mean compute; min() where none).
   template <typename TimePoint>
   TimePoint expected_cut(TimePoint now, TimePoint last_answer, std::span<const TimePoint> sent,
                          TimePoint aimed_cut, double first_answer_lead_us,
                          TimePoint not_before) const {
     if (!seeded || sent.empty()) return std::min(now, aimed_cut);
-    LatencyModel at_mean = *this;
-    at_mean.compute_aim_us = 0;
+    LatencyModel early = *this;
+    early.compute_aim_us = compute_early_us;
     const TimePoint first_back =
-        at_mean.answers_back(now, last_answer, sent) - us<TimePoint>(first_answer_lead_us);
+        early.answers_back(now, last_answer, sent) - us<TimePoint>(first_answer_lead_us);
     return std::min(aimed_cut, std::max(first_back, not_before));
   }
 

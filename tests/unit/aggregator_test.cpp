@@ -297,6 +297,11 @@ TEST(JustInTimeAdmission, QueriesAreDueWhenTheBatchIsExpectedToLeave) {
   EXPECT_EQ(landing, t0 + us(1000));
   EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 150.0, landing), t0 + us(1050));
   EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 400.0, landing), t0 + us(1000));
+  // The early compute (a low quantile, 800 us) where set: the last is back at t0 + 1000.
+  m.compute_early_us = 800;
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 0.0, TP::min()), t0 + us(1000));
+  EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), aimed, 150.0, landing), t0 + us(1000));
+  m.compute_early_us = 0;
   // ... and never after the aim's cut (an aim below the mean).
   EXPECT_EQ(m.expected_cut(t0, t0 - us(5000), span(), t0 + us(900), 0.0, landing), t0 + us(900));
   // Two in flight: the last is back by the mean at t0 + 2200.
