@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/metrics.hpp"
 #include "common/shard_index.hpp"
 #include "common/wire/handoff_wait.hpp"
 #include "common/wire/mpi_transport.hpp"
@@ -173,7 +174,12 @@ class BatchLoop {
   // Ranker-cache commands by the batch they prepare; received before that batch (MPI keeps
   // the aggregator's order), applied by the engine thread just before it ranks it.
   std::deque<RankerCacheCommand> ranker_commands_;
-  std::deque<std::shared_ptr<const OutgoingMessage>> outbox_;
+  // Answers encoded and waiting for the MPI thread to post them, with when they were ready.
+  struct ReadyAnswer {
+    std::shared_ptr<const OutgoingMessage> message;
+    Clock::time_point ready;
+  };
+  std::deque<ReadyAnswer> outbox_;
   // The answers' first segments: back when their send completes (MPI thread), zeroed there,
   // taken again by the next encode (engine thread) without an allocation or page faults.
   std::shared_ptr<wire::SegmentPool> answer_segments_ = std::make_shared<wire::SegmentPool>();
@@ -194,6 +200,10 @@ class BatchLoop {
   double batch_gap_us_ = 0;
   // A stats request or a shutdown: answered once every batch received before it is sent.
   bool stats_wanted_ = false, shutdown_wanted_ = false;
+  // An answer's way out (us): from encoded to its send posted (the MPI thread's reaction, on a
+  // busy node behind other processes' workers), and from posted to complete as this thread's
+  // MPI_Test sees it (the transfer, with Open MPI's rendezvous above the eager limit).
+  metrics::SampleSet answer_post_us_, answer_send_us_;
 };
 
 }  // namespace gpusearch::isn_detail

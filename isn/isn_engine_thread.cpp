@@ -244,7 +244,7 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
   counters_.queries += b.queries.size();
   {
     std::lock_guard lock(mutex_);
-    outbox_.push_back(std::move(message));
+    outbox_.push_back({std::move(message), Clock::now()});
     const double us = double(header.compute_us);
     compute_ewma_us_ = compute_ewma_us_ == 0 ? us : 0.8 * compute_ewma_us_ + 0.2 * us;
   }

@@ -19,6 +19,17 @@ namespace gpusearch {
 
 namespace isn_detail {
 
+namespace {
+// A latency series in a few numbers (the stats reply stays small).
+nlohmann::json brief(const metrics::SampleSet& s) {
+  if (s.empty()) return {{"count", 0}};
+  return {{"count", s.size()},
+          {"p50", s.percentile(50)},
+          {"p95", s.percentile(95)},
+          {"max", s.percentile(100)}};
+}
+}  // namespace
+
 // The MPI thread's half of the batch loop (the engine thread's: isn_engine_thread.cpp).
 
 void BatchLoop::on_control(const Received& m, Clock::time_point received) {
@@ -102,9 +113,10 @@ void BatchLoop::run() {
   } join_on_exit{*this, engine_thread};
 
   std::deque<PendingSend> sends;
+  std::deque<Clock::time_point> sends_posted;  // when each of `sends` was posted
   for (;;) {
     bool did = receive_messages();
-    std::deque<std::shared_ptr<const OutgoingMessage>> ready;
+    std::deque<ReadyAnswer> ready;
     bool drained = false, inbox_empty = true;
     auto due = Clock::time_point::max();
     {
@@ -116,20 +128,30 @@ void BatchLoop::run() {
       if (engine_busy_ && inbox_.empty())
         due = busy_since_ + std::chrono::microseconds(std::uint64_t(compute_ewma_us_));
     }
-    for (auto& msg : ready) {
+    for (auto& answer : ready) {
       did = true;
-      sends.emplace_back(std::move(msg), 0, kTagResultBatch, world_);
+      const auto posted = Clock::now();
+      answer_post_us_.add(std::chrono::duration<double, std::micro>(posted - answer.ready).count());
+      sends.emplace_back(std::move(answer.message), 0, kTagResultBatch, world_);
+      sends_posted.push_back(posted);
     }
     while (!sends.empty() && sends.front().test()) {
+      answer_send_us_.add(
+          std::chrono::duration<double, std::micro>(Clock::now() - sends_posted.front()).count());
       sends.pop_front();
+      sends_posted.pop_front();
       did = true;
     }
     // ---- 3. Shutdown and stats (results go out before the stats, so the aggregator sees them
     // in order).
     if (stats_wanted_ && drained && ready.empty()) {
-      for (auto& s : sends)
-        while (!s.test()) std::this_thread::yield();
+      for (std::size_t i = 0; i < sends.size(); ++i) {
+        while (!sends[i].test()) std::this_thread::yield();
+        answer_send_us_.add(
+            std::chrono::duration<double, std::micro>(Clock::now() - sends_posted[i]).count());
+      }
       sends.clear();
+      sends_posted.clear();
       send_blocking(encode_message(Control{Control::Kind::kStatsReply, stats().dump()}), 0,
                     kTagControl, world_);
       if (shutdown_wanted_) return;
@@ -187,6 +209,8 @@ nlohmann::json BatchLoop::stats() const {
                    {"compute_seconds", c.compute_us / 1e6 + (pipeline_ ? pipeline_->busy_seconds() : 0)},
                    {"idle_seconds", c.idle_us / 1e6},
                    {"encode_seconds", c.encode_us / 1e6},
+                   {"answer_post_us", brief(answer_post_us_)},
+                   {"answer_send_us", brief(answer_send_us_)},
                    {"answer_bytes", c.answer_bytes},
                    {"answer_segments_reused", answer_segments_->reused()},
                    {"unknown_terms", c.unknown_terms},

@@ -621,6 +621,9 @@ PY
       metric "$tmp/m-ahead-$c.json" 'm["admission"]["ahead"] and m["admission"]["answer_spread_us"] > 10000' |
         grep -qx True || fail "--admission-ahead on, $c: the metrics say $(metric "$tmp/m-ahead-$c.json" 'm["admission"]')"
     done
+    # Each ISN times every answer's way out: encoded -> posted -> sent.
+    metric "$tmp/m-ahead-predicted-finish.json" 'all(i["stats"]["answer_post_us"]["count"] == i["stats"]["batches"] > 0 and i["stats"]["answer_send_us"]["count"] == i["stats"]["batches"] and 0 <= i["stats"]["answer_post_us"]["p50"] <= i["stats"]["answer_post_us"]["max"] for i in m["isn"])' |
+      grep -qx True || fail "the ISNs' answer_post_us and answer_send_us: $(metric "$tmp/m-ahead-predicted-finish.json" '[(i["stats"]["batches"], i["stats"].get("answer_post_us"), i["stats"].get("answer_send_us")) for i in m["isn"]]')"
     [ "$(metric "$tmp/m-predicted-finish.json" 'm["admission"]["ahead"]')" = False ] ||
       fail "the admission ahead is on by default"
     echo "PASS: just-in-time cuts: first-answer queues at the slow ISN, predicted-finish and all-answers do not; exact (also with 3 admission threads, and with the admission ahead)"
