@@ -440,7 +440,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         due = std::min(due, std::max(next_cut, now3));
     }
     due = std::min(due, source->next_arrival(t_run));
-    pacer.idle(now3, due, sends_pending);
+    pacer.idle(now3, due, sends_pending, sends_pending);
   }
   merger.stop();
   bar.finish();

@@ -127,9 +127,9 @@ struct AggregatorOptions {
   // Just in time: what the next batch's cut waits for besides its aim (below), when the answers
   // of the batches ahead come back before it. With one ISN all three are the same.
   JustInTimeCut cut_on = JustInTimeCut::kPredictedFinish;
-  // Just in time: the next batch's queries are admitted to be ready when the batch is expected
-  // to leave by the mean compute (the answers' return, by cut_on), so that their admission runs
-  // while the ISNs compute. Off (the default): to be ready at the aim's cut, which most batches'
+  // Just in time: the next batch's queries are admitted to be ready when the answers ahead could
+  // come back (kAdmissionAheadQuantile; the cut's moment by cut_on), so that their admission
+  // runs while the ISNs compute. Off (the default): to be ready at the aim's cut, which most batches'
   // answers come back before, so that the admission follows the answers (1.0-1.5 ms of a
   // 15-17 ms cycle at batch 1,024 on the 16-core host) and no query waits for a batch that
   // leaves later than expected. Measured (NOTES-cluster.md, session 45): on, one ISN gains 4%

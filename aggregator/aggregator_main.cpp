@@ -133,10 +133,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"first-answer", "predicted-finish", "all-answers"}));
   std::string admission_ahead = "off";
   app.add_option("--admission-ahead", admission_ahead,
-                 "just-in-time: admit the next batch's queries to be ready when the batch is "
-                 "expected to leave by the mean compute, so that their admission overlaps the "
-                 "ISNs' compute (on: more throughput), or by the aim's cut, after most batches' "
-                 "answers (off: less latency)")
+                 "just-in-time: admit the next batch's queries to be ready when the answers "
+                 "ahead could come back (at the 0.1 quantile of the slowest ISN's compute), so "
+                 "that their admission overlaps the ISNs' compute (on: more throughput), or for "
+                 "the aim's cut, after most batches' answers (off: less latency)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--admission-threads", o.admission_threads,

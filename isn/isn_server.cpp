@@ -173,7 +173,7 @@ void BatchLoop::run() {
       // An answer in flight needs this rank's progress: Open MPI's rendezvous for messages
       // above the eager limit moves only while both sides poll (measured: without it an answer
       // took ~1 ms longer to reach the aggregator).
-      pacer_.idle(now, due, !sends.empty());
+      pacer_.idle(now, due, !sends.empty(), !sends.empty());
   }
 }
 

@@ -51,6 +51,8 @@
 #                     cut only once every ISN has answered the batches ahead, as before
 #                     session 43, or at the first ISN's answer);
 #                     "_admitN" (--admission-threads N: a batch's queries resolved on N threads);
+#                     "_busysend" (--send-polling busy: the MPI threads poll without
+#                     yielding while their own sends are unfinished);
 #                     "_ahead" (--admission-ahead on: just in time, a batch's queries admitted
 #                     to be ready when the batch is expected to leave by the mean compute, not
 #                     at the aim's cut, after most batches' answers);
@@ -171,6 +173,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_sleephand* ]]; then  # merge and engine threads always sleep for work
     flags+=(--handoff sleep); v=${v/_sleephand/}
+  fi
+  if [[ $v == *_busysend* ]]; then  # MPI threads poll without yielding while their sends run
+    flags+=(--send-polling busy); v=${v/_busysend/}
   fi
   if [[ $v =~ _threads([0-9]+) ]]; then  # N engine threads per ISN (cluster.sh: cores / ISNs)
     flags+=(--threads "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}

@@ -36,8 +36,13 @@ ProgressPacer::ProgressPacer(ProgressOptions options) : options_(options) {
   if (options_.mode == ProgressMode::kAdaptive) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
-void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool hot) {
+void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool hot,
+                         bool sending) {
   ++idle_rounds_;
+  if (sending && options_.busy_while_sending && options_.mode != ProgressMode::kBackoff) {
+    ++busy_send_rounds_;
+    return;
+  }
   switch (options_.mode) {
     case ProgressMode::kSpin:
       ++hot_rounds_;
@@ -95,7 +100,9 @@ nlohmann::json ProgressPacer::stats() const {
           {"hot_rounds", hot_rounds_},
           {"sleeps", sleeps_},
           {"slept_seconds", double(slept_us_) / 1e6},
-          {"woken_early", woken_early_}};
+          {"woken_early", woken_early_},
+          {"send_polling", options_.busy_while_sending ? "busy" : "yield"},
+          {"busy_send_rounds", busy_send_rounds_}};
 }
 
 }  // namespace gpusearch::wire

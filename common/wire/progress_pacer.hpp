@@ -47,6 +47,11 @@ struct ProgressOptions {
   // thread) poll around the moments work is due (common/wire/handoff_wait.hpp); never in
   // backoff mode.
   bool hot_handoff = true;
+  // --send-polling busy: while the rank's own sends are unfinished, poll without yielding (not
+  // in backoff mode). Above Open MPI's shared-memory eager limit, and without a single-copy
+  // mechanism (CMA), a message moves only while its sender polls; a yield on a node whose cores
+  // are all taken by engines can leave the sender's MPI thread off a core for a scheduler slice.
+  bool busy_while_sending = false;
   bool handoff_hot() const { return hot_handoff && mode != ProgressMode::kBackoff; }
 };
 
@@ -63,8 +68,9 @@ class ProgressPacer {
   }
   // Nothing to do this round. `due_at`: when the caller next expects something (a message, a
   // batch cut, a scheduled arrival); Clock::time_point::max() if nothing. `hot`: the caller
-  // needs polling now (its own sends unfinished, a message overdue).
-  void idle(Clock::time_point now, Clock::time_point due_at, bool hot);
+  // needs polling now (its own sends unfinished, a message overdue). `sending`: its own sends
+  // are unfinished (with busy_while_sending the round returns at once, without a yield).
+  void idle(Clock::time_point now, Clock::time_point due_at, bool hot, bool sending = false);
   // From another thread: local work is ready; a sleeping idle() returns at once.
   void notify();
 
@@ -81,7 +87,8 @@ class ProgressPacer {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool notified_ = false;
-  std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0;
+  std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0,
+                busy_send_rounds_ = 0;
 };
 
 }  // namespace gpusearch::wire
