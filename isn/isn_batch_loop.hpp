@@ -189,6 +189,9 @@ class BatchLoop {
   std::unique_ptr<BatchPipeline> pipeline_;  // --scheduler with batches in flight, else null
 
   EngineCounters counters_;  // the engine thread's; `rejected` also the MPI thread's
+  // The engine thread's, reused per answer: each query's first hit, and the hits' external ids.
+  std::vector<std::size_t> answer_hit_at_;
+  std::vector<std::string_view> answer_ids_;
   // The engine thread's: ranker-cache commands applied, and loads they asked for that failed.
   std::uint64_t ranker_commands_applied_ = 0, ranker_command_load_failures_ = 0;
   std::vector<std::string> ranker_command_errors_;  // the first few

@@ -5,6 +5,9 @@
 #include <chrono>
 #include <thread>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include "common/metrics.hpp"
 #include "isn/isn_batch_loop.hpp"
 #include "isn/ranker/ranker_cache.hpp"
@@ -226,14 +229,33 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
   header.end_us = steady_us(t1);
   header.fallback_active = engine_.fallback_active();
   header.compute_us = std::uint64_t(double(micros(t1 - b.started)) * b.compute_share);
-  // The hits' external ids, asked for in two rounds first: the misses overlap, not queue.
-  for (int stage = 0; stage < 2; ++stage)
-    for (const ShardResult& r : b.results)
-      for (const auto* list : {&r.hits, &r.or_hits})
-        for (const RankedDoc& d : *list) shard_.prefetch_external_id(d.doc, stage);
+  // The hits' external ids, in packing order: a large batch's on oneTBB's threads (cache misses
+  // in the shard's id table, 0.5-0.9 ms a batch of 1,024 on this thread alone; session 45), each
+  // chunk of queries asking for its ids in two rounds first, so that the misses overlap.
+  const std::size_t n = b.results.size();
+  answer_hit_at_.assign(n + 1, 0);
+  for (std::size_t q = 0; q < n; ++q)
+    answer_hit_at_[q + 1] =
+        answer_hit_at_[q] + b.results[q].hits.size() + b.results[q].or_hits.size();
+  answer_ids_.resize(answer_hit_at_[n]);
+  const auto look_up = [&](std::size_t from, std::size_t to) {
+    for (int stage = 0; stage < 2; ++stage)
+      for (std::size_t q = from; q < to; ++q)
+        for (const auto* list : {&b.results[q].hits, &b.results[q].or_hits})
+          for (const RankedDoc& d : *list) shard_.prefetch_external_id(d.doc, stage);
+    for (std::size_t q = from; q < to; ++q) {
+      std::size_t h = answer_hit_at_[q];
+      for (const auto* list : {&b.results[q].hits, &b.results[q].or_hits})
+        for (const RankedDoc& d : *list) answer_ids_[h++] = shard_.external_id(d.doc);
+    }
+  };
+  if (n >= wire::kParallelPackQueries)
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 64),
+                      [&](const tbb::blocked_range<std::size_t>& r) { look_up(r.begin(), r.end()); });
+  else
+    look_up(0, n);
   auto message = std::make_shared<const OutgoingMessage>(
-      encode_results(
-          header, b.results, [&](DocId d) { return shard_.external_id(d); }, answer_segments_));
+      encode_results(header, b.results, answer_ids_, answer_segments_));
   // Pipelined batches overlap: their busy time is the pipeline's (stats), not this sum.
   if (!pipeline_) counters_.compute_us += header.compute_us;
   counters_.idle_us += header.idle_us;

@@ -64,9 +64,13 @@ def summarize(path):
         m = load(path)
     except (OSError, ValueError) as e:
         sys.exit(f"summarize-cycle: cannot read {path}: {e}")
-    if "timeline" not in m or len(m["timeline"].get("batches", [])) < 16:
+    keys = ("received", "start", "end", "encoded", "arrived")
+    # Batches every ISN answered (one that missed its deadline has no times).
+    b = [e for e in m.get("timeline", {}).get("batches", [])
+         if e.get("isn") and all(all(k in x for k in keys) for x in e["isn"])]
+    if len(b) < 16:
         return None
-    b = m["timeline"]["batches"][10:-3]
+    b = b[10:-3]
     pairs = list(zip(b, b[1:]))
     isns = range(len(b[0]["isn"]))
     c = st.mean(x["end"] - x["start"] for e in b for x in e["isn"])

@@ -128,9 +128,16 @@ class EncodedMessage {
 EncodedMessage encode_message(const QueryBatch& b);
 EncodedMessage encode_message(const ResultBatch& b);
 EncodedMessage encode_message(const Control& c);
-// The ISN's path: packs the engine's results straight from its ShardResults, looking up each
-// hit's external id; no intermediate ResultBatch. Sets the encoded_us timestamp at the end.
-// With a pool, the first segment comes from it and goes back when the message is destroyed.
+// The ISN's path: packs the engine's results straight from its ShardResults, with each hit's
+// external id (`ids`, in packing order: query by query, its AND/only hits before its OR hits);
+// no intermediate ResultBatch. Batches of kParallelPackQueries queries or more are packed on
+// oneTBB's threads. Sets the encoded_us timestamp at the end. With a pool, the first segment
+// comes from it and goes back when the message is destroyed.
+inline constexpr std::size_t kParallelPackQueries = 256;
+EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
+                              std::span<const std::string_view> ids,
+                              std::shared_ptr<SegmentPool> pool = nullptr);
+// The same, looking each hit's external id up with `external_id` (on this thread).
 EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
                               const std::function<std::string_view(DocId)>& external_id,
                               std::shared_ptr<SegmentPool> pool = nullptr);

@@ -237,6 +237,79 @@ TEST(Wire, EncodeResultsPacksEngineResultsWithTheirIds) {
   EXPECT_EQ(d.answers[2].result.counters.docs_scored, 40u);
 }
 
+// A batch large enough to be packed on oneTBB's threads (kParallelPackQueries): every column
+// decodes as packed, ids of every length (empty ones too) at their hits, and the Bool columns'
+// bits (shared by neighbouring queries) each query's own. The same answers through the
+// look-up form and through ResultBatch give the same bytes.
+TEST(Wire, LargeBatchesPackOnManyThreadsAsOnOne) {
+  std::mt19937 rng(5);
+  const std::size_t n = 3 * kParallelPackQueries + 17;
+  std::vector<ShardResult> results(n);
+  std::vector<std::string> names(5000);
+  for (std::size_t d = 0; d < names.size(); ++d) names[d] = std::string(d % 23, char('a' + d % 26));
+  ResultBatch batch;
+  batch.batch_id = 77;
+  batch.shard_id = 3;
+  std::vector<std::string_view> ids;
+  for (std::size_t q = 0; q < n; ++q) {
+    ShardResult& r = results[q];
+    for (int o = 0; o < 2; ++o) {
+      auto& list = o ? r.or_hits : r.hits;
+      const std::size_t hits = rng() % (o ? 4 : 12);
+      for (std::size_t i = 0; i < hits; ++i) {
+        const DocId doc = DocId(rng() % names.size());
+        list.push_back({double(rng() % 1000) / 7.0, std::uint32_t(rng()), 1, doc});
+      }
+    }
+    r.and_matches = rng() % 100;
+    r.partial = q % 3 == 0;
+    r.ranker_fallback = q % 5 == 1;
+    r.counters = {q, q + 1, q + 2, q + 3, q % 2};
+    ShardAnswer& a = batch.answers.emplace_back();
+    a.result = r;
+    for (const RankedDoc& d : r.hits) a.hit_ids.push_back(names[d.doc]);
+    for (const RankedDoc& d : r.or_hits) a.or_hit_ids.push_back(names[d.doc]);
+  }
+  for (const ShardResult& r : results)
+    for (const auto* list : {&r.hits, &r.or_hits})
+      for (const RankedDoc& d : *list) ids.push_back(names[d.doc]);
+  ResultHeader h = batch;
+  h.encoded_us = 0;
+  EncodedMessage m = encode_results(h, results, ids);
+  const ResultBatch d = decode_result_batch(as_bytes(m.flat()));
+  ASSERT_EQ(d.answers.size(), n);
+  for (std::size_t q = 0; q < n; ++q) {
+    const ShardAnswer& a = d.answers[q];
+    ASSERT_EQ(a.result.hits.size(), results[q].hits.size()) << q;
+    ASSERT_EQ(a.result.or_hits.size(), results[q].or_hits.size()) << q;
+    for (int o = 0; o < 2; ++o) {
+      const auto& got = o ? a.result.or_hits : a.result.hits;
+      const auto& want = o ? results[q].or_hits : results[q].hits;
+      const auto& got_ids = o ? a.or_hit_ids : a.hit_ids;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].score, want[i].score) << q;
+        EXPECT_EQ(got[i].rank, want[i].rank) << q;
+        EXPECT_EQ(got[i].doc, want[i].doc) << q;
+        EXPECT_EQ(got_ids[i], names[want[i].doc]) << q;
+      }
+    }
+    EXPECT_EQ(a.result.and_matches, results[q].and_matches) << q;
+    EXPECT_EQ(a.result.partial, results[q].partial) << q;
+    EXPECT_EQ(a.result.ranker_fallback, results[q].ranker_fallback) << q;
+    EXPECT_EQ(a.result.counters.docs_scored, q + 3) << q;
+    EXPECT_EQ(a.result.counters.early_terminations, q % 2) << q;
+  }
+  // The look-up form, and the whole-ResultBatch form (no encoded_us of its own): the same bytes.
+  const EncodedMessage by_lookup =
+      encode_results(h, results, [&](DocId doc) { return std::string_view(names[doc]); });
+  ResultBatch from_lookup = decode_result_batch(as_bytes(by_lookup.flat()));
+  batch.encoded_us = from_lookup.encoded_us;
+  EXPECT_EQ(encode_message(batch).flat(), by_lookup.flat());
+  // A count of ids that does not match the hits is refused.
+  ids.pop_back();
+  EXPECT_THROW(encode_results(h, results, ids), Error);
+}
+
 TEST(Wire, MessagesGoOutInPlaceAsOneContiguousPiece) {
   // The usual case: one segment, the table in the word before it, one piece for MPI.
   const EncodedMessage m = encode_message(sample_batch());
