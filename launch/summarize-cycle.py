@@ -59,7 +59,7 @@ def isn_view(m, key):
     return med(p50s) if p50s else float("nan")
 
 
-def summarize(path):
+def summarize(path, several):
     try:
         m = load(path)
     except (OSError, ValueError) as e:
@@ -76,7 +76,8 @@ def summarize(path):
     c = st.mean(x["end"] - x["start"] for e in b for x in e["isn"])
     crit = st.mean(max(x["end"] for x in e["isn"]) - min(x["start"] for x in e["isn"]) for e in b)
     return {
-        "run": os.path.basename(path).replace(".json.gz", "").replace(".json", ""),
+        "run": (path if several else os.path.basename(path)).replace(".json.gz", "").replace(
+            ".json", ""),
         "q/s": m.get("queries_per_second", float("nan")),
         "cycle": (b[-1]["cut"] - b[0]["cut"]) / (len(b) - 1),
         "c": c,
@@ -97,7 +98,9 @@ def main():
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0 if len(sys.argv) > 1 else 2)
-    rows = [r for r in (summarize(p) for p in files(sys.argv[1:])) if r]
+    # Several inputs: each run named by its path, so that runs of the same name stay apart.
+    several = len(sys.argv) > 2
+    rows = [r for r in (summarize(p, several) for p in files(sys.argv[1:])) if r]
     if not rows:
         sys.exit("summarize-cycle: no metrics file with a timeline of 16 batches or more")
     cols = ["q/s", "cycle", "c", "skew", "idle", "enc", "back", "cut>1st", "post", "to-isn",
