@@ -251,8 +251,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
           next_cut = options.cut_on == JustInTimeCut::kFirstAnswer
                          ? now
                          : std::min(next_cut, landing_at_mean);
-        // The admission aims at the cut expected by the mean compute (--admission-ahead), not
-        // at the aim's, which comes later than the answers in most batches.
+        // --admission-ahead: the queries are due by the earliest the cut can fire (the answers'
+        // early return, LatencyModel::expected_cut), not by the aim's cut, which comes later than
+        // the answers in most batches.
         admission_target = next_cut;
         if (options.admission_ahead)
           admission_target = std::min(

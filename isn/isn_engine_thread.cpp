@@ -7,6 +7,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "common/metrics.hpp"
 #include "isn/isn_batch_loop.hpp"
@@ -250,8 +251,13 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
     }
   };
   if (n >= wire::kParallelPackQueries)
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 64),
-                      [&](const tbb::blocked_range<std::size_t>& r) { look_up(r.begin(), r.end()); });
+    // Isolated: while it waits, this thread takes only these chunks, not a query of a batch
+    // the scheduler's pipeline runs meanwhile.
+    tbb::this_task_arena::isolate([&] {
+      tbb::parallel_for(
+          tbb::blocked_range<std::size_t>(0, n, 64),
+          [&](const tbb::blocked_range<std::size_t>& r) { look_up(r.begin(), r.end()); });
+    });
   else
     look_up(0, n);
   auto message = std::make_shared<const OutgoingMessage>(

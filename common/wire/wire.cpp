@@ -10,6 +10,7 @@
 #include <capnp/message.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 #include <capnp/serialize.h>
 #include <fmt/format.h>
 #include <kj/exception.h>
@@ -243,8 +244,12 @@ void pack_answers(s::ResultBatch::Builder root, std::size_t n, AnswerAt&& answer
     }
   };
   if (n >= kParallelPackQueries)
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 64),
-                      [&](const tbb::blocked_range<std::size_t>& r) { pack(r.begin(), r.end()); });
+    // Isolated: the caller, while it waits, takes only these chunks (not another batch's work).
+    tbb::this_task_arena::isolate([&] {
+      tbb::parallel_for(
+          tbb::blocked_range<std::size_t>(0, n, 64),
+          [&](const tbb::blocked_range<std::size_t>& r) { pack(r.begin(), r.end()); });
+    });
   else
     pack(0, n);
   for (std::size_t q = 0; q < n; ++q) {
