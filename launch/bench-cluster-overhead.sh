@@ -51,8 +51,9 @@
 #                     cut only once every ISN has answered the batches ahead, as before
 #                     session 43, or at the first ISN's answer);
 #                     "_admitN" (--admission-threads N: a batch's queries resolved on N threads);
-#                     "_busysend" (--send-polling busy: the MPI threads poll without
-#                     yielding while their own sends are unfinished);
+#                     "_busysend" and "_busyhot" (--busy-poll sending or hot: the MPI
+#                     threads poll without yielding while their own sends are unfinished, or
+#                     in every hot round);
 #                     "_ahead" (--admission-ahead on: just in time, a batch's queries admitted
 #                     to be ready when the batch is expected to leave by the mean compute, not
 #                     at the aim's cut, after most batches' answers);
@@ -175,7 +176,10 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
     flags+=(--handoff sleep); v=${v/_sleephand/}
   fi
   if [[ $v == *_busysend* ]]; then  # MPI threads poll without yielding while their sends run
-    flags+=(--send-polling busy); v=${v/_busysend/}
+    flags+=(--busy-poll sending); v=${v/_busysend/}
+  fi
+  if [[ $v == *_busyhot* ]]; then  # MPI threads poll without yielding whenever hot
+    flags+=(--busy-poll hot); v=${v/_busyhot/}
   fi
   if [[ $v =~ _threads([0-9]+) ]]; then  # N engine threads per ISN (cluster.sh: cores / ISNs)
     flags+=(--threads "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}

@@ -1,5 +1,5 @@
 // The MPI progress flags the aggregator and the ISN share (--progress, --spin-us, --hot-poll-us,
-// --max-sleep-us, --handoff, --send-polling), defined once so that both programs document and parse them alike. Header
+// --max-sleep-us, --handoff, --busy-poll), defined once so that both programs document and parse them alike. Header
 // only: used by the command-line mains, which link CLI11.
 #pragma once
 
@@ -36,13 +36,14 @@ inline void add_progress_flags(CLI::App& app, std::string& mode_name, ProgressOp
       ->check(CLI::IsMember({"hot", "sleep"}))
       ->default_str("hot");
   app.add_option_function<std::string>(
-         "--send-polling",
-         [&pacing](const std::string& s) { pacing.busy_while_sending = s == "busy"; },
-         "while this rank's own sends are unfinished: yield between polling rounds, or poll "
-         "without yielding (busy; a large message without Open MPI's single-copy transport "
-         "moves only while its sender polls)")
-      ->check(CLI::IsMember({"yield", "busy"}))
-      ->default_str("yield");
+         "--busy-poll",
+         [&pacing](const std::string& s) { pacing.busy_poll = parse_busy_poll(s); },
+         "which polling rounds skip the yield: off, sending (while this rank's own sends are "
+         "unfinished: a large message without Open MPI's single-copy transport moves only while "
+         "its sender polls) or hot (every hot round: a waiting message is picked up on a busy "
+         "node without waiting for a core)")
+      ->check(CLI::IsMember({"off", "sending", "hot"}))
+      ->default_str("off");
 }
 
 // Ends an MPI main whose flags did not parse: --help (CLI11's exit code 0) finalizes and

@@ -36,12 +36,36 @@ ProgressPacer::ProgressPacer(ProgressOptions options) : options_(options) {
   if (options_.mode == ProgressMode::kAdaptive) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
+BusyPoll parse_busy_poll(std::string_view name) {
+  if (name == "off") return BusyPoll::kOff;
+  if (name == "sending") return BusyPoll::kSending;
+  if (name == "hot") return BusyPoll::kHot;
+  throw Error("--busy-poll: unknown value '" + std::string(name) + "' (off, sending or hot)");
+}
+
+std::string_view to_string(BusyPoll b) {
+  switch (b) {
+    case BusyPoll::kOff:
+      return "off";
+    case BusyPoll::kSending:
+      return "sending";
+    case BusyPoll::kHot:
+      return "hot";
+  }
+  return "?";
+}
+
 void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool hot,
                          bool sending) {
   ++idle_rounds_;
-  if (sending && options_.busy_while_sending && options_.mode != ProgressMode::kBackoff) {
-    ++busy_send_rounds_;
-    return;
+  if (options_.mode != ProgressMode::kBackoff && options_.busy_poll != BusyPoll::kOff) {
+    const auto spin = std::chrono::microseconds(options_.spin_us);
+    const bool hot_round = options_.mode == ProgressMode::kSpin || hot ||
+                           now - last_activity_ < spin || due_at <= now + spin;
+    if (sending || (options_.busy_poll == BusyPoll::kHot && hot_round)) {
+      ++busy_rounds_;
+      return;
+    }
   }
   switch (options_.mode) {
     case ProgressMode::kSpin:
@@ -101,8 +125,8 @@ nlohmann::json ProgressPacer::stats() const {
           {"sleeps", sleeps_},
           {"slept_seconds", double(slept_us_) / 1e6},
           {"woken_early", woken_early_},
-          {"send_polling", options_.busy_while_sending ? "busy" : "yield"},
-          {"busy_send_rounds", busy_send_rounds_}};
+          {"busy_poll", std::string(to_string(options_.busy_poll))},
+          {"busy_rounds", busy_rounds_}};
 }
 
 }  // namespace gpusearch::wire

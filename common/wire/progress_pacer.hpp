@@ -34,6 +34,9 @@
 namespace gpusearch::wire {
 
 enum class ProgressMode { kAdaptive, kSpin, kBackoff };
+enum class BusyPoll { kOff, kSending, kHot };
+BusyPoll parse_busy_poll(std::string_view name);  // throws Error on an unknown name
+std::string_view to_string(BusyPoll b);
 ProgressMode parse_progress_mode(std::string_view name);  // throws Error on an unknown name
 std::string_view to_string(ProgressMode m);
 
@@ -47,11 +50,14 @@ struct ProgressOptions {
   // thread) poll around the moments work is due (common/wire/handoff_wait.hpp); never in
   // backoff mode.
   bool hot_handoff = true;
-  // --send-polling busy: while the rank's own sends are unfinished, poll without yielding (not
-  // in backoff mode). Above Open MPI's shared-memory eager limit, and without a single-copy
-  // mechanism (CMA), a message moves only while its sender polls; a yield on a node whose cores
-  // are all taken by engines can leave the sender's MPI thread off a core for a scheduler slice.
-  bool busy_while_sending = false;
+  // --busy-poll: which polling rounds skip the yield (not in backoff mode). A yield on a node
+  // whose cores the engines take can leave the MPI thread off a core for a scheduler slice: four
+  // ISNs' answers took about 1 ms from encoded to received on the H200 host, one ISN's 0.13 ms
+  // (session 45), where the aggregator's loop managed 5x fewer rounds a hot second. kSending:
+  // while the rank's own sends are unfinished (above Open MPI's shared-memory eager limit and
+  // without its single-copy transport, a message moves only while its sender polls); kHot: every
+  // hot round (the aggregator expecting answers, an ISN its next batch, and kSending's).
+  BusyPoll busy_poll = BusyPoll::kOff;
   bool handoff_hot() const { return hot_handoff && mode != ProgressMode::kBackoff; }
 };
 
@@ -69,7 +75,7 @@ class ProgressPacer {
   // Nothing to do this round. `due_at`: when the caller next expects something (a message, a
   // batch cut, a scheduled arrival); Clock::time_point::max() if nothing. `hot`: the caller
   // needs polling now (its own sends unfinished, a message overdue). `sending`: its own sends
-  // are unfinished (with busy_while_sending the round returns at once, without a yield).
+  // are unfinished (with --busy-poll sending or hot the round returns at once, without a yield).
   void idle(Clock::time_point now, Clock::time_point due_at, bool hot, bool sending = false);
   // From another thread: local work is ready; a sleeping idle() returns at once.
   void notify();
@@ -88,7 +94,7 @@ class ProgressPacer {
   std::condition_variable cv_;
   bool notified_ = false;
   std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0,
-                busy_send_rounds_ = 0;
+                busy_rounds_ = 0;
 };
 
 }  // namespace gpusearch::wire

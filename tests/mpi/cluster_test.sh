@@ -20,7 +20,7 @@
 #                                          --admission-cut-on first-answer queues batches at it,
 #                                          predicted-finish and all-answers do not; all exact;
 #                                          --admission-threads 3 exact; --admission-ahead on
-#                                          (with --send-polling busy) exact with both cuts
+#                                          (with --busy-poll hot, sending) exact with both cuts
 #   cluster_test.sh BUILD_DIR scheduler    --scheduler queues and lbd (the reference engine as the
 #                                          second processor): every answer exact, jobs counted
 #   cluster_test.sh BUILD_DIR badflags     unknown --scheduler, --gpus-per-isn 0, unknown
@@ -612,19 +612,23 @@ PY
     # The admission ahead (queries ready when the batch is expected to leave), with each cut:
     # exact, reported, and the spread of the two ISNs' answers measured (ISN 2 is ~30 ms slower).
     for c in first-answer predicted-finish; do
+      busy=sending; [ "$c" = first-answer ] && busy=hot
       cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
         --run "$tmp/run-ahead-$c.txt" --metrics "$tmp/m-ahead-$c.json" --batch-size 6 \
         --coalesce-batches 1 --admission-cut-on "$c" --admission-ahead on --inject-compute-ms 30 \
-        --inject-compute-rank 2 --send-polling busy > "$tmp/out-ahead-$c.txt" 2>&1 ||
+        --inject-compute-rank 2 --busy-poll "$busy" > "$tmp/out-ahead-$c.txt" 2>&1 ||
         { cat "$tmp/out-ahead-$c.txt"; fail "--admission-ahead on, $c: exit $?"; }
       "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-ahead-$c.txt" ||
         fail "--admission-ahead on, $c differs from the reference"
       metric "$tmp/m-ahead-$c.json" 'm["admission"]["ahead"] and m["admission"]["answer_spread_us"] > 10000' |
         grep -qx True || fail "--admission-ahead on, $c: the metrics say $(metric "$tmp/m-ahead-$c.json" 'm["admission"]')"
     done
-    # --send-polling busy reaches both programs' pacers.
-    metric "$tmp/m-ahead-predicted-finish.json" 'm["progress"]["send_polling"] == "busy" and all(i["stats"]["progress"]["send_polling"] == "busy" for i in m["isn"])' |
-      grep -qx True || fail "--send-polling busy not in the pacers' stats"
+    # --busy-poll reaches both programs' pacers.
+    for c in first-answer predicted-finish; do
+      busy=sending; [ "$c" = first-answer ] && busy=hot
+      metric "$tmp/m-ahead-$c.json" "m['progress']['busy_poll'] == '$busy' and all(i['stats']['progress']['busy_poll'] == '$busy' for i in m['isn'])" |
+        grep -qx True || fail "--busy-poll $busy not in the pacers' stats"
+    done
     # Each ISN times every answer's way out: encoded -> posted -> sent.
     metric "$tmp/m-ahead-predicted-finish.json" 'all(i["stats"]["answer_post_us"]["count"] == i["stats"]["batches"] > 0 and i["stats"]["answer_send_us"]["count"] == i["stats"]["batches"] and 0 <= i["stats"]["answer_post_us"]["p50"] <= i["stats"]["answer_post_us"]["max"] for i in m["isn"])' |
       grep -qx True || fail "the ISNs' answer_post_us and answer_send_us: $(metric "$tmp/m-ahead-predicted-finish.json" '[(i["stats"]["batches"], i["stats"].get("answer_post_us"), i["stats"].get("answer_send_us")) for i in m["isn"]]')"

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
 #include "common/wire/progress_pacer.hpp"
 
 namespace gpusearch::wire {
@@ -25,37 +26,62 @@ TEST(ProgressPacer, AdaptiveSleepsWhenNothingIsDue) {
   const nlohmann::json s = pacer.stats();
   EXPECT_EQ(s["sleeps"], 1);
   EXPECT_EQ(s["hot_rounds"], 0);
-  EXPECT_EQ(s["busy_send_rounds"], 0);
-  EXPECT_EQ(s["send_polling"], "yield");
+  EXPECT_EQ(s["busy_rounds"], 0);
+  EXPECT_EQ(s["busy_poll"], "off");
 }
 
-// Its own sends unfinished: hot (a yield, no sleep) by default; with --send-polling busy the
-// round returns at once and is counted as a busy send round, not a hot one. Backoff ignores it.
-TEST(ProgressPacer, BusySendPollingSkipsTheYieldOnlyWhileSending) {
-  for (const bool busy : {false, true}) {
+// Its own sends unfinished: hot (a yield, no sleep) by default; with --busy-poll sending the
+// round returns at once and counts as a busy round, not a hot one; not sending, as before.
+// Backoff ignores it.
+TEST(ProgressPacer, BusyPollSendingSkipsTheYieldOnlyWhileSending) {
+  for (const BusyPoll busy : {BusyPoll::kOff, BusyPoll::kSending}) {
+    const bool on = busy == BusyPoll::kSending;
     ProgressOptions o;
-    o.busy_while_sending = busy;
+    o.busy_poll = busy;
     ProgressPacer pacer(o);
     pacer.activity(Clock::now() - std::chrono::seconds(1));
     for (int i = 0; i < 100; ++i)
       pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ true, /*sending*/ true);
     const nlohmann::json s = pacer.stats();
-    EXPECT_EQ(s["sleeps"], 0) << busy;
-    EXPECT_EQ(s["busy_send_rounds"], busy ? 100 : 0);
-    EXPECT_EQ(s["hot_rounds"], busy ? 0 : 100);
-    EXPECT_EQ(s["send_polling"], busy ? "busy" : "yield");
-    // Not sending: the same as without the option (hot here: a yield).
+    EXPECT_EQ(s["sleeps"], 0) << on;
+    EXPECT_EQ(s["busy_rounds"], on ? 100 : 0);
+    EXPECT_EQ(s["hot_rounds"], on ? 0 : 100);
+    EXPECT_EQ(s["busy_poll"], on ? "sending" : "off");
+    // Hot but not sending: a yield, as without the option.
     pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ true, /*sending*/ false);
-    EXPECT_EQ(pacer.stats()["hot_rounds"], busy ? 1 : 101);
+    EXPECT_EQ(pacer.stats()["hot_rounds"], on ? 1 : 101);
   }
   ProgressOptions o;
   o.mode = ProgressMode::kBackoff;
-  o.busy_while_sending = true;
+  o.busy_poll = BusyPoll::kHot;
   o.backoff_first_us = 10;
   ProgressPacer pacer(o);
   pacer.idle(Clock::now(), Clock::time_point::max(), true, true);
-  EXPECT_EQ(pacer.stats()["busy_send_rounds"], 0);
+  EXPECT_EQ(pacer.stats()["busy_rounds"], 0);
   EXPECT_EQ(pacer.stats()["sleeps"], 1);
+}
+
+// --busy-poll hot: every hot round (hot, recent activity, or something due within spin_us)
+// skips the yield; a round that is not hot still sleeps.
+TEST(ProgressPacer, BusyPollHotSkipsTheYieldInEveryHotRoundOnly) {
+  ProgressOptions o;
+  o.busy_poll = BusyPoll::kHot;
+  o.max_sleep_us = 1000;
+  ProgressPacer pacer(o);
+  const auto now = Clock::now();
+  pacer.activity(now - std::chrono::seconds(1));
+  pacer.idle(now, Clock::time_point::max(), /*hot*/ true);                      // hot
+  pacer.idle(now, now + std::chrono::microseconds(50), /*hot*/ false);          // due soon
+  pacer.activity(Clock::now());
+  pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ false);            // just active
+  EXPECT_EQ(pacer.stats()["busy_rounds"], 3);
+  EXPECT_EQ(pacer.stats()["hot_rounds"], 0);
+  pacer.activity(Clock::now() - std::chrono::seconds(1));
+  pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ false);            // cold: sleeps
+  EXPECT_EQ(pacer.stats()["busy_rounds"], 3);
+  EXPECT_EQ(pacer.stats()["sleeps"], 1);
+  EXPECT_EQ(parse_busy_poll("hot"), BusyPoll::kHot);
+  EXPECT_THROW(parse_busy_poll("always"), Error);
 }
 
 }  // namespace
