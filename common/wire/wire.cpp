@@ -416,20 +416,30 @@ QueryBatch decode_query_batch(std::span<const std::byte> bytes) {
   });
 }
 
-EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
+// A result batch's message: the header, then the answers packed (pack_answers), in one segment
+// sized by the ids' exact bytes (it is zeroed, so an over-estimate costs); `stamp_encoded` sets
+// encoded_us once they are packed (the ISN's path).
+template <typename AnswerAt>
+EncodedMessage result_message(const ResultHeader& header, std::size_t n, AnswerAt&& answer,
                               std::span<const std::string_view> ids,
-                              std::shared_ptr<SegmentPool> pool) {
+                              std::shared_ptr<SegmentPool> pool, bool stamp_encoded) {
   std::size_t id_bytes = 0;
   for (const std::string_view id : ids) id_bytes += id.size();
-  // The ids' exact size sizes the first segment (which is zeroed, so an over-estimate costs).
-  auto m = new_message(result_words(results.size(), ids.size(), id_bytes + header.error.size()),
+  auto m = new_message(result_words(n, ids.size(), id_bytes + header.error.size()),
                        std::move(pool));
   auto root = m->builder.initRoot<s::ResultBatch>();
   set_header(root, header);
-  pack_answers(
-      root, results.size(), [&](std::size_t q) -> const ShardResult& { return results[q]; }, ids);
-  root.setEncodedUs(steady_us());
+  pack_answers(root, n, answer, ids);
+  if (stamp_encoded) root.setEncodedUs(steady_us());
   return EncodedMessage(std::move(m));
+}
+
+EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
+                              std::span<const std::string_view> ids,
+                              std::shared_ptr<SegmentPool> pool) {
+  return result_message(
+      header, results.size(), [&](std::size_t q) -> const ShardResult& { return results[q]; },
+      ids, std::move(pool), /*stamp_encoded*/ true);
 }
 
 EncodedMessage encode_results(const ResultHeader& header, std::span<const ShardResult> results,
@@ -453,15 +463,10 @@ EncodedMessage encode_message(const ResultBatch& b) {
       for (std::size_t i = 0; i < list->size(); ++i)
         ids.push_back(i < names->size() ? std::string_view((*names)[i]) : std::string_view());
   }
-  std::size_t id_bytes = 0;
-  for (const std::string_view id : ids) id_bytes += id.size();
-  auto m = new_message(result_words(b.answers.size(), ids.size(), id_bytes + b.error.size()));
-  auto root = m->builder.initRoot<s::ResultBatch>();
-  set_header(root, b);
-  pack_answers(
-      root, b.answers.size(),
-      [&](std::size_t q) -> const ShardResult& { return b.answers[q].result; }, ids);
-  return EncodedMessage(std::move(m));
+  return result_message(
+      b, b.answers.size(),
+      [&](std::size_t q) -> const ShardResult& { return b.answers[q].result; }, ids, nullptr,
+      /*stamp_encoded*/ false);
 }
 
 ResultHeader decode_result_header(std::span<const std::byte> bytes) {
