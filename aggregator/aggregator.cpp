@@ -192,6 +192,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // Where the aggregator's CPU goes during the run (the metrics' cpu_seconds).
   const double process_cpu_at_run = metrics::process_cpu_seconds();
   const double main_cpu_at_run = metrics::thread_cpu_seconds();
+  const double main_run_delay_at_run = metrics::thread_run_delay_seconds();
   ThreadPlacement merge_placement;  // with the front end's event loop (--rpc-thread CPU)
   if (!options.front_end.listen.empty()) merge_placement.cpu = options.front_end.loop_thread.cpu;
   // Closed-loop replay admits a batch's queries when it is time to cut it (just in time), unless
@@ -476,6 +477,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     outcome.metrics["cpu_seconds"] = {
         {"process", process},
         {"main_thread", main_thread},  // admission, batching and MPI progress
+        // ... and its time runnable without a core (a late receive that was not its own work)
+        {"main_thread_run_delay", metrics::thread_run_delay_seconds() - main_run_delay_at_run},
         {"merge_thread", merge_thread},
         {"other_threads", std::max(0.0, process - main_thread - merge_thread)},
         {"run_seconds", run_seconds}};

@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1), std::size_t(1024)));
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
+  std::size_t shm_eager_bytes = wire::kDefaultShmEagerBytes;  // took effect before MPI_Init
+  wire::add_shm_eager_flag(app, shm_eager_bytes);
   auto* timeline_opt = app.add_option(
       "--timeline-batches", o.timeline_batches,
       "batches recorded in the metrics' timeline (default 100000; 1000 with --listen)");
@@ -189,6 +191,8 @@ int main(int argc, char** argv) {
       "--abort-marker", abort_marker,
       "file written just before the job is aborted for a stuck ISN (cluster.sh watches it)");
   app.allow_extras();  // ISN-only flags passed through by launch/cluster.sh are ignored
+  // Before MPI_Init, which reads Open MPI's parameters from the environment.
+  wire::prefer_eager_shared_memory(wire::shm_eager_bytes_in(argc, argv));
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/wire/shared_memory_eager.hpp"
+
 namespace gpusearch {
 
 using Clock = AggregatorClock;
@@ -197,7 +199,9 @@ nlohmann::json InFlightBatches::wire_json(bool term_ids) const {
           {"bytes_sent", bytes_sent_},
           {"bytes_received", bytes_received_},
           {"ranker_cache_commands", control_messages_},
-          {"ranker_cache_command_bytes", control_bytes_}};
+          {"ranker_cache_command_bytes", control_bytes_},
+          // Open MPI's shared-memory eager limit and the rest (--shm-eager-bytes)
+          {"shared_memory", wire::shared_memory_transport_json()}};
 }
 
 }  // namespace gpusearch

@@ -175,6 +175,13 @@ double process_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+double thread_run_delay_seconds() {
+  std::ifstream in("/proc/thread-self/schedstat");
+  std::uint64_t on_cpu_ns = 0, waiting_ns = 0;
+  if (!(in >> on_cpu_ns >> waiting_ns)) return 0;
+  return 1e-9 * double(waiting_ns);
+}
+
 std::uint64_t peak_rss_bytes() { return status_field_kib("VmHWM") * 1024; }
 std::uint64_t current_rss_bytes() { return status_field_kib("VmRSS") * 1024; }
 

@@ -101,6 +101,11 @@ class Stopwatch {
 double thread_cpu_seconds();
 double thread_cpu_seconds(unsigned long pthread_handle);
 double process_cpu_seconds();
+// Time the calling thread has spent runnable but waiting for a CPU (the scheduler's run delay,
+// /proc/thread-self/schedstat), in seconds; 0 where the kernel does not report it. Against the
+// thread's CPU time it says whether a late reaction was the thread's own work or a core it could
+// not get (issue 16: the MPI threads on a node whose cores the engines take).
+double thread_run_delay_seconds();
 
 // Peak resident memory of this process (VmHWM), in bytes; 0 if unknown.
 std::uint64_t peak_rss_bytes();

@@ -156,7 +156,7 @@ class BatchLoop {
   ProgressPacer pacer_;
   // Where the ISN's CPU goes from run()'s start (stats' cpu_seconds): the process, this (MPI)
   // thread, and the engine thread (its native handle, read while it runs).
-  double process_cpu_at_run_ = 0, mpi_cpu_at_run_ = 0;
+  double process_cpu_at_run_ = 0, mpi_cpu_at_run_ = 0, mpi_run_delay_at_run_ = 0;
   Clock::time_point run_started_;
   unsigned long engine_thread_handle_ = 0;
   // The engine thread's (read by stats() once it idles): the process's CPU seconds during its

@@ -158,6 +158,16 @@ int main(int argc, char** argv) {
                  "test: only this rank's compute is padded by --inject-compute-ms (-1: all)");
   std::string progress = "adaptive";
   wire::add_progress_flags(app, progress, o.pacing);
+  std::size_t shm_eager_bytes = wire::kDefaultShmEagerBytes;  // took effect before MPI_Init
+  wire::add_shm_eager_flag(app, shm_eager_bytes);
+  // launch/cluster.sh passes the same flags to every rank: this one sets the ISNs' alone (four
+  // ISNs' MPI threads polling without a yield take four of the engines' cores; the aggregator's
+  // one thread takes one).
+  app.add_option_function<std::string>(
+         "--isn-busy-poll",
+         [&o](const std::string& s) { o.pacing.busy_poll = wire::parse_busy_poll(s); },
+         "the ISNs' --busy-poll, whatever the aggregator's (default: --busy-poll's value)")
+      ->check(CLI::IsMember({"off", "sending", "hot"}));
   // Two-stage ranking (issue 12): the store this ISN ranks with and its ranker cache. The
   // aggregator assigns rankers (--ranker, --ranker-mix) and candidates; they come with the batch.
   double ranker_cache_mb = 0;
@@ -203,6 +213,8 @@ int main(int argc, char** argv) {
                  "i); a CPU list (0-7,16-23): the node's ISNs split that list the same way")
       ->capture_default_str();  // checked at start-up: a bad value is the hello's error
   app.allow_extras();  // aggregator-only flags passed through by launch/cluster.sh are ignored
+  // Before MPI_Init, which reads Open MPI's parameters from the environment.
+  wire::prefer_eager_shared_memory(wire::shm_eager_bytes_in(argc, argv));
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -9,6 +9,7 @@
 
 #include "common/progress.hpp"
 #include "common/thread_placement.hpp"
+#include "common/wire/shared_memory_eager.hpp"
 #include "common/wire/wire.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/isn_batch_loop.hpp"
@@ -96,6 +97,7 @@ void BatchLoop::run() {
   run_started_ = Clock::now();
   process_cpu_at_run_ = metrics::process_cpu_seconds();
   mpi_cpu_at_run_ = metrics::thread_cpu_seconds();
+  mpi_run_delay_at_run_ = metrics::thread_run_delay_seconds();
   std::thread engine_thread([this] { engine_thread_main(); });
   engine_thread_handle_ = static_cast<unsigned long>(engine_thread.native_handle());
   // The engine thread must end before the objects it uses, whatever happens below.
@@ -187,6 +189,8 @@ nlohmann::json BatchLoop::cpu_seconds() const {
       engine_thread_handle_ ? metrics::thread_cpu_seconds(engine_thread_handle_) : 0.0;
   return {{"process", process},
           {"mpi_thread", mpi},
+          // its time runnable without a core (a late send or receive that was not its own work)
+          {"mpi_thread_run_delay", metrics::thread_run_delay_seconds() - mpi_run_delay_at_run_},
           {"engine_thread", engine},  // with its share of a batch's queries (oneTBB's caller)
           // oneTBB's workers, and MPI's and the second stage's threads
           {"other_threads", std::max(0.0, process - mpi - engine)},
@@ -213,6 +217,7 @@ nlohmann::json BatchLoop::stats() const {
                    {"answer_send_us", brief(answer_send_us_)},
                    {"answer_bytes", c.answer_bytes},
                    {"answer_segments_reused", answer_segments_->reused()},
+                   {"shared_memory", wire::shared_memory_transport_json()},
                    {"unknown_terms", c.unknown_terms},
                    {"rejected_messages", c.rejected},
                    {"failed_batches", c.failed_batches},

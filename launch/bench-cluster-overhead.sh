@@ -21,9 +21,7 @@
 #                     thresholds) and "_spare" ((cores - N) / N engine threads per ISN, leaving
 #                     each ISN's MPI progress thread a core; e.g. adaptive_spare_noshare) and
 #                     "_hotN" (adaptive polls every N us while hot: --hot-poll-us N; the
-#                     default 0 yields and polls) and "_eager"
-#                     (OMPI_MCA_btl_vader_eager_limit=32768: answers up to 32 KiB go eagerly)
-#                     and "_window" (--admission window: queries admitted a window ahead, batches
+#                     default 0 yields and polls) and "_window" (--admission window: queries admitted a window ahead, batches
 #                     queued at the ISNs, instead of the just-in-time default), "_lagN" and
 #                     "_leadN" (just in time, --admission-lag N/10 or -N/10 instead of 0);
 #                     "_pin" (--pin-cores auto: each ISN's threads on its own slice of
@@ -57,6 +55,12 @@
 #                     "_ahead" (--admission-ahead on: just in time, a batch's queries admitted
 #                     to be ready when the batch is expected to leave by the mean compute, not
 #                     at the aim's cut, after most batches' answers);
+#                     "_aggbusy" (--busy-poll hot --isn-busy-poll off: the aggregator's MPI
+#                     thread alone polls without a yield while hot);
+#                     "_eagerN" (--shm-eager-bytes N: Open MPI's shared-memory eager limit;
+#                     _eager0 keeps Open MPI's own 4 KiB, the programs' setting before session
+#                     46, under which an answer waits for its ISN's MPI progress without CMA;
+#                     _eager32768 is session 29's "_eager", which set the environment);
 #                     default "before adaptive"
 #   --engine          the ISNs' and the in-process engine (default cpu; gpu where built)
 #   --docs, --seed    the synthetic index built into OUT/index (default 200000, 7); --index
@@ -159,8 +163,8 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
     [ -n "$before" ] || { echo "bench-cluster-overhead: variant $v needs --before" >&2; exit 2; }
     dir=$before; v=${v/_old/}
   fi
-  if [[ $v == *_eager* ]]; then  # answers up to 32 KiB sent eagerly over shared memory
-    envs=(OMPI_MCA_btl_vader_eager_limit=32768); v=${v/_eager/}
+  if [[ $v =~ _eager([0-9]+) ]]; then  # the shared-memory eager limit (0: Open MPI's own)
+    flags+=(--shm-eager-bytes "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v == *_spare* ]]; then
     local t=$(( ($(nproc) - n) / n )); [ "$t" -ge 1 ] || t=1
@@ -177,6 +181,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_busysend* ]]; then  # MPI threads poll without yielding while their sends run
     flags+=(--busy-poll sending); v=${v/_busysend/}
+  fi
+  if [[ $v == *_aggbusy* ]]; then  # the aggregator's MPI thread polls without yielding when hot
+    flags+=(--busy-poll hot --isn-busy-poll off); v=${v/_aggbusy/}
   fi
   if [[ $v == *_busyhot* ]]; then  # MPI threads poll without yielding whenever hot
     flags+=(--busy-poll hot); v=${v/_busyhot/}

@@ -96,6 +96,9 @@ fi
 # 4.1.4) was seen to crash or hang in its own teardown after an abort, so it is killed if it has
 # not ended 10 s later, with exit code 3.
 marker=$(mktemp -u "${TMPDIR:-/tmp}/gpusearch-abort-XXXXXX")
+# Every rank writes it too before it aborts for a bad flag (mpirun --enable-recovery exits 0).
+export GPUSEARCH_ABORT_MARKER=$marker
+mpi+=(-x GPUSEARCH_ABORT_MARKER)
 agg_args=(--index "$index" --mode "$mode" --k "$k" --run "$run" --abort-marker "$marker")
 if [ -n "$listen" ]; then
   token_file=${token_file:-$run.token}

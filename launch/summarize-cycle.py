@@ -24,6 +24,12 @@ the ISNs' p50s, us):
 A `back` far above isn-post + isn-send points at the aggregator's receive loop; a large
 isn-post at the ISN's MPI thread waking late (its core taken by other ISNs' workers); a large
 isn-send at the transfer itself (Open MPI's rendezvous above the eager limit).
+And, where the metrics have them (session 46 on), why an MPI thread polled late, in ms per batch
+over the whole run:
+  a-delay   the aggregator's main thread runnable without a core (its run delay)
+  a-yield   ... in yields that came back 200 us or more after they began
+  a-round   ... in its own rounds of 200 us or more between polls (admission, broadcast)
+  i-delay   an ISN's MPI thread runnable without a core (the mean over ISNs)
 Timestamps from the ISNs are mapped onto the aggregator's clock with offsets measured at start.
 """
 import glob
@@ -59,6 +65,24 @@ def isn_view(m, key):
     return med(p50s) if p50s else float("nan")
 
 
+def per_batch_ms(m, seconds):
+    """seconds over the run's batches, in ms; nan where the metrics lack them."""
+    batches = m.get("batches", {}).get("count") or 0
+    return 1000 * seconds / batches if batches and seconds is not None else float("nan")
+
+
+def thread_views(m):
+    progress, cpu = m.get("progress", {}), m.get("cpu_seconds", {})
+    isn_delays = [i["stats"]["cpu_seconds"]["mpi_thread_run_delay"] for i in m.get("isn", [])
+                  if "mpi_thread_run_delay" in i.get("stats", {}).get("cpu_seconds", {})]
+    return {
+        "a-delay": per_batch_ms(m, cpu.get("main_thread_run_delay")),
+        "a-yield": per_batch_ms(m, progress.get("long_yield_seconds")),
+        "a-round": per_batch_ms(m, progress.get("long_round_seconds")),
+        "i-delay": per_batch_ms(m, st.mean(isn_delays) if isn_delays else None),
+    }
+
+
 def summarize(path, several):
     try:
         m = load(path)
@@ -91,6 +115,7 @@ def summarize(path, several):
         "dec": med(x["start"] - x["received"] for e in b for x in e["isn"]),
         "isn-post": isn_view(m, "answer_post_us"),
         "isn-send": isn_view(m, "answer_send_us"),
+        **thread_views(m),
     }
 
 
@@ -104,12 +129,13 @@ def main():
     if not rows:
         sys.exit("summarize-cycle: no metrics file with a timeline of 16 batches or more")
     cols = ["q/s", "cycle", "c", "skew", "idle", "enc", "back", "cut>1st", "post", "to-isn",
-            "dec", "isn-post", "isn-send"]
+            "dec", "isn-post", "isn-send", "a-delay", "a-yield", "a-round", "i-delay"]
+    whole_us = ("isn-post", "isn-send")
     width = max(len(r["run"]) for r in rows)
     print(f"{'run':<{width}} " + " ".join(f"{k:>8}" for k in cols))
     for r in rows:
-        cells = [f"{r['q/s']:8.0f}"] + [f"{r[k]:8.2f}" for k in cols[1:-2]] + \
-                [f"{r[k]:8.0f}" for k in cols[-2:]]
+        cells = [f"{r['q/s']:8.0f}"] + [f"{r[k]:8.0f}" if k in whole_us else f"{r[k]:8.2f}"
+                                        for k in cols[1:]]
         print(f"{r['run']:<{width}} " + " ".join(cells))
 
 

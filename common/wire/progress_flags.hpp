@@ -3,6 +3,8 @@
 // only: used by the command-line mains, which link CLI11.
 #pragma once
 
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -11,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/wire/progress_pacer.hpp"
+#include "common/wire/shared_memory_eager.hpp"
 
 namespace gpusearch::wire {
 
@@ -46,9 +49,34 @@ inline void add_progress_flags(CLI::App& app, std::string& mode_name, ProgressOp
       ->default_str("off");
 }
 
+// --shm-eager-bytes (common/wire/shared_memory_eager.hpp). Its value took effect before MPI_Init
+// (prefer_eager_shared_memory(shm_eager_bytes_in(argv))); parsing it here documents and checks it.
+inline void add_shm_eager_flag(CLI::App& app, std::size_t& eager_bytes) {
+  app.add_option(kShmEagerFlag, eager_bytes, kShmEagerHelp)
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::size_t v = 0;
+            try {
+              std::size_t used = 0;
+              v = std::stoull(text, &used);
+              if (used != text.size()) return "not a whole number of bytes: " + text;
+            } catch (const std::exception&) {
+              return "not a whole number of bytes: " + text;
+            }
+            if (v == 0 || (v >= kMinShmEagerBytes && v <= kMaxShmEagerBytes)) return "";
+            return "must be 0 (Open MPI's own settings) or from " +
+                   std::to_string(kMinShmEagerBytes) + " to " + std::to_string(kMaxShmEagerBytes);
+          },
+          "0 or BYTES in [4096, 16777216]"));
+}
+
 // Ends an MPI main whose flags did not parse: --help (CLI11's exit code 0) finalizes and
 // returns 0, since MPI_Abort would drop the help text still in stdout's buffer; a flag error
 // flushes its message and aborts the job with 2. Returns the main's exit code.
+// launch/cluster.sh runs mpirun with --enable-recovery, whose exit code is 0 after an MPI_Abort:
+// the code goes into the file GPUSEARCH_ABORT_MARKER names (cluster.sh exits with it), as the
+// aggregator's own --abort-marker does.
 inline int end_after_flag_error(CLI::App& app, const CLI::ParseError& e) {
   const int rc = app.exit(e);
   std::cout.flush();
@@ -57,6 +85,8 @@ inline int end_after_flag_error(CLI::App& app, const CLI::ParseError& e) {
     return 0;
   }
   std::cerr.flush();
+  if (const char* marker = std::getenv("GPUSEARCH_ABORT_MARKER"); marker && *marker)
+    std::ofstream(marker) << 2 << '\n';
   MPI_Abort(MPI_COMM_WORLD, 2);
   return rc;
 }

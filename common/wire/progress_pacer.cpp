@@ -57,6 +57,11 @@ std::string_view to_string(BusyPoll b) {
 
 void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool hot,
                          bool sending) {
+  note_round(now);
+  struct MarkReturn {  // the caller's next round starts when this call returns
+    Clock::time_point& returned;
+    ~MarkReturn() { returned = Clock::now(); }
+  } mark_return{returned_};
   ++idle_rounds_;
   if (options_.mode != ProgressMode::kBackoff && options_.busy_poll != BusyPoll::kOff) {
     const auto spin = std::chrono::microseconds(options_.spin_us);
@@ -70,7 +75,7 @@ void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool h
   switch (options_.mode) {
     case ProgressMode::kSpin:
       ++hot_rounds_;
-      std::this_thread::yield();
+      hot_yield();
       return;
     case ProgressMode::kBackoff: {
       const std::uint64_t us = std::min<std::uint64_t>(
@@ -87,13 +92,24 @@ void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool h
   if (hot || now - last_activity_ < spin || due_at <= now + spin) {
     ++hot_rounds_;
     if (options_.hot_poll_us == 0)
-      std::this_thread::yield();
+      hot_yield();
     else
       sleep_until(now + std::chrono::microseconds(options_.hot_poll_us));
     return;
   }
   // Sleep until spin_us before the next due time, so the rank is polling when it comes.
   sleep_until(std::min(due_at - spin, now + std::chrono::microseconds(options_.max_sleep_us)));
+}
+
+void ProgressPacer::hot_yield() {
+  const auto t0 = Clock::now();
+  std::this_thread::yield();
+  const auto us = std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  if (us < kLongUs) return;
+  ++long_yields_;
+  long_yield_us_ += us;
+  max_yield_us_ = std::max(max_yield_us_, us);
 }
 
 void ProgressPacer::sleep_until(Clock::time_point until) {
@@ -126,7 +142,15 @@ nlohmann::json ProgressPacer::stats() const {
           {"slept_seconds", double(slept_us_) / 1e6},
           {"woken_early", woken_early_},
           {"busy_poll", std::string(to_string(options_.busy_poll))},
-          {"busy_rounds", busy_rounds_}};
+          {"busy_rounds", busy_rounds_},
+          // Spells without a poll (ProgressPacer::kLongUs or more): the caller's own work
+          // between polls, and yields that came back late (the thread off a core).
+          {"long_rounds", long_rounds_},
+          {"long_round_seconds", double(long_round_us_) / 1e6},
+          {"max_round_us", max_round_us_},
+          {"long_yields", long_yields_},
+          {"long_yield_seconds", double(long_yield_us_) / 1e6},
+          {"max_yield_us", max_yield_us_}};
 }
 
 }  // namespace gpusearch::wire

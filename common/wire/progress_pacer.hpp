@@ -23,6 +23,7 @@
 //             line) end at once through notify().
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -69,6 +70,8 @@ class ProgressPacer {
 
   // The last polling round did something: stay hot for spin_us.
   void activity(Clock::time_point now) {
+    note_round(now);
+    returned_ = now;
     last_activity_ = now;
     backoff_round_ = 0;
   }
@@ -86,6 +89,20 @@ class ProgressPacer {
 
  private:
   void sleep_until(Clock::time_point until);
+  // A caller's round (from the pacer's last return to its next call) or a yield that lasted
+  // kLongUs or more: the rank did not poll for that long, busy with its own work (a round) or
+  // off a core (a yield). Counted for the metrics.
+  static constexpr std::uint64_t kLongUs = 200;
+  void note_round(Clock::time_point now) {
+    if (returned_ == Clock::time_point{}) return;
+    const auto us = std::uint64_t(
+        std::chrono::duration_cast<std::chrono::microseconds>(now - returned_).count());
+    if (us < kLongUs) return;
+    ++long_rounds_;
+    long_round_us_ += us;
+    max_round_us_ = std::max(max_round_us_, us);
+  }
+  void hot_yield();
 
   ProgressOptions options_;
   Clock::time_point last_activity_{};
@@ -95,6 +112,9 @@ class ProgressPacer {
   bool notified_ = false;
   std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0,
                 busy_rounds_ = 0;
+  Clock::time_point returned_{};  // when control last went back to the caller
+  std::uint64_t long_rounds_ = 0, long_round_us_ = 0, max_round_us_ = 0;
+  std::uint64_t long_yields_ = 0, long_yield_us_ = 0, max_yield_us_ = 0;
 };
 
 }  // namespace gpusearch::wire

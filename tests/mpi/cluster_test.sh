@@ -52,6 +52,12 @@
 #   cluster_test.sh BUILD_DIR multigpu     launch/multi-gpu-runs.sh (issue 15) with the CPU engine:
 #                                          every phase's rows exact, the summary JSON's fields, a
 #                                          second call resumes (runs nothing again), bad flags
+#   cluster_test.sh BUILD_DIR eager        Open MPI without its single-copy transport (as on the
+#                                          H200 host): a 256 KiB message reaches its receiver while
+#                                          the sender sleeps with --shm-eager-bytes' default, and
+#                                          waits for it with 0; clusters with the default, with 0
+#                                          and with the user's own OMPI_MCA eager limit: exact, the
+#                                          limit in effect in every rank's metrics; bad values
 #   cluster_test.sh BUILD_DIR rpcdeadline  a request whose deadline passes before its answer (a
 #                                          slow ISN) is answered at the deadline, flagged, not
 #                                          after the answer; the cluster still runs it
@@ -367,6 +373,52 @@ case "$case_name" in
     done
     echo "PASS: bad ISN flags are clear errors, not job aborts"
     ;;
+  eager)
+    # The container case: no CMA, so above the eager limit a message moves only while its sender
+    # makes MPI progress (common/wire/shared_memory_eager.hpp).
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
+    probe="$build/bin/bench_mpi_sender_progress"
+    for e in 1048576 0; do  # the sender sleeps 2 s after posting 256 KiB
+      mpirun --oversubscribe -np 2 "$probe" --sleep-us 2000000 --reps 1 --shm-eager-bytes "$e" \
+        > "$tmp/probe-$e.txt" 2>&1 || { cat "$tmp/probe-$e.txt"; fail "probe --shm-eager-bytes $e: exit $?"; }
+      tail -1 "$tmp/probe-$e.txt" > "$tmp/probe-$e.json"
+      echo "--shm-eager-bytes $e: $(metric "$tmp/probe-$e.json" '"received after %.1f ms, eager limit %s" % (m["median_received_us"] / 1000, m["shared_memory"]["eager_limit"])')"
+    done
+    metric "$tmp/probe-1048576.json" 'not m["waits_for_sender"] and m["shared_memory"]["eager_limit"] == 1048576 and m["shared_memory"]["single_copy_mechanism"] == "none"' |
+      grep -qx True || fail "with the eager limit the message waited for its sender: $(cat "$tmp/probe-1048576.json")"
+    metric "$tmp/probe-0.json" 'm["waits_for_sender"] and m["shared_memory"]["eager_limit"] == 4096 and m["shared_memory"]["set_by_gpusearch"] == []' |
+      grep -qx True || fail "Open MPI's own 4 KiB limit did not make the message wait: $(cat "$tmp/probe-0.json")"
+    # Clusters (answers of 64 queries, k 100: above 4 KiB): exact, and every rank reports the
+    # limit in effect: the default, Open MPI's own with 0, the user's own OMPI_MCA value.
+    synthetic_index 2 "$tmp/idx"
+    for setting in default 0 user; do
+      flags=(); envs=(); want=1048576; ours="['btl_vader_eager_limit', 'btl_vader_segment_size']"
+      [ "$setting" = 0 ] && { flags=(--shm-eager-bytes 0); want=4096; ours="[]"; }
+      [ "$setting" = user ] && { envs=(OMPI_MCA_btl_vader_eager_limit=65536); want=65536; ours="[]"; }
+      env "${envs[@]}" "$root/launch/cluster.sh" -q --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
+        --isns 2 --mode and-or --k 100 --batch-size 64 --run "$tmp/run-$setting.txt" \
+        --metrics "$tmp/m-$setting.json" "${flags[@]}" > "$tmp/out-$setting.txt" 2>&1 ||
+        { cat "$tmp/out-$setting.txt"; fail "$setting: exit $?"; }
+      [ "$setting" = default ] && "$gs" -q search --engine reference --index "$tmp/idx" \
+        --queries "$tmp/idx/queries.test.tsv" --mode and-or --k 100 --run "$tmp/ref.txt" >/dev/null
+      "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-$setting.txt" || fail "$setting differs from the reference"
+      metric "$tmp/m-$setting.json" "all(s['eager_limit'] == $want and s['set_by_gpusearch'] == $ours for s in [m['wire']['shared_memory']] + [i['stats']['shared_memory'] for i in m['isn']])" |
+        grep -qx True || fail "$setting: $(metric "$tmp/m-$setting.json" "[m['wire']['shared_memory']] + [i['stats']['shared_memory'] for i in m['isn']]")"
+      echo "$setting: exact, eager limit $want on every rank, about $(metric "$tmp/m-$setting.json" 'm["wire"]["bytes_received"] // m["batches"]["count"] // 2') bytes an answer"
+    done
+    # A value Open MPI cannot take is a clear error.
+    for bad in 100 17000000 lots; do
+      set +e
+      timeout -k 10 60 "$root/launch/cluster.sh" --index "$tmp/idx" --queries "$tmp/idx/queries.test.tsv" \
+        --isns 2 --run "$tmp/run-bad.txt" --shm-eager-bytes "$bad" > "$tmp/out-bad.txt" 2>&1
+      rc=$?
+      set -e
+      # 2: the flag error's code, through the abort marker (mpirun --enable-recovery exits 0).
+      [ "$rc" = 2 ] || { cat "$tmp/out-bad.txt"; fail "--shm-eager-bytes $bad: exit $rc, not 2"; }
+      grep -qF -- "--shm-eager-bytes" "$tmp/out-bad.txt" || { cat "$tmp/out-bad.txt"; fail "--shm-eager-bytes $bad: no clear error"; }
+    done
+    echo "PASS: answers eager over shared memory without CMA: no wait for the sender, exact, the limit reported; bad values refused"
+    ;;
   share)
     synthetic_index 4 "$tmp/idx"
     check_equal "$tmp/idx" "$tmp/idx/queries.test.tsv" 4 and-or 10 --batch-size 32 --engine gpu
@@ -611,24 +663,29 @@ PY
     [ "$(metric "$tmp/m-threads.json" 'm["admission"]["threads"]')" = 3 ] || fail "admission threads not 3"
     # The admission ahead (queries ready when the batch is expected to leave), with each cut:
     # exact, reported, and the spread of the two ISNs' answers measured (ISN 2 is ~30 ms slower).
+    # --busy-poll hot for both programs; with predicted-finish --isn-busy-poll sending for the
+    # ISNs alone.
     for c in first-answer predicted-finish; do
-      busy=sending; [ "$c" = first-answer ] && busy=hot
+      isn_busy=hot; [ "$c" = predicted-finish ] && isn_busy=sending
       cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
         --run "$tmp/run-ahead-$c.txt" --metrics "$tmp/m-ahead-$c.json" --batch-size 6 \
         --coalesce-batches 1 --admission-cut-on "$c" --admission-ahead on --inject-compute-ms 30 \
-        --inject-compute-rank 2 --busy-poll "$busy" > "$tmp/out-ahead-$c.txt" 2>&1 ||
+        --inject-compute-rank 2 --busy-poll hot --isn-busy-poll "$isn_busy" > "$tmp/out-ahead-$c.txt" 2>&1 ||
         { cat "$tmp/out-ahead-$c.txt"; fail "--admission-ahead on, $c: exit $?"; }
       "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-ahead-$c.txt" ||
         fail "--admission-ahead on, $c differs from the reference"
       metric "$tmp/m-ahead-$c.json" 'm["admission"]["ahead"] and m["admission"]["answer_spread_us"] > 10000' |
         grep -qx True || fail "--admission-ahead on, $c: the metrics say $(metric "$tmp/m-ahead-$c.json" 'm["admission"]')"
     done
-    # --busy-poll reaches both programs' pacers.
+    # --busy-poll reaches both programs' pacers, --isn-busy-poll the ISNs' alone.
     for c in first-answer predicted-finish; do
-      busy=sending; [ "$c" = first-answer ] && busy=hot
-      metric "$tmp/m-ahead-$c.json" "m['progress']['busy_poll'] == '$busy' and all(i['stats']['progress']['busy_poll'] == '$busy' for i in m['isn'])" |
-        grep -qx True || fail "--busy-poll $busy not in the pacers' stats"
+      isn_busy=hot; [ "$c" = predicted-finish ] && isn_busy=sending
+      metric "$tmp/m-ahead-$c.json" "m['progress']['busy_poll'] == 'hot' and all(i['stats']['progress']['busy_poll'] == '$isn_busy' for i in m['isn'])" |
+        grep -qx True || fail "--busy-poll hot --isn-busy-poll $isn_busy: the pacers' stats say $(metric "$tmp/m-ahead-$c.json" "[m['progress']['busy_poll']] + [i['stats']['progress']['busy_poll'] for i in m['isn']]")"
     done
+    # Every MPI thread reports its spells without a poll and its time without a core.
+    metric "$tmp/m-ahead-predicted-finish.json" "all(p['long_rounds'] >= 0 and p['long_round_seconds'] >= 0 and p['max_round_us'] >= 0 and p['long_yields'] >= 0 and p['long_yield_seconds'] >= 0 for p in [m['progress']] + [i['stats']['progress'] for i in m['isn']]) and m['cpu_seconds']['main_thread_run_delay'] >= 0 and all(i['stats']['cpu_seconds']['mpi_thread_run_delay'] >= 0 for i in m['isn'])" |
+      grep -qx True || fail "the pacers' long rounds and yields, the threads' run delay"
     # Each ISN times every answer's way out: encoded -> posted -> sent.
     metric "$tmp/m-ahead-predicted-finish.json" 'all(i["stats"]["answer_post_us"]["count"] == i["stats"]["batches"] > 0 and i["stats"]["answer_send_us"]["count"] == i["stats"]["batches"] and 0 <= i["stats"]["answer_post_us"]["p50"] <= i["stats"]["answer_post_us"]["max"] for i in m["isn"])' |
       grep -qx True || fail "the ISNs' answer_post_us and answer_send_us: $(metric "$tmp/m-ahead-predicted-finish.json" '[(i["stats"]["batches"], i["stats"].get("answer_post_us"), i["stats"].get("answer_send_us")) for i in m["isn"]]')"

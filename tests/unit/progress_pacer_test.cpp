@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +83,28 @@ TEST(ProgressPacer, BusyPollHotSkipsTheYieldInEveryHotRoundOnly) {
   EXPECT_EQ(pacer.stats()["sleeps"], 1);
   EXPECT_EQ(parse_busy_poll("hot"), BusyPoll::kHot);
   EXPECT_THROW(parse_busy_poll("always"), Error);
+}
+
+// The caller's work between two polls (from idle()'s return to its next call) counts as a long
+// round from ProgressPacer::kLongUs on: the metrics tell a rank busy with its own work from one
+// whose yields came back late.
+TEST(ProgressPacer, CountsTheCallersLongRounds) {
+  ProgressOptions o;
+  o.spin_us = 10'000'000;  // hot throughout: every idle() is a yield, never a sleep
+  ProgressPacer pacer(o);
+  pacer.activity(Clock::now());
+  pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the caller's own work
+  pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  pacer.activity(Clock::now());  // a round that did something counts the same
+  const nlohmann::json s = pacer.stats();
+  EXPECT_GE(s["long_rounds"].get<std::uint64_t>(), 2u);
+  EXPECT_GE(s["long_round_seconds"].get<double>(), 0.006);
+  EXPECT_GE(s["max_round_us"].get<std::uint64_t>(), 3000u);
+  EXPECT_EQ(s["hot_rounds"], 2);
+  EXPECT_GE(s["long_yields"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(s["sleeps"], 0);
 }
 
 }  // namespace
