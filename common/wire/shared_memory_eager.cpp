@@ -1,9 +1,11 @@
 #include "common/wire/shared_memory_eager.hpp"
 
 #include <mpi.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -99,15 +101,38 @@ std::size_t shm_eager_bytes_in(int argc, char** argv) {
   return *v;
 }
 
-std::vector<std::pair<std::string, std::string>> shm_eager_parameters(std::size_t eager_bytes) {
+std::vector<std::pair<std::string, std::string>> shm_eager_parameters(
+    std::size_t eager_bytes, std::uint64_t shm_budget_bytes) {
   if (eager_bytes == 0) return {};
   // A sender's eager fragments are taken from its own segment; the free list grows by dozens of
-  // fragments at a time, so the segment holds 64 of them (measured: 1 MiB fragments in a 16 MiB
-  // segment fell back to the rendezvous). Open MPI reads the size as an int.
-  const std::size_t segment =
-      std::clamp<std::size_t>(64 * eager_bytes, std::size_t{4} << 20, std::size_t{1} << 30);
-  return {{"btl_vader_eager_limit", std::to_string(eager_bytes)},
+  // fragments at a time, so the segment holds 64 of them (measured on the build machine: 1 MiB
+  // fragments in a 16 MiB segment fell back to the rendezvous, in 20 MiB they did not; hence
+  // kMinFragmentsPerSegment). Open MPI reads the size as an int.
+  std::uint64_t segment = std::clamp<std::uint64_t>(64 * std::uint64_t(eager_bytes),
+                                                     std::uint64_t{4} << 20, std::uint64_t{1} << 30);
+  // A small /dev/shm (a container's 64 MiB) bounds the segment, and the segment the limit.
+  segment = std::min(segment, shm_budget_bytes);
+  std::uint64_t eager = eager_bytes;
+  if (segment < kMinFragmentsPerSegment * eager)
+    eager = segment / kMinFragmentsPerSegment / 4096 * 4096;
+  // Cut below what pays (or to nothing): Open MPI's own settings then.
+  if (eager < eager_bytes && eager < std::max<std::uint64_t>(kMinUsefulShmEagerBytes, 4096))
+    return {};
+  return {{"btl_vader_eager_limit", std::to_string(eager)},
           {"btl_vader_segment_size", std::to_string(segment)}};
+}
+
+std::uint64_t shared_memory_budget_bytes() {
+  // Open MPI's backing directory (default /dev/shm), shared by the node's ranks: each takes at
+  // most half its share of the free space (mpirun tells each rank the node's rank count).
+  const char* dir = std::getenv("OMPI_MCA_btl_vader_backing_directory");
+  struct statvfs fs {};
+  if (::statvfs(dir && *dir ? dir : "/dev/shm", &fs) != 0) return UINT64_MAX;
+  const std::uint64_t free_bytes = std::uint64_t(fs.f_bavail) * fs.f_frsize;
+  std::uint64_t ranks = 1;
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    ranks = std::max<std::uint64_t>(1, std::strtoull(local, nullptr, 10));
+  return free_bytes / ranks / 2;
 }
 
 std::vector<std::string> prefer_eager_shared_memory(std::size_t eager_bytes) {
@@ -121,7 +146,8 @@ std::vector<std::string> prefer_eager_shared_memory(std::size_t eager_bytes) {
   std::vector<std::string> set;
   // The segment is sized for our eager limit: a user's own limit keeps Open MPI's sizes too.
   if (!user_set("btl_vader_eager_limit"))
-    for (const auto& [name, value] : shm_eager_parameters(eager_bytes))
+    for (const auto& [name, value] :
+         shm_eager_parameters(eager_bytes, eager_bytes ? shared_memory_budget_bytes() : 0))
       if (!user_set(name) && ::setenv(("OMPI_MCA_" + name).c_str(), value.c_str(), 0) == 0)
         set.push_back(name);
   names_set_here() = set;

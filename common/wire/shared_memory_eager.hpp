@@ -12,7 +12,8 @@
 // Raising the eager limit above the messages' sizes makes MPI_Isend copy a message whole into
 // shared memory at once: it is complete at the receiver's next probe, whatever the sender does.
 // The fragments come from each sender's shared-memory segment, so the segment grows with the
-// limit; it is a sparse file, and only fragments in use take memory.
+// limit; it is a sparse file, and only fragments in use take memory. Where /dev/shm is small (a
+// container's 64 MiB), the segment and then the limit are cut to fit the rank's share of it.
 //
 // Both programs take --shm-eager-bytes (default 1 MiB, 0: Open MPI's own settings). The value
 // has to be in the environment before MPI_Init reads its parameters, and the programs parse their
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -45,9 +47,19 @@ inline constexpr const char* kShmEagerHelp =
 // MPI_Init).
 std::size_t shm_eager_bytes_in(int argc, char** argv);
 
-// The Open MPI parameters (OMPI_MCA_* environment variables) for an eager limit of `eager_bytes`:
-// {name, value} pairs, none for 0.
-std::vector<std::pair<std::string, std::string>> shm_eager_parameters(std::size_t eager_bytes);
+// The Open MPI parameters (OMPI_MCA_* environment variables) for an eager limit of `eager_bytes`
+// in a segment of at most `shm_budget_bytes`: {name, value} pairs. The segment holds 64 fragments
+// where the budget allows; a smaller budget takes the segment down to it, and the limit to a
+// kMinFragmentsPerSegment-th of it; cut below kMinUsefulShmEagerBytes (or for 0), none.
+inline constexpr std::uint64_t kMinFragmentsPerSegment = 24;
+inline constexpr std::uint64_t kMinUsefulShmEagerBytes = 64 * 1024;
+std::vector<std::pair<std::string, std::string>> shm_eager_parameters(
+    std::size_t eager_bytes, std::uint64_t shm_budget_bytes = UINT64_MAX);
+
+// This rank's share of the shared-memory backing directory's free space (/dev/shm, or
+// OMPI_MCA_btl_vader_backing_directory): half of it over the node's ranks
+// (OMPI_COMM_WORLD_LOCAL_SIZE, which mpirun sets). UINT64_MAX where it cannot be read.
+std::uint64_t shared_memory_budget_bytes();
 
 // Sets shm_eager_parameters(eager_bytes) in the environment, before MPI_Init, each unless the
 // user set it or its Open MPI 5 twin (btl_sm_*). Returns the names it set (also reported by
