@@ -57,6 +57,8 @@
 #                     at the aim's cut, after most batches' answers);
 #                     "_aggbusy" (--busy-poll hot --isn-busy-poll off: the aggregator's MPI
 #                     thread alone polls without a yield while hot);
+#                     "_niceN" (--mpi-thread-nice -N: every MPI thread weighted above the
+#                     engines' threads);
 #                     "_eagerN" (--shm-eager-bytes N: Open MPI's shared-memory eager limit;
 #                     _eager0 keeps Open MPI's own 4 KiB, the programs' setting before session
 #                     46, under which an answer waits for its ISN's MPI progress without CMA;
@@ -181,6 +183,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_busysend* ]]; then  # MPI threads poll without yielding while their sends run
     flags+=(--busy-poll sending); v=${v/_busysend/}
+  fi
+  if [[ $v =~ _nice([0-9]+) ]]; then  # the MPI threads at nice -N (above the engines' threads)
+    flags+=(--mpi-thread-nice "-${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v == *_aggbusy* ]]; then  # the aggregator's MPI thread polls without yielding when hot
     flags+=(--busy-poll hot --isn-busy-poll off); v=${v/_aggbusy/}

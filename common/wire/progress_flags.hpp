@@ -47,6 +47,12 @@ inline void add_progress_flags(CLI::App& app, std::string& mode_name, ProgressOp
          "node without waiting for a core)")
       ->check(CLI::IsMember({"off", "sending", "hot"}))
       ->default_str("off");
+  app.add_option("--mpi-thread-nice", pacing.thread_nice,
+                 "the MPI thread's nice value (-20..19; below 0 weighs it above the engines' "
+                 "threads, so that a message waiting for it does not wait for a core; needs "
+                 "CAP_SYS_NICE). 0: unchanged")
+      ->capture_default_str()
+      ->check(CLI::Range(-20, 19));
 }
 
 // --shm-eager-bytes (common/wire/shared_memory_eager.hpp). Its value took effect before MPI_Init

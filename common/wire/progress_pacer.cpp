@@ -1,8 +1,13 @@
 #include "common/wire/progress_pacer.hpp"
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +62,7 @@ std::string_view to_string(BusyPoll b) {
 
 void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool hot,
                          bool sending) {
+  if (!nice_applied_) apply_thread_nice();
   note_round(now);
   struct MarkReturn {  // the caller's next round starts when this call returns
     Clock::time_point& returned;
@@ -101,6 +107,18 @@ void ProgressPacer::idle(Clock::time_point now, Clock::time_point due_at, bool h
   sleep_until(std::min(due_at - spin, now + std::chrono::microseconds(options_.max_sleep_us)));
 }
 
+void ProgressPacer::apply_thread_nice() {
+  nice_applied_ = true;
+  if (options_.thread_nice == 0) return;
+  // Linux: a nice value per thread (PRIO_PROCESS with the thread's id).
+  if (::setpriority(PRIO_PROCESS, ::gettid(), options_.thread_nice) != 0) {
+    nice_problem_ = std::string(std::strerror(errno)) +
+                    (errno == EACCES || errno == EPERM ? " (below 0 needs CAP_SYS_NICE)" : "");
+    std::cerr << "gpusearch: --mpi-thread-nice " << options_.thread_nice << ": " << nice_problem_
+              << "; the MPI thread keeps its priority\n";
+  }
+}
+
 void ProgressPacer::hot_yield() {
   const auto t0 = Clock::now();
   std::this_thread::yield();
@@ -143,6 +161,8 @@ nlohmann::json ProgressPacer::stats() const {
           {"woken_early", woken_early_},
           {"busy_poll", std::string(to_string(options_.busy_poll))},
           {"busy_rounds", busy_rounds_},
+          {"thread_nice", options_.thread_nice},
+          {"thread_nice_error", nice_problem_},
           // Spells without a poll (ProgressPacer::kLongUs or more): the caller's own work
           // between polls, and yields that came back late (the thread off a core).
           {"long_rounds", long_rounds_},

@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
@@ -59,6 +60,12 @@ struct ProgressOptions {
   // without its single-copy transport, a message moves only while its sender polls); kHot: every
   // hot round (the aggregator expecting answers, an ISN its next batch, and kSending's).
   BusyPoll busy_poll = BusyPoll::kOff;
+  // --mpi-thread-nice: the polling thread's nice value, set at its first idle round (after the
+  // rank's other threads have started, so that they keep theirs). Session 46 measured the
+  // aggregator's main thread runnable without a core for 5-6 ms of every 12-15 ms batch at batch
+  // 1,024 on the H200 host (its run delay), and the answers waiting for it: a negative value
+  // weighs it above the engines' threads. Below 0 needs CAP_SYS_NICE. 0: unchanged.
+  int thread_nice = 0;
   bool handoff_hot() const { return hot_handoff && mode != ProgressMode::kBackoff; }
 };
 
@@ -103,6 +110,7 @@ class ProgressPacer {
     max_round_us_ = std::max(max_round_us_, us);
   }
   void hot_yield();
+  void apply_thread_nice();  // once, from the first idle()
 
   ProgressOptions options_;
   Clock::time_point last_activity_{};
@@ -112,6 +120,8 @@ class ProgressPacer {
   bool notified_ = false;
   std::uint64_t idle_rounds_ = 0, hot_rounds_ = 0, sleeps_ = 0, slept_us_ = 0, woken_early_ = 0,
                 busy_rounds_ = 0;
+  bool nice_applied_ = false;
+  std::string nice_problem_;
   Clock::time_point returned_{};  // when control last went back to the caller
   std::uint64_t long_rounds_ = 0, long_round_us_ = 0, max_round_us_ = 0;
   std::uint64_t long_yields_ = 0, long_yield_us_ = 0, max_yield_us_ = 0;

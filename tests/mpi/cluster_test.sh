@@ -670,7 +670,8 @@ PY
       cluster --index "$tmp/idx" --queries "$tmp/q.tsv" --isns 2 --mode and-or --k 10 \
         --run "$tmp/run-ahead-$c.txt" --metrics "$tmp/m-ahead-$c.json" --batch-size 6 \
         --coalesce-batches 1 --admission-cut-on "$c" --admission-ahead on --inject-compute-ms 30 \
-        --inject-compute-rank 2 --busy-poll hot --isn-busy-poll "$isn_busy" > "$tmp/out-ahead-$c.txt" 2>&1 ||
+        --inject-compute-rank 2 --busy-poll hot --isn-busy-poll "$isn_busy" --mpi-thread-nice 2 \
+        > "$tmp/out-ahead-$c.txt" 2>&1 ||
         { cat "$tmp/out-ahead-$c.txt"; fail "--admission-ahead on, $c: exit $?"; }
       "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-ahead-$c.txt" ||
         fail "--admission-ahead on, $c differs from the reference"
@@ -686,6 +687,9 @@ PY
     # Every MPI thread reports its spells without a poll and its time without a core.
     metric "$tmp/m-ahead-predicted-finish.json" "all(p['long_rounds'] >= 0 and p['long_round_seconds'] >= 0 and p['max_round_us'] >= 0 and p['long_yields'] >= 0 and p['long_yield_seconds'] >= 0 for p in [m['progress']] + [i['stats']['progress'] for i in m['isn']]) and m['cpu_seconds']['main_thread_run_delay'] >= 0 and all(i['stats']['cpu_seconds']['mpi_thread_run_delay'] >= 0 for i in m['isn'])" |
       grep -qx True || fail "the pacers' long rounds and yields, the threads' run delay"
+    # --mpi-thread-nice reaches every MPI thread.
+    metric "$tmp/m-ahead-predicted-finish.json" "all(p['thread_nice'] == 2 and p['thread_nice_error'] == '' for p in [m['progress']] + [i['stats']['progress'] for i in m['isn']])" |
+      grep -qx True || fail "--mpi-thread-nice 2 not in the pacers' stats"
     # Each ISN times every answer's way out: encoded -> posted -> sent.
     metric "$tmp/m-ahead-predicted-finish.json" 'all(i["stats"]["answer_post_us"]["count"] == i["stats"]["batches"] > 0 and i["stats"]["answer_send_us"]["count"] == i["stats"]["batches"] and 0 <= i["stats"]["answer_post_us"]["p50"] <= i["stats"]["answer_post_us"]["max"] for i in m["isn"])' |
       grep -qx True || fail "the ISNs' answer_post_us and answer_send_us: $(metric "$tmp/m-ahead-predicted-finish.json" '[(i["stats"]["batches"], i["stats"].get("answer_post_us"), i["stats"].get("answer_send_us")) for i in m["isn"]]')"

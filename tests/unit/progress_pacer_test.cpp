@@ -4,6 +4,9 @@
 #include <chrono>
 #include <thread>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -105,6 +108,27 @@ TEST(ProgressPacer, CountsTheCallersLongRounds) {
   EXPECT_EQ(s["hot_rounds"], 2);
   EXPECT_GE(s["long_yields"].get<std::uint64_t>(), 0u);
   EXPECT_EQ(s["sleeps"], 0);
+}
+
+// --mpi-thread-nice: set on the polling thread at its first idle round, and reported. (A
+// positive value: raising one's nice value needs no privilege.)
+TEST(ProgressPacer, SetsThePollingThreadsNiceValueAtItsFirstIdleRound) {
+  int before = 0, after = 0;
+  nlohmann::json s;
+  std::thread polling([&] {
+    ProgressOptions o;
+    o.thread_nice = 7;
+    ProgressPacer pacer(o);
+    before = ::getpriority(PRIO_PROCESS, ::gettid());
+    pacer.idle(Clock::now(), Clock::time_point::max(), /*hot*/ true);
+    after = ::getpriority(PRIO_PROCESS, ::gettid());
+    s = pacer.stats();
+  });
+  polling.join();
+  EXPECT_EQ(after, 7) << "before: " << before;
+  EXPECT_EQ(s["thread_nice"], 7);
+  EXPECT_EQ(s["thread_nice_error"], "");
+  EXPECT_NE(::getpriority(PRIO_PROCESS, ::gettid()), 7);  // this thread keeps its own
 }
 
 }  // namespace
