@@ -103,7 +103,8 @@ std::size_t shm_eager_bytes_in(int argc, char** argv) {
 
 std::vector<std::pair<std::string, std::string>> shm_eager_parameters(
     std::size_t eager_bytes, std::uint64_t shm_budget_bytes) {
-  if (eager_bytes == 0) return {};
+  // Less shared memory than Open MPI's own 4 MiB segment: leave its settings alone.
+  if (eager_bytes == 0 || shm_budget_bytes < (std::uint64_t{4} << 20)) return {};
   // A sender's eager fragments are taken from its own segment; the free list grows by dozens of
   // fragments at a time, so the segment holds 64 of them (measured on the build machine: 1 MiB
   // fragments in a 16 MiB segment fell back to the rendezvous, in 20 MiB they did not; hence
@@ -113,11 +114,8 @@ std::vector<std::pair<std::string, std::string>> shm_eager_parameters(
   // A small /dev/shm (a container's 64 MiB) bounds the segment, and the segment the limit.
   segment = std::min(segment, shm_budget_bytes);
   std::uint64_t eager = eager_bytes;
-  if (segment < kMinFragmentsPerSegment * eager)
+  if (segment < kMinFragmentsPerSegment * eager)  // at least 4 MiB / 24: 168 KiB
     eager = segment / kMinFragmentsPerSegment / 4096 * 4096;
-  // Cut below what pays (or to nothing): Open MPI's own settings then.
-  if (eager < eager_bytes && eager < std::max<std::uint64_t>(kMinUsefulShmEagerBytes, 4096))
-    return {};
   return {{"btl_vader_eager_limit", std::to_string(eager)},
           {"btl_vader_segment_size", std::to_string(segment)}};
 }

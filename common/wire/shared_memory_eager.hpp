@@ -50,9 +50,9 @@ std::size_t shm_eager_bytes_in(int argc, char** argv);
 // The Open MPI parameters (OMPI_MCA_* environment variables) for an eager limit of `eager_bytes`
 // in a segment of at most `shm_budget_bytes`: {name, value} pairs. The segment holds 64 fragments
 // where the budget allows; a smaller budget takes the segment down to it, and the limit to a
-// kMinFragmentsPerSegment-th of it; cut below kMinUsefulShmEagerBytes (or for 0), none.
+// kMinFragmentsPerSegment-th of it. None for 0, or for a budget under Open MPI's own 4 MiB
+// segment.
 inline constexpr std::uint64_t kMinFragmentsPerSegment = 24;
-inline constexpr std::uint64_t kMinUsefulShmEagerBytes = 64 * 1024;
 std::vector<std::pair<std::string, std::string>> shm_eager_parameters(
     std::size_t eager_bytes, std::uint64_t shm_budget_bytes = UINT64_MAX);
 

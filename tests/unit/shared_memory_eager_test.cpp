@@ -57,8 +57,15 @@ TEST(ShmEager, ASmallSharedMemoryCutsTheSegmentThenTheLimit) {
   m = parameters(1 << 20, 12 << 20);
   EXPECT_EQ(m.at("btl_vader_segment_size"), std::to_string(12 << 20));
   EXPECT_EQ(m.at("btl_vader_eager_limit"), std::to_string((12 << 20) / 24 / 4096 * 4096));
-  // 1 MiB: no limit worth raising; Open MPI's own settings.
-  EXPECT_TRUE(parameters(1 << 20, 1 << 20).empty());
+  // 5 MiB: a 5 MiB segment, and the limit a 24th of it (208 KiB).
+  EXPECT_EQ(parameters(1 << 20, 5 << 20).at("btl_vader_eager_limit"),
+            std::to_string((5 << 20) / 24 / 4096 * 4096));
+  // Less than Open MPI's own 4 MiB segment: its own settings, whatever the limit asked.
+  EXPECT_TRUE(parameters(1 << 20, 3 << 20).empty());
+  EXPECT_TRUE(parameters(8192, 3 << 20).empty());
+  // 16 MiB asked in 8 MiB: a 24th of the segment, 340 KiB.
+  EXPECT_EQ(parameters(16 << 20, 8 << 20).at("btl_vader_eager_limit"),
+            std::to_string((8 << 20) / 24 / 4096 * 4096));
 }
 
 }  // namespace
