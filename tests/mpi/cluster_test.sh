@@ -58,6 +58,9 @@
 #                                          waits for it with 0; clusters with the default, with 0
 #                                          and with the user's own OMPI_MCA eager limit: exact, the
 #                                          limit in effect in every rank's metrics; bad values
+#   cluster_test.sh BUILD_DIR scalingpairs launch/summarize-isn-scaling.py on made-up runs: reps
+#                                          paired, a rep without its pair left out, gzipped
+#                                          metrics read, two calls pooled, a bad folder named
 #   cluster_test.sh BUILD_DIR rpcdeadline  a request whose deadline passes before its answer (a
 #                                          slow ISN) is answered at the deadline, flagged, not
 #                                          after the answer; the cluster still runs it
@@ -418,6 +421,32 @@ case "$case_name" in
       grep -qF -- "--shm-eager-bytes" "$tmp/out-bad.txt" || { cat "$tmp/out-bad.txt"; fail "--shm-eager-bytes $bad: no clear error"; }
     done
     echo "PASS: answers eager over shared memory without CMA: no wait for the sender, exact, the limit reported; bad values refused"
+    ;;
+  scalingpairs)
+    mkdir -p "$tmp/call1" "$tmp/call2"
+    made() {  # made FOLDER ISNS REP QPS [gz]
+      local f="$tmp/$1/adaptive-isns$2-batch1024-rep$3.json"
+      echo "{\"queries_per_second\": $4}" > "$f"
+      [ "${5:-}" = gz ] && gzip "$f"
+      return 0
+    }
+    made call1 1 1 100; made call1 4 1 110; made call1 1 2 200; made call1 4 2 180
+    made call1 1 3 100 gz; made call1 4 3 90 gz; made call1 1 4 150  # rep 4: no 4-ISN run
+    made call2 1 1 100; made call2 4 1 120
+    python3 "$root/launch/summarize-isn-scaling.py" "$tmp/call1" > "$tmp/one.txt"
+    cat "$tmp/one.txt"
+    # Ratios 1.1, 0.9, 0.9: median 0.900, geometric mean 0.962, range 0.900-1.100.
+    grep -qE "^adaptive +1024 +3 .* 0\.900 +0\.962 +0\.900-1\.100$" "$tmp/one.txt" || fail "one call's pairs"
+    python3 "$root/launch/summarize-isn-scaling.py" "$tmp/call1" "$tmp/call2" > "$tmp/two.txt"
+    cat "$tmp/two.txt"
+    # Pooled: 1.1, 0.9, 0.9, 1.2: median 1.000.
+    grep -qE "^adaptive +1024 +4 .* 1\.000 " "$tmp/two.txt" || fail "two calls pooled"
+    set +e
+    python3 "$root/launch/summarize-isn-scaling.py" "$tmp/none" > "$tmp/bad.txt" 2>&1
+    rc=$?
+    set -e
+    [ "$rc" != 0 ] && grep -qF "$tmp/none: not a folder" "$tmp/bad.txt" || fail "a bad folder: exit $rc, $(cat "$tmp/bad.txt")"
+    echo "PASS: summarize-isn-scaling pairs reps, leaves out a rep without its pair, pools calls"
     ;;
   share)
     synthetic_index 4 "$tmp/idx"
