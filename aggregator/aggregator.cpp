@@ -218,6 +218,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // Just in time: how far apart the ISNs' answers to a batch come back (the first to the last;
   // an exponential mean, us): the next batch's cut can fire at the first (JustInTimeCut).
   double answer_spread_us = 0;
+  // The main thread's own work between polls, by kind (seconds over the run; the metrics'
+  // main_thread_work_seconds): how long it could not pick up an answer, and doing what.
+  struct {
+    double admission = 0, cut_and_send = 0, receive = 0, complete = 0;
+  } work;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
   std::size_t batches_done = 0;
   for (;;) {
     bool progress = false;
@@ -343,6 +351,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       batcher.add(std::move(pq));
     }
 
+    if (!arrived.empty()) work.admission += seconds_since(t_admit);
     if (just_in_time && !arrived.empty()) {
       const double us = std::chrono::duration<double, std::micro>(Clock::now() - t_admit).count() /
                         double(arrived.size());
@@ -367,12 +376,17 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
             coordinator->plan(rankers, [&](std::string_view r) { return batcher.waiting_for(r); });
       }
       in_flight.broadcast(std::move(batch), cut, send_term_ids, plan);
+      work.cut_and_send += seconds_since(cut);
       admission.depth_samples.add(double(depth));
     }
 
     bool sends_pending = false;
     progress = in_flight.test_sends(sends_pending) || progress;
-    progress = in_flight.receive() || progress;
+    const auto t_receive = Clock::now();
+    if (in_flight.receive()) {
+      progress = true;
+      work.receive += seconds_since(t_receive);
+    }
 
     // Complete batches: all ISNs answered, or the deadline passed. They go to the merge thread
     // at once, which frees their place in the pipeline.
@@ -384,7 +398,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
                      answer_spread_us = batches_done++ == 0
                                             ? spread
                                             : 0.8 * answer_spread_us + 0.2 * spread;
+                     const auto t_complete = Clock::now();
                      merger.submit(std::move(b));
+                     work.complete += seconds_since(t_complete);
                    },
                    due) ||
                progress;
@@ -482,6 +498,13 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
         {"merge_thread", merge_thread},
         {"other_threads", std::max(0.0, process - main_thread - merge_thread)},
         {"run_seconds", run_seconds}};
+    // Wall seconds of the main thread's own work: admitting queries (reading, resolving,
+    // batching), cutting and posting batches, receiving answers (rounds that received one),
+    // handing complete batches to the merge thread. The rest of the run it polled or slept.
+    outcome.metrics["main_thread_work_seconds"] = {{"admission", work.admission},
+                                                   {"cut_and_send", work.cut_and_send},
+                                                   {"receive", work.receive},
+                                                   {"complete", work.complete}};
   }
   outcome.metrics["admission"] = {
       {"mode", just_in_time            ? std::string(to_string(ClosedLoopAdmission::kJustInTime))

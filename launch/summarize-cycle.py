@@ -30,6 +30,10 @@ over the whole run:
   a-yield   ... in yields that came back 200 us or more after they began
   a-round   ... in its own rounds of 200 us or more between polls (admission, broadcast)
   i-delay   an ISN's MPI thread runnable without a core (the mean over ISNs)
+and the aggregator main thread's own work, in ms per batch (main_thread_work_seconds):
+  a-admit   admitting queries (reading, resolving, batching)
+  a-send    cutting and posting batches
+  a-recv    receiving answers (the rounds that received one)
 Timestamps from the ISNs are mapped onto the aggregator's clock with offsets measured at start.
 """
 import glob
@@ -73,6 +77,7 @@ def per_batch_ms(m, seconds):
 
 def thread_views(m):
     progress, cpu = m.get("progress", {}), m.get("cpu_seconds", {})
+    work = m.get("main_thread_work_seconds", {})
     isn_delays = [i["stats"]["cpu_seconds"]["mpi_thread_run_delay"] for i in m.get("isn", [])
                   if "mpi_thread_run_delay" in i.get("stats", {}).get("cpu_seconds", {})]
     return {
@@ -80,6 +85,9 @@ def thread_views(m):
         "a-yield": per_batch_ms(m, progress.get("long_yield_seconds")),
         "a-round": per_batch_ms(m, progress.get("long_round_seconds")),
         "i-delay": per_batch_ms(m, st.mean(isn_delays) if isn_delays else None),
+        "a-admit": per_batch_ms(m, work.get("admission")),
+        "a-send": per_batch_ms(m, work.get("cut_and_send")),
+        "a-recv": per_batch_ms(m, work.get("receive")),
     }
 
 
@@ -129,7 +137,8 @@ def main():
     if not rows:
         sys.exit("summarize-cycle: no metrics file with a timeline of 16 batches or more")
     cols = ["q/s", "cycle", "c", "skew", "idle", "enc", "back", "cut>1st", "post", "to-isn",
-            "dec", "isn-post", "isn-send", "a-delay", "a-yield", "a-round", "i-delay"]
+            "dec", "isn-post", "isn-send", "a-delay", "a-yield", "a-round", "i-delay", "a-admit",
+            "a-send", "a-recv"]
     whole_us = ("isn-post", "isn-send")
     width = max(len(r["run"]) for r in rows)
     print(f"{'run':<{width}} " + " ".join(f"{k:>8}" for k in cols))

@@ -716,6 +716,10 @@ PY
     # Every MPI thread reports its spells without a poll and its time without a core.
     metric "$tmp/m-ahead-predicted-finish.json" "all(p['long_rounds'] >= 0 and p['long_round_seconds'] >= 0 and p['max_round_us'] >= 0 and p['long_yields'] >= 0 and p['long_yield_seconds'] >= 0 for p in [m['progress']] + [i['stats']['progress'] for i in m['isn']]) and m['cpu_seconds']['main_thread_run_delay'] >= 0 and all(i['stats']['cpu_seconds']['mpi_thread_run_delay'] >= 0 for i in m['isn'])" |
       grep -qx True || fail "the pacers' long rounds and yields, the threads' run delay"
+    # The aggregator's main thread times its own work: it admitted queries, posted batches and
+    # received answers, within the run's time.
+    metric "$tmp/m-ahead-predicted-finish.json" "(lambda w: w['admission'] > 0 and w['cut_and_send'] > 0 and w['receive'] > 0 and w['complete'] >= 0 and sum(w.values()) < m['cpu_seconds']['run_seconds'])(m['main_thread_work_seconds'])" |
+      grep -qx True || fail "main_thread_work_seconds: $(metric "$tmp/m-ahead-predicted-finish.json" 'm.get("main_thread_work_seconds")')"
     # --mpi-thread-nice reaches every MPI thread.
     metric "$tmp/m-ahead-predicted-finish.json" "all(p['thread_nice'] == 2 and p['thread_nice_error'] == '' for p in [m['progress']] + [i['stats']['progress'] for i in m['isn']])" |
       grep -qx True || fail "--mpi-thread-nice 2 not in the pacers' stats"
