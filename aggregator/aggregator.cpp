@@ -351,12 +351,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       batcher.add(std::move(pq));
     }
 
-    if (!arrived.empty()) work.admission += seconds_since(t_admit);
-    if (just_in_time && !arrived.empty()) {
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t_admit).count() /
-                        double(arrived.size());
-      admission_us_per_query =
-          admission_us_per_query == 0 ? us : 0.8 * admission_us_per_query + 0.2 * us;
+    if (!arrived.empty()) {
+      const double admitted_in = seconds_since(t_admit);
+      work.admission += admitted_in;
+      if (just_in_time) {
+        const double us = 1e6 * admitted_in / double(arrived.size());
+        admission_us_per_query =
+            admission_us_per_query == 0 ? us : 0.8 * admission_us_per_query + 0.2 * us;
+      }
     }
 
     // Cut, encode once and broadcast batches while the pipeline has room (just in time: once

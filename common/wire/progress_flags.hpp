@@ -61,19 +61,7 @@ inline void add_shm_eager_flag(CLI::App& app, std::size_t& eager_bytes) {
   app.add_option(kShmEagerFlag, eager_bytes, kShmEagerHelp)
       ->capture_default_str()
       ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            std::size_t v = 0;
-            try {
-              std::size_t used = 0;
-              v = std::stoull(text, &used);
-              if (used != text.size()) return "not a whole number of bytes: " + text;
-            } catch (const std::exception&) {
-              return "not a whole number of bytes: " + text;
-            }
-            if (v == 0 || (v >= kMinShmEagerBytes && v <= kMaxShmEagerBytes)) return "";
-            return "must be 0 (Open MPI's own settings) or from " +
-                   std::to_string(kMinShmEagerBytes) + " to " + std::to_string(kMaxShmEagerBytes);
-          },
+          [](std::string& text) { return shm_eager_bytes_problem(text); },
           "0 or BYTES in [4096, 16777216]"));
 }
 

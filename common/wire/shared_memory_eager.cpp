@@ -94,11 +94,16 @@ std::size_t shm_eager_bytes_in(int argc, char** argv) {
     else if (a.size() > flag.size() && a.starts_with(flag) && a[flag.size()] == '=')
       text = a.substr(flag.size() + 1);
   }
-  if (!text) return kDefaultShmEagerBytes;
-  const auto v = parse_bytes(*text);
-  if (!v || (*v != 0 && (*v < kMinShmEagerBytes || *v > kMaxShmEagerBytes)))
-    return kDefaultShmEagerBytes;
-  return *v;
+  if (!text || !shm_eager_bytes_problem(*text).empty()) return kDefaultShmEagerBytes;
+  return *parse_bytes(*text);
+}
+
+std::string shm_eager_bytes_problem(std::string_view text) {
+  const auto v = parse_bytes(text);
+  if (!v) return "not a whole number of bytes: " + std::string(text);
+  if (*v == 0 || (*v >= kMinShmEagerBytes && *v <= kMaxShmEagerBytes)) return "";
+  return "must be 0 (Open MPI's own settings) or from " + std::to_string(kMinShmEagerBytes) +
+         " to " + std::to_string(kMaxShmEagerBytes);
 }
 
 std::vector<std::pair<std::string, std::string>> shm_eager_parameters(

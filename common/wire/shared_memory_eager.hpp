@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,11 @@ inline constexpr const char* kShmEagerHelp =
     "whole into shared memory at send, so an answer reaches the aggregator without its ISN's "
     "further MPI progress, which matters where the single-copy transport (CMA) is off. 0: Open "
     "MPI's own settings. Parameters set with mpirun --mca or OMPI_MCA_* win";
+
+// What is wrong with `text` as --shm-eager-bytes' value ("" if nothing): not a whole number of
+// bytes, or not 0 and outside [kMinShmEagerBytes, kMaxShmEagerBytes]. The one check of the flag,
+// for the read before MPI_Init and for CLI11's after it.
+std::string shm_eager_bytes_problem(std::string_view text);
 
 // The value of --shm-eager-bytes in argv ("--shm-eager-bytes N" or "--shm-eager-bytes=N"), or
 // kDefaultShmEagerBytes when it is absent or not a number in range (CLI11 reports that after
