@@ -168,6 +168,12 @@ int main(int argc, char** argv) {
          [&o](const std::string& s) { o.pacing.busy_poll = wire::parse_busy_poll(s); },
          "the ISNs' --busy-poll, whatever the aggregator's (default: --busy-poll's value)")
       ->check(CLI::IsMember({"off", "sending", "hot"}));
+  // The same for the nice value: the aggregator's one thread weighted above the engines takes
+  // little from them; four ISNs' MPI threads so weighted preempt their engines mid-batch.
+  app.add_option("--isn-mpi-thread-nice", o.pacing.thread_nice,
+                 "the ISNs' --mpi-thread-nice, whatever the aggregator's (default: "
+                 "--mpi-thread-nice's value)")
+      ->check(CLI::Range(-20, 19));
   // Two-stage ranking (issue 12): the store this ISN ranks with and its ranker cache. The
   // aggregator assigns rankers (--ranker, --ranker-mix) and candidates; they come with the batch.
   double ranker_cache_mb = 0;

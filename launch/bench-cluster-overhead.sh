@@ -59,6 +59,8 @@
 #                     thread alone polls without a yield while hot);
 #                     "_niceN" (--mpi-thread-nice -N: every MPI thread weighted above the
 #                     engines' threads);
+#                     "_aggniceN" (--mpi-thread-nice -N --isn-mpi-thread-nice 0: the
+#                     aggregator's MPI thread alone);
 #                     "_eagerN" (--shm-eager-bytes N: Open MPI's shared-memory eager limit;
 #                     _eager0 keeps Open MPI's own 4 KiB, the programs' setting before session
 #                     46, under which an answer waits for its ISN's MPI progress without CMA;
@@ -183,6 +185,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_busysend* ]]; then  # MPI threads poll without yielding while their sends run
     flags+=(--busy-poll sending); v=${v/_busysend/}
+  fi
+  if [[ $v =~ _aggnice([0-9]+) ]]; then  # the aggregator's MPI thread alone at nice -N
+    flags+=(--mpi-thread-nice "-${BASH_REMATCH[1]}" --isn-mpi-thread-nice 0); v=${v/${BASH_REMATCH[0]}/}
   fi
   if [[ $v =~ _nice([0-9]+) ]]; then  # the MPI threads at nice -N (above the engines' threads)
     flags+=(--mpi-thread-nice "-${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}
