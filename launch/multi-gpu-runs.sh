@@ -7,7 +7,8 @@
 #   launch/multi-gpu-runs.sh --out DIR [--phases "per-isn per-node weak"] [--gpus "1 2 4"]
 #       [--docs "2500000 10000000"] [--docs-per-gpu 2500000] [--batches "1024 4096"]
 #       [--ks "10 1000"] [--rates "0"] [--queries 10000] [--mode and-or] [--engine gpu]
-#       [--splits "ranges queries"] [--index-root DIR] [--summarize-only]
+#       [--splits "ranges queries"] [--cluster-flags "WORDS"] [--index-root DIR]
+#       [--summarize-only]
 #
 # Phases (each row: the cluster under launch/cluster.sh, closed loop unless a rate is given):
 #   per-isn   one ISN with G GPUs (--gpus-per-isn G; G = 1 is the plain GPU engine) on each
@@ -24,19 +25,26 @@
 # ranges merged through NCCL; queries: each GPU a share of the batch's queries, its row named
 # ...-queries).
 #
+# --cluster-flags WORDS go to launch/cluster.sh in every row this call runs (e.g. "--admission
+# window": batches queued at the ISNs, which measures what the GPUs can do rather than the
+# closed loop's round trip; rows are kept by name, so give such a call its own --out).
+#
 # OUT/multi-gpu.json: machine (gpus, their names, cores, NCCL's version and first topology lines
 # from NCCL_DEBUG=INFO), one row per run (phase, docs, isns, gpus_per_isn, gpus, batch, k, rate,
-# q/s, p50/p99 ms, merge share, exact), and weak_scaling: per G, q/s and
+# q/s, p50/p99 ms, merge share, the slowest ISN's compute per batch and the share of the run its
+# engine was busy, cluster flags, exact), and weak_scaling: per G, q/s and
 # weak_scaling_efficiency = (q/s with G GPUs x documents) / (G x q/s with one GPU x its
 # documents), the documents searched per second against G times one GPU's (issue 15's goal:
-# >= 0.9 at 4 GPUs). Also OUT/multi-gpu.md, the tables. NCCL_NVLS_ENABLE=0 on every run.
+# >= 0.9 at 4 GPUs), and weak_scaling_efficiency_compute, the same from the ISN's compute per
+# batch instead of the run's q/s (the GPUs' own scaling, without the time the ISN waited for the
+# aggregator between batches). Also OUT/multi-gpu.md, the tables. NCCL_NVLS_ENABLE=0 on every run.
 # Binaries: GPUSEARCH_BUILD_DIR (default build/; a device call sources launch/device-env.sh,
 # which sets GPUSEARCH_BIN: its parent is used).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="" phases="per-isn per-node weak" gpus_wanted="1 2 4" docs_list="2500000 10000000"
 docs_per_gpu=2500000 batches="1024 4096" ks="10 1000" rates="0" nq=10000 mode=and-or
-engine=gpu index_root="" summarize_only=0 splits="ranges"
+engine=gpu index_root="" summarize_only=0 splits="ranges" cluster_flags=""
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,6 +60,7 @@ while [ $# -gt 0 ]; do
     --mode) mode=$2; shift 2 ;;
     --engine) engine=$2; shift 2 ;;
     --splits) splits=$2; shift 2 ;;
+    --cluster-flags) cluster_flags=$2; shift 2 ;;
     --index-root) index_root=$2; shift 2 ;;
     --summarize-only) summarize_only=1; shift ;;
     -h|--help) usage 0 ;;
@@ -89,12 +98,16 @@ log() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 
 host_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 host_gpus=${host_gpus:-0}
-{
-  echo "cores $(nproc)"
-  echo "gpus $host_gpus"
-  nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
-  nvidia-smi topo -m 2>/dev/null || true
-} > "$out/machine.txt"
+# The record of the machine that ran the rows: a --summarize-only call (perhaps on another
+# machine) keeps it.
+if [ "$summarize_only" = 0 ] || [ ! -f "$out/machine.txt" ]; then
+  {
+    echo "cores $(nproc)"
+    echo "gpus $host_gpus"
+    nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
+    nvidia-smi topo -m 2>/dev/null || true
+  } > "$out/machine.txt"
+fi
 gpu_counts() {  # the wanted G values this host (and engine) can run
   local g
   for g in $gpus_wanted; do
@@ -155,6 +168,9 @@ run_row() {
   local extra=(--engine "$engine" --batch-size "$batch")
   [ "$rate" -gt 0 ] && extra+=(--qps "$rate")
   [ "$split" = queries ] && extra+=(--gpu-split queries)
+  local more=()
+  read -r -a more <<< "$cluster_flags"
+  extra+=("${more[@]}")
   local envs=()
   if [ "$nccl_logged" = 0 ] && [ "$g" -gt 1 ]; then envs=(NCCL_DEBUG=INFO); nccl_logged=1; fi
   log "$name: $isns ISN(s) x $g GPU(s) (split $split), $docs documents, batch $batch, k $k, rate $rate"
@@ -172,13 +188,13 @@ run_row() {
     "$gs" compare-runs "$ref" "$run" > "$out/runs/$name.compare.txt" 2>&1 || true
     cmp=$(tail -1 "$out/runs/$name.compare.txt")
   fi
-  python3 - "$metrics" "$rowf" "$cmp" "$rc" <<EOF
+  python3 - "$metrics" "$rowf" "$cmp" "$rc" "$cluster_flags" <<EOF
 import json, os, sys
-metrics, rowf, cmp, rc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+metrics, rowf, cmp, rc, cluster_flags = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 row = {"name": "$name", "phase": "$phase", "docs": $docs, "isns": $isns, "gpus_per_isn": $g,
        "split": "$split",
        "gpus": $isns * $g, "batch": $batch, "k": $k, "rate": $rate, "mode": "$mode",
-       "engine": "$engine", "exit": rc, "compare": cmp,
+       "engine": "$engine", "cluster_flags": cluster_flags, "exit": rc, "compare": cmp,
        "exact": rc == 0 and cmp.startswith("runs equal")}
 if rc == 0 and os.path.exists(metrics):
     m = json.load(open(metrics))
@@ -194,6 +210,16 @@ if rc == 0 and os.path.exists(metrics):
     if ranges + merge > 0:
         row["merge_share"] = merge / (ranges + merge)
         row["merge_seconds"], row["range_seconds"] = merge, ranges
+    # The slowest ISN's engine time per batch, and the share of its run the engine was busy:
+    # where that share is low, the row's q/s is the closed loop's round trip, not the GPUs'.
+    # (busy: compute over compute and the ISN's idle time between batches)
+    per_isn = [(i["stats"]["compute_seconds"], i["stats"]["batches"],
+                i["stats"].get("idle_seconds", 0.0))
+               for i in m.get("isn", []) if i.get("stats", {}).get("batches")]
+    if per_isn:
+        row["isn_compute_ms"] = max(1000 * c / b for c, b, _ in per_isn)
+        row["isn_busy"] = max(c / (c + idle) for c, _, idle in per_isn if c + idle > 0)
+    row["admission"] = m.get("admission", {}).get("mode")
 json.dump(row, open(rowf, "w"), indent=1)
 print(f"   {row['name']}: {row.get('queries_per_second') or 0:.0f} q/s, p99 "
       f"{row.get('p99_ms')} ms, merge share {row.get('merge_share', '-')}, {cmp}")
@@ -262,9 +288,14 @@ for r in weak:
     e = None
     if one:
         e = (r["queries_per_second"] * r["docs"]) / (r["gpus"] * one["queries_per_second"] * one["docs"])
+    ec = None  # the same from the ISN's compute per batch (every weak row: batch 1,024)
+    if one and r.get("isn_compute_ms") and one.get("isn_compute_ms"):
+        ec = (r["docs"] / r["isn_compute_ms"]) / (r["gpus"] * one["docs"] / one["isn_compute_ms"])
     weak_scaling.append({"gpus": r["gpus"], "split": r.get("split", "ranges"), "docs": r["docs"],
                          "queries_per_second": r["queries_per_second"],
-                         "weak_scaling_efficiency": e})
+                         "weak_scaling_efficiency": e,
+                         "isn_compute_ms": r.get("isn_compute_ms"),
+                         "weak_scaling_efficiency_compute": ec})
 result = {"machine": machine, "rows": rows, "weak_scaling": weak_scaling,
           "exact": all(r.get("exact") for r in rows)}
 json.dump(result, open(os.path.join(out, "multi-gpu.json"), "w"), indent=1)
@@ -272,19 +303,24 @@ def f(v, spec):
     return "-" if v is None else format(v, spec)
 lines = [f"machine: {machine['gpus']} GPU(s), {machine['cores']} cores; NCCL "
          f"{machine.get('nccl_version', '?')}", "",
-         "| run | ISNs x GPUs | split | documents | batch | k | rate | q/s | p50 ms | p99 ms | merge share | exact |",
-         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+         "| run | ISNs x GPUs | split | documents | batch | k | rate | q/s | p50 ms | p99 ms | merge share | compute ms/batch | ISN busy | exact |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 for r in rows:
     split = r.get("split", "ranges") if r["gpus_per_isn"] > 1 else "-"
     lines.append(f"| {r['name']} | {r['isns']} x {r['gpus_per_isn']} | {split} | {r['docs']:,} | {r['batch']} | "
                  f"{r['k']} | {r['rate'] or 'closed'} | {f(r.get('queries_per_second'), ',.0f')} | "
                  f"{f(r.get('p50_ms'), '.2f')} | {f(r.get('p99_ms'), '.2f')} | "
-                 f"{f(r.get('merge_share'), '.1%')} | {'yes' if r.get('exact') else 'NO: ' + r['compare']} |")
+                 f"{f(r.get('merge_share'), '.1%')} | {f(r.get('isn_compute_ms'), '.2f')} | "
+                 f"{f(r.get('isn_busy'), '.0%')} | {'yes' if r.get('exact') else 'NO: ' + r['compare']} |")
+flags = sorted({r.get("cluster_flags") or "" for r in rows})
+if flags != [""]:
+    lines += ["", "cluster flags: " + "; ".join(repr(x) for x in flags)]
 if weak_scaling:
-    lines += ["", "| GPUs | split | documents | q/s | weak-scaling efficiency |",
-              "| --- | --- | --- | --- | --- |"]
+    lines += ["", "| GPUs | split | documents | q/s | weak-scaling efficiency | compute ms/batch | by compute |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {w['gpus']} | {w['split'] if w['gpus'] > 1 else '-'} | {w['docs']:,} | "
-              f"{w['queries_per_second']:,.0f} | {f(w['weak_scaling_efficiency'], '.3f')} |"
+              f"{w['queries_per_second']:,.0f} | {f(w['weak_scaling_efficiency'], '.3f')} | "
+              f"{f(w['isn_compute_ms'], '.2f')} | {f(w['weak_scaling_efficiency_compute'], '.3f')} |"
               for w in weak_scaling]
 open(os.path.join(out, "multi-gpu.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

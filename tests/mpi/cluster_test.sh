@@ -334,6 +334,10 @@ case "$case_name" in
         all(r["queries_per_second"] > 0 and r["p99_ms"] > 0 for r in m["rows"]) and
         m["weak_scaling"][0]["weak_scaling_efficiency"] == 1.0 and "gpus" in m["machine"])')" = True ] ||
       { cat "$tmp/mg.txt"; fail "multi-gpu.json: rows missing, not exact, or fields absent"; }
+    # Each row's ISN compute per batch and busy share; weak scaling by compute too.
+    [ "$(metric "$mg/multi-gpu.json" '(all(r["isn_compute_ms"] > 0 and 0 < r["isn_busy"] <= 1 and r["admission"] == ("on arrival" if r["rate"] else "just-in-time") and r["cluster_flags"] == "" for r in m["rows"]) and
+        m["weak_scaling"][0]["weak_scaling_efficiency_compute"] == 1.0)')" = True ] ||
+      fail "multi-gpu.json: isn_compute_ms, isn_busy, admission or the compute efficiency: $(metric "$mg/multi-gpu.json" '[(r["name"], r.get("isn_compute_ms"), r.get("isn_busy"), r.get("admission")) for r in m["rows"]]')"
     grep -q "| per-node-horizontal-d6000-g1-r4000 | 1 x 1 |" "$mg/multi-gpu.md" ||
       fail "multi-gpu.md: no per-node row at 4000 arrivals/s"
     "$root/launch/multi-gpu-runs.sh" --out "$mg" --engine cpu --gpus "1 2" --docs 6000 \
@@ -341,6 +345,20 @@ case "$case_name" in
       > "$tmp/mg2.txt" 2>&1 || { cat "$tmp/mg2.txt"; fail "the second call exited $?"; }
     [ "$(grep -c 'done before' "$tmp/mg2.txt")" = 7 ] && ! grep -q "ISN(s) x" "$tmp/mg2.txt" ||
       { cat "$tmp/mg2.txt"; fail "the second call ran rows again instead of resuming"; }
+    # --summarize-only keeps the record of the machine that ran the rows.
+    echo "gpus 5" >> "$mg/machine.txt"
+    "$root/launch/multi-gpu-runs.sh" --out "$mg" --engine cpu --summarize-only > "$tmp/mgs.txt" 2>&1 ||
+      { cat "$tmp/mgs.txt"; fail "--summarize-only exited $?"; }
+    grep -qx "gpus 5" "$mg/machine.txt" || fail "--summarize-only rewrote machine.txt"
+    # --cluster-flags reach every row's cluster: window admission, recorded in the row.
+    "$root/launch/multi-gpu-runs.sh" --out "$tmp/mgw" --engine cpu --gpus 1 --docs 6000 \
+      --phases per-isn --batches 64 --ks 10 --queries 200 --index-root "$mg/indexes" \
+      --cluster-flags "--admission window --max-depth 4" > "$tmp/mgw.txt" 2>&1 ||
+      { cat "$tmp/mgw.txt"; fail "multi-gpu-runs.sh --cluster-flags exited $?"; }
+    [ "$(metric "$tmp/mgw/multi-gpu.json" '(m["exact"] and len(m["rows"]) == 1 and m["rows"][0]["admission"] == "window" and m["rows"][0]["cluster_flags"] == "--admission window --max-depth 4")')" = True ] ||
+      { cat "$tmp/mgw.txt"; fail "--cluster-flags: $(metric "$tmp/mgw/multi-gpu.json" 'm["rows"]')"; }
+    grep -q "cluster flags: '--admission window --max-depth 4'" "$tmp/mgw/multi-gpu.md" ||
+      fail "multi-gpu.md does not name the cluster flags"
     "$root/launch/multi-gpu-runs.sh" --out "$mg" --phases sideways > "$tmp/mg3.txt" 2>&1 &&
       fail "an unknown phase was accepted"
     grep -q "unknown phase 'sideways'" "$tmp/mg3.txt" || { cat "$tmp/mg3.txt"; fail "no error naming the phase"; }
