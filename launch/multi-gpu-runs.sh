@@ -31,8 +31,8 @@
 #
 # OUT/multi-gpu.json: machine (gpus, their names, cores, NCCL's version and first topology lines
 # from NCCL_DEBUG=INFO), one row per run (phase, docs, isns, gpus_per_isn, gpus, batch, k, rate,
-# q/s, p50/p99 ms, merge share, the slowest ISN's compute per batch and the share of the run its
-# engine was busy, cluster flags, exact), and weak_scaling: per G, q/s and
+# q/s, p50/p99 ms, merge share, the slowest ISN's compute per batch and the share of its batches'
+# span its engine was busy, cluster flags, exact), and weak_scaling: per G, q/s and
 # weak_scaling_efficiency = (q/s with G GPUs x documents) / (G x q/s with one GPU x its
 # documents), the documents searched per second against G times one GPU's (issue 15's goal:
 # >= 0.9 at 4 GPUs), and weak_scaling_efficiency_compute, the same from the ISN's compute per
@@ -212,13 +212,29 @@ if rc == 0 and os.path.exists(metrics):
         row["merge_seconds"], row["range_seconds"] = merge, ranges
     # The slowest ISN's engine time per batch, and the share of its run the engine was busy:
     # where that share is low, the row's q/s is the closed loop's round trip, not the GPUs'.
-    # (busy: compute over compute and the ISN's idle time between batches)
-    per_isn = [(i["stats"]["compute_seconds"], i["stats"]["batches"],
-                i["stats"].get("idle_seconds", 0.0))
+    # (busy: from the timeline, the time each ISN computed, its batches' spans joined (queued
+    # batches joined into one engine call share theirs), over the time from its first batch's
+    # start to its last one's end; the ISN's idle_seconds also counts its start-up)
+    per_isn = [(i["stats"]["compute_seconds"], i["stats"]["batches"])
                for i in m.get("isn", []) if i.get("stats", {}).get("batches")]
     if per_isn:
-        row["isn_compute_ms"] = max(1000 * c / b for c, b, _ in per_isn)
-        row["isn_busy"] = max(c / (c + idle) for c, _, idle in per_isn if c + idle > 0)
+        row["isn_compute_ms"] = max(1000 * c / b for c, b in per_isn)
+    spans = {}
+    for b in (m.get("timeline") or {}).get("batches", []):
+        for i in b.get("isn", []):
+            if not i.get("missing") and i.get("start") is not None and i.get("end") is not None:
+                spans.setdefault(i["rank"], []).append((i["start"], i["end"]))
+    busy = []
+    for intervals in spans.values():
+        intervals.sort()
+        computed, reach = 0.0, intervals[0][0]
+        for start, end in intervals:
+            computed += max(0.0, end - max(start, reach))
+            reach = max(reach, end)
+        if reach > intervals[0][0]:
+            busy.append(computed / (reach - intervals[0][0]))
+    if busy:
+        row["isn_busy"] = max(busy)
     row["admission"] = m.get("admission", {}).get("mode")
 json.dump(row, open(rowf, "w"), indent=1)
 print(f"   {row['name']}: {row.get('queries_per_second') or 0:.0f} q/s, p99 "
