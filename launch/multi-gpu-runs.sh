@@ -210,11 +210,11 @@ if rc == 0 and os.path.exists(metrics):
     if ranges + merge > 0:
         row["merge_share"] = merge / (ranges + merge)
         row["merge_seconds"], row["range_seconds"] = merge, ranges
-    # The slowest ISN's engine time per batch, and the share of its run the engine was busy:
-    # where that share is low, the row's q/s is the closed loop's round trip, not the GPUs'.
-    # (busy: from the timeline, the time each ISN computed, its batches' spans joined (queued
-    # batches joined into one engine call share theirs), over the time from its first batch's
-    # start to its last one's end; the ISN's idle_seconds also counts its start-up)
+    # The slowest ISN's engine time per batch, and the busiest ISN's share of its batches' span
+    # spent computing (from the timeline: its batches' spans joined, since batches joined into
+    # one engine call share theirs, over its first batch's start to its last one's end; the
+    # ISN's idle_seconds would count its start-up too). Where that share is low, the row's q/s
+    # is the closed loop's round trip, not the GPUs'.
     per_isn = [(i["stats"]["compute_seconds"], i["stats"]["batches"])
                for i in m.get("isn", []) if i.get("stats", {}).get("batches")]
     if per_isn:
