@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <oneapi/tbb/task_group.h>
 
 #include "common/metrics.hpp"
 #include "common/progress.hpp"
@@ -119,6 +120,32 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
   std::uint64_t empty_results = 0, answered_by_or = 0, hits_written = 0, ranker_fallbacks = 0;
   double second_stage_seconds = 0;
   const auto t_search = Clock::now();
+  // A batch's answers are merged and written to the run file while the engines search the next
+  // batch (a task on oneTBB's pool). With the GPU engine on the H200 host (session 47, 240,000
+  // queries, batch 1,024) the engine calls took 0.8 s of 2.9, merging and writing the rest, about
+  // 0.9 us a run line, with the host's cores idle. One batch's writing at a time: the counters and
+  // the run file see the batches in order, and the bytes are those of a serial loop.
+  std::vector<std::vector<ShardResult>> writing(engines.size());
+  auto merge_and_write = [&](std::span<const Query> batch) {
+    std::vector<const ShardResult*> per_query(engines.size());
+    for (std::size_t q = 0; q < batch.size(); ++q) {
+      for (std::size_t s = 0; s < engines.size(); ++s) per_query[s] = &writing[s][q];
+      const QueryResult r = merge_shard_results(params, per_query);
+      counters.add(r.counters);
+      if (r.hits.empty()) ++empty_results;
+      if (r.answered_by_or) ++answered_by_or;
+      if (r.ranker_fallback) ++ranker_fallbacks;
+      for (std::size_t i = 0; i < r.hits.size(); ++i) {
+        const RankedDoc& h = r.hits[i];
+        write_run_line(run, batch[q].id, index.shard(h.shard).external_id(h.doc), int(i + 1),
+                       h.score, options.run_tag);
+      }
+      hits_written += r.hits.size();
+    }
+  };
+  // Declared after what its task uses: an engine's error unwinds through its destructor, which
+  // waits for the task.
+  tbb::task_group writer;
   for (std::size_t begin = 0; begin < queries.size(); begin += options.batch_size) {
     const std::size_t end = std::min(queries.size(), begin + options.batch_size);
     const std::span<const Query> batch(queries.data() + begin, end - begin);
@@ -135,23 +162,12 @@ nlohmann::json run_search_session(const SearchSessionOptions& options, std::ostr
     }
     batch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t_batch).count());
     engine_seconds += batch_ms.back() / 1e3;
-    std::vector<const ShardResult*> per_query(engines.size());
-    for (std::size_t q = 0; q < batch.size(); ++q) {
-      for (std::size_t s = 0; s < engines.size(); ++s) per_query[s] = &shard_results[s][q];
-      const QueryResult r = merge_shard_results(params, per_query);
-      counters.add(r.counters);
-      if (r.hits.empty()) ++empty_results;
-      if (r.answered_by_or) ++answered_by_or;
-      if (r.ranker_fallback) ++ranker_fallbacks;
-      for (std::size_t i = 0; i < r.hits.size(); ++i) {
-        const RankedDoc& h = r.hits[i];
-        write_run_line(run, batch[q].id, index.shard(h.shard).external_id(h.doc), int(i + 1),
-                       h.score, options.run_tag);
-      }
-      hits_written += r.hits.size();
-    }
+    writer.wait();  // the batch before is written (and its error, if any, thrown here)
+    writing.swap(shard_results);
+    writer.run([&merge_and_write, batch] { merge_and_write(batch); });
     bar.add(batch.size());
   }
+  writer.wait();
   bar.finish();
   const double search_seconds = std::chrono::duration<double>(Clock::now() - t_search).count();
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -78,10 +80,36 @@ TEST_F(CpuEngineTest, SearchSessionWritesTheReferenceRunFile) {
     run_search_session(so, out);
     return out.str();
   };
+  // The session writes a batch's answers while the engines search the next: the run file must
+  // still list the queries in the query file's order, over several batches of 64.
+  std::vector<std::string> file_order;
+  {
+    std::ifstream qf(*dir_ / "one" / "queries.test.tsv");
+    for (std::string line; std::getline(qf, line);)
+      file_order.push_back(line.substr(0, line.find('\t')));
+  }
+  ASSERT_GT(file_order.size(), 2u * 64u);
+  auto run_order = [](const std::string& run_text) {  // each query id once, as first written
+    std::vector<std::string> ids;
+    std::istringstream in(run_text);
+    for (std::string line; std::getline(in, line);) {
+      std::string id = line.substr(0, line.find(' '));
+      if (ids.empty() || ids.back() != id) ids.push_back(id);
+    }
+    return ids;
+  };
   for (Mode mode : kModes) {
     for (Scoring scoring : kScorings) {
       const std::string ref = run("reference", "", 1, mode, scoring);
       ASSERT_FALSE(ref.empty());
+      const std::vector<std::string> written = run_order(ref);
+      std::vector<std::string> expected;
+      std::copy_if(file_order.begin(), file_order.end(), std::back_inserter(expected),
+                   [&](const std::string& id) {
+                     return std::find(written.begin(), written.end(), id) != written.end();
+                   });
+      EXPECT_EQ(written, expected) << "run file out of the query file's order";
+      EXPECT_GT(written.size(), 64u);
       for (const char* a : {"exhaustive", "wand", "bmw", "maxscore", "maxscore-daat"})
         EXPECT_EQ(run("cpu", a, 2, mode, scoring), ref)
             << a << " " << to_string(mode) << " " << to_string(scoring);
