@@ -73,7 +73,9 @@
 #                     or gs-tiers (gpusearch partition --split)
 #   --queries         the first N test queries (default 8000)
 #   --reps            repeats of every configuration, interleaved (default 3); medians reported
-#   --summarize-only  no runs: rebuild the JSON and the table from OUT's runs
+#   --summarize-only  no runs: rebuild the JSON and the table from OUT's runs (a device call's
+#                     returned runs: without their .answers checks a row says "unchecked";
+#                     the machine is the earlier summary's, the index need not be there)
 #   --probe-reps R    the fabric probe (default 3; 0: none): every variant at depth 1 on a small
 #                     index (4000 documents, OUT/probe-index) with each ISN sleeping 2 ms per batch
 #                     instead of computing, so what is left of a batch's wall time beyond the
@@ -343,9 +345,20 @@ fi
 fi  # summarize_only
 [ -n "$index" ] || index=$out/index
 
-python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" <<'PY'
+python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" "$summarize_only" <<'PY'
 import glob, json, os, platform, re, statistics, sys
 out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+summarize_only = sys.argv[7] == "1"
+# A run's answers against in process: True (equal), False (they differ) or None (unchecked: the
+# .answers file did not come back, as when a device call's tarball keeps only the JSON; a table
+# then says "unchecked" where it cannot say "equal").
+def answers_equal(path):
+    return open(path).read().strip() == "equal" if os.path.exists(path) else None
+def all_equal(flags):
+    flags = list(flags)
+    return False if False in flags else (None if None in flags else True)
+def answers_word(flag):
+    return {True: "equal", False: "DIFFER", None: "unchecked"}[flag]
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -379,7 +392,7 @@ for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
         "latency_ms": m["latency_ms"], "batches": nb,
         "slowest_compute_p50_ms": med([c for c, _ in batch_times(m)]),
         "admission": (m.get("admission") or {}).get("mode"),
-        "answers_equal_inprocess": open(os.path.join(out, "runs", name + ".answers")).read().strip() == "equal",
+        "answers_equal_inprocess": answers_equal(os.path.join(out, "runs", name + ".answers")),
         # Wall time per batch that the slowest ISN's engine did not cover: the cluster's own
         # cost, measured the same way for the old and the new code.
         "uncovered_ms_per_batch": 1000 * (m["seconds"] - slowest) / nb,
@@ -419,7 +432,7 @@ for key in sorted({(r["variant"], r["isns"], r["batch"]) for r in runs if r["var
                   "docs_scored_per_query": med([r.get("docs_scored_per_query") for r in rs]),
                   "postings_decoded_per_query": med([r.get("postings_decoded_per_query") for r in rs]),
                   "sharing": any(any(x for x in r.get("share_thresholds") or []) for r in rs),
-                  "answers_equal": all(r["answers_equal_inprocess"] for r in rs)})
+                  "answers_equal": all_equal(r["answers_equal_inprocess"] for r in rs)})
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 gpu = ""
 try:
@@ -468,7 +481,7 @@ for f in sorted(glob.glob(os.path.join(out, "latency", "*.json"))):
                          "slowest_compute_p50_ms": med(compute),
                          "cut_to_merged_over_compute_p50": med(ratios),
                          "pipeline_depth_max": m.get("pipeline_depth", {}).get("max"),
-                         "answers_equal_inprocess": os.path.exists(answers) and open(answers).read().strip() == "equal",
+                         "answers_equal_inprocess": answers_equal(answers),
                          "metrics_file": os.path.relpath(f, out)})
 latency_table = []
 for key in sorted({(r["variant"], r["isns"]) for r in latency_runs}, key=lambda t: (t[1], t[0])):
@@ -481,11 +494,23 @@ for key in sorted({(r["variant"], r["isns"]) for r in latency_runs}, key=lambda 
                           "slowest_compute_p50_ms": comp,
                           "p50_over_compute": p50 / comp if p50 and comp else None,
                           "cut_to_merged_over_compute_p50": g("cut_to_merged_over_compute_p50"),
-                          "answers_equal": all(r["answers_equal_inprocess"] for r in rs)})
-result = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": platform.node(),
-                      "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+                          "answers_equal": all_equal(r["answers_equal_inprocess"] for r in rs)})
+machine = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "host": platform.node(),
+           "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+# --summarize-only describes the machine that ran the runs, not this one: the earlier summary's
+# machine where there is one, else this machine marked as the summarizer only.
+previous = os.path.join(out, "cluster-overhead.json")
+if summarize_only:
+    try:
+        machine = json.load(open(previous))["machine"]
+    except (OSError, ValueError, KeyError):
+        machine = {"summarized_on": machine, "note": "runs measured elsewhere; their machine is unknown here"}
+manifest = os.path.join(index, "manifest.json")
+index_docs = (sum(s.get("num_docs", 0) for s in json.load(open(manifest)).get("shards", []))
+              if os.path.exists(manifest) else None)  # the index stays on the machine that ran
+result = {"machine": machine,
           "config": {"engine": engine, "mode": mode, "k": k, "queries": nq, "index": index,
-                     "index_docs": sum(s.get("num_docs", 0) for s in json.load(open(os.path.join(index, "manifest.json"))).get("shards", []))},
+                     "index_docs": index_docs},
           "inprocess_queries_per_second": inproc, "table": table, "runs": runs,
           "probe_table": probe_table, "probe": probe,
           "latency_table": latency_table, "latency": latency_runs}
@@ -500,7 +525,7 @@ for t in table:
                  f(t["merge_ms"]), f(t["aggregator_overhead_ms"]), f(t["uncovered_ms_per_batch"]),
                  f(100 * (t["isn_busy_fraction"] or 0), 0) + "%", f(t["depth"], 1),
                  f(t["docs_scored_per_query"], 0), f(t["postings_decoded_per_query"], 0),
-                 "on" if t["sharing"] else "off", "equal" if t["answers_equal"] else "DIFFER"))
+                 "on" if t["sharing"] else "off", answers_word(t["answers_equal"])))
 print("in process:", ", ".join("batch %d: %.0f q/s" % (b, q) for b, q in inproc.items()))
 print("ms per batch (means): compute = slowest ISN's engine; broadcast, gather (round trip - compute), merge as")
 print("the metrics define them; agg-ovh = cut to merged less the critical ISN's compute and queue")
@@ -527,7 +552,7 @@ if latency_table:
         f = lambda x, p=3: "-" if x is None or x != x else ("%.*f" % (p, x))
         print(lf % (t["variant"], t["isns"], f(t["queries_per_second"], 0), f(t["latency_p50_ms"]),
                     f(t["latency_p99_ms"]), f(t["slowest_compute_p50_ms"]), f(t["p50_over_compute"], 2),
-                    f(t["cut_to_merged_over_compute_p50"], 2), "equal" if t["answers_equal"] else "DIFFER"))
+                    f(t["cut_to_merged_over_compute_p50"], 2), answers_word(t["answers_equal"])))
     print("p50/compute: the queries' p50 latency over the median of each batch's slowest ISN compute")
     print("(target <= 1.3); per-batch ratio: median over batches of (cut to merged) / slowest compute.")
 print("wrote", os.path.join(out, "cluster-overhead.json"))

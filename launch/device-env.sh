@@ -27,8 +27,9 @@ unset device_env_bin device_env_xz
 
 # device_results NAME: the call's results folder /tmp/NAME (exported as res), and device_pack,
 # which copies the calling script in (the record of what ran) and tars the folder's JSON,
-# Markdown, logs, texts and scripts into $OUT/NAME.tar.gz, leaving out indexes and files of 20 MB
-# or more. Call device_pack after each part of a call, so that a call cut short by its time limit
+# Markdown, logs, texts, scripts, plots and the benches' answer checks (*.answers: what
+# `bench-cluster-overhead.sh --summarize-only` reads back) into $OUT/NAME.tar.gz, leaving out
+# indexes and files of 20 MB or more. Call device_pack after each part of a call, so that a call cut short by its time limit
 # still returns what it finished.
 device_results() {
   device_results_name=${1:?usage: device_results NAME}
@@ -38,6 +39,7 @@ device_results() {
 device_pack() {
   cp "$0" "$res/"
   (cd /tmp && find "$device_results_name" -type f \( -name '*.json' -o -name '*.json.gz' -o -name '*.md' \
-     -o -name '*.log' -o -name '*.txt' -o -name '*.sh' \) -size -20M -not -path '*/index*' -print0 |
+     -o -name '*.log' -o -name '*.txt' -o -name '*.sh' -o -name '*.png' -o -name '*.answers' \) \
+     -size -20M -not -path '*/index*' -print0 |
      tar --null -T - -czf "$OUT/$device_results_name.tar.gz")
 }

@@ -58,6 +58,11 @@
 #                                          waits for it with 0; clusters with the default, with 0
 #                                          and with the user's own OMPI_MCA eager limit: exact, the
 #                                          limit in effect in every rank's metrics; bad values
+#   cluster_test.sh BUILD_DIR overheadsummary  launch/bench-cluster-overhead.sh on a tiny index (one
+#                                          ISN, one rep): table and JSON; then --summarize-only
+#                                          over the runs alone, as a device call returns them
+#                                          (no answer checks, no index): "unchecked", the first
+#                                          summary's machine kept
 #   cluster_test.sh BUILD_DIR scalingpairs launch/summarize-isn-scaling.py on made-up runs: reps
 #                                          paired, a rep without its pair left out, gzipped
 #                                          metrics read, two calls pooled, a bad folder named
@@ -439,6 +444,26 @@ case "$case_name" in
       grep -qF -- "--shm-eager-bytes" "$tmp/out-bad.txt" || { cat "$tmp/out-bad.txt"; fail "--shm-eager-bytes $bad: no clear error"; }
     done
     echo "PASS: answers eager over shared memory without CMA: no wait for the sender, exact, the limit reported; bad values refused"
+    ;;
+  overheadsummary)
+    ob=$tmp/ob
+    "$root/launch/bench-cluster-overhead.sh" --out "$ob" --build "$build" --engine cpu --docs 3000 \
+      --queries 300 --batches 64 --isns 1 --reps 1 --variants adaptive --probe-reps 0 \
+      --latency-reps 0 > "$tmp/ob.txt" 2>&1 || { cat "$tmp/ob.txt"; fail "bench-cluster-overhead.sh exited $?"; }
+    grep -qE "^adaptive +1 +64 .* equal$" "$tmp/ob.txt" || { cat "$tmp/ob.txt"; fail "no exact row in the table"; }
+    [ "$(metric "$ob/cluster-overhead.json" '(m["table"][0]["answers_equal"] is True and m["config"]["index_docs"] == 3000 and m["machine"]["cores"] > 0)')" = True ] ||
+      fail "cluster-overhead.json: $(metric "$ob/cluster-overhead.json" '(m["table"], m["config"], m["machine"])')"
+    # What a device call's tarball brings back: the runs' JSON, no answer checks, no index.
+    rm -f "$ob"/runs/*.answers
+    rm -rf "$ob/index"
+    metric "$ob/cluster-overhead.json" 'm.update(machine={"cpu": "the device", "cores": 16}) or json.dump(m, open(sys.argv[1], "w"))' > /dev/null
+    "$root/launch/bench-cluster-overhead.sh" --out "$ob" --build "$build" --engine cpu --queries 300 \
+      --batches 64 --isns 1 --variants adaptive --summarize-only > "$tmp/obs.txt" 2>&1 ||
+      { cat "$tmp/obs.txt"; fail "--summarize-only without answer checks or index exited $?"; }
+    grep -qE "^adaptive +1 +64 .* unchecked$" "$tmp/obs.txt" || { cat "$tmp/obs.txt"; fail "the row does not say unchecked"; }
+    [ "$(metric "$ob/cluster-overhead.json" '(m["table"][0]["answers_equal"] is None and m["config"]["index_docs"] is None and m["machine"] == {"cpu": "the device", "cores": 16})')" = True ] ||
+      fail "re-summary: $(metric "$ob/cluster-overhead.json" '(m["table"][0]["answers_equal"], m["config"], m["machine"])')"
+    echo "PASS: bench-cluster-overhead.sh exact on a tiny index; --summarize-only over the runs alone says unchecked, keeps the machine"
     ;;
   scalingpairs)
     mkdir -p "$tmp/call1" "$tmp/call2"
