@@ -29,8 +29,8 @@ unset device_env_bin device_env_xz
 # which copies the calling script in (the record of what ran) and tars the folder's JSON,
 # Markdown, logs, texts, scripts, plots and the benches' answer checks (*.answers: what
 # `bench-cluster-overhead.sh --summarize-only` reads back) into $OUT/NAME.tar.gz, leaving out
-# indexes and files of 20 MB or more. Call device_pack after each part of a call, so that a call cut short by its time limit
-# still returns what it finished.
+# indexes and files of 20 MB or more. Call device_pack after each part of a call, so that a call
+# cut short by its time limit still returns what it finished.
 device_results() {
   device_results_name=${1:?usage: device_results NAME}
   export res=/tmp/$device_results_name
