@@ -196,11 +196,13 @@ void BatchMerger::merge(InFlightBatch& b) {
 
   // Stages and the timeline.
   std::uint64_t max_compute_us = 0, max_idle_us = 0;
-  // The cut model's compute: how long the batch holds the ISN's engine thread, which encodes
-  // each answer before it takes the next batch (isn/isn_engine_thread.cpp). At batch 1,024 the
-  // encoding is 0.5-0.8 ms beside a GPU engine's 3.5 ms; counted as wire overhead, it made the
-  // chain of predicted answers run early by that much a batch in flight, and the next batch
-  // queued behind the ones ahead (H200, session 30: 2-4.6 ms at the ISN).
+  // The cut model's compute: how long the batch holds the ISN's engine thread, with the answer's
+  // encoding where that thread encodes it before it takes the next batch (--answer-thread
+  // engine). At batch 1,024 the encoding is 0.5-0.8 ms beside a GPU engine's 3.5 ms; counted as
+  // wire overhead there, it made the chain of predicted answers run early by that much a batch
+  // in flight, and the next batch queued behind the ones ahead (H200, session 30: 2-4.6 ms at
+  // the ISN). Encoded by the ISN's MPI thread (the default), it is wire overhead: the engine is
+  // free from the search's end on.
   double max_occupancy_us = 0;
   Clock::time_point last_result = b.sent;
   std::size_t critical = num_isns;  // the ISN whose answer came last
@@ -215,7 +217,10 @@ void BatchMerger::merge(InFlightBatch& b) {
     max_compute_us = std::max(max_compute_us, h.compute_us);
     max_occupancy_us = std::max(
         max_occupancy_us,
-        double(h.compute_us) + 1000.0 * std::max(0.0, ms_between(b.times[i].end, b.times[i].encoded)));
+        double(h.compute_us) +
+            (h.encoded_off_engine
+                 ? 0.0
+                 : 1000.0 * std::max(0.0, ms_between(b.times[i].end, b.times[i].encoded))));
     max_idle_us = std::max(max_idle_us, h.idle_us);
     const IsnTimes& t = b.times[i];
     if (t.arrived >= last_result) last_result = t.arrived, critical = i;
@@ -251,9 +256,11 @@ void BatchMerger::merge(InFlightBatch& b) {
     const double service_ms = ms_between(std::max(b.sent, previous_last_answer_), t.arrived);
     previous_last_answer_ = std::max(previous_last_answer_, t.arrived);
     std::lock_guard lock(model_mutex_);
+    const double encode_off_engine_ms =
+        b.headers[critical].encoded_off_engine ? std::max(0.0, ms_between(t.end, t.encoded)) : 0.0;
     model_.add(max_occupancy_us,
-               1000.0 * (ms_between(b.cut, t.received) + ms_between(t.encoded, t.arrived) +
-                         ms_between(t.arrived, t_done)),
+               1000.0 * (ms_between(b.cut, t.received) + encode_off_engine_ms +
+                         ms_between(t.encoded, t.arrived) + ms_between(t.arrived, t_done)),
                1000.0 * std::max(0.0, service_ms));
     // Just in time: the cut's aim, a quantile of the slowest occupancy over the last batches.
     if (setup_.aim_quantile > 0 || setup_.early_quantile > 0) {

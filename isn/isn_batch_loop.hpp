@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "common/wire/handoff_wait.hpp"
 #include "common/wire/mpi_transport.hpp"
 #include "common/wire/progress_pacer.hpp"
+#include "common/wire/wire.hpp"
 #include "isn/batch_pipeline.hpp"
 #include "isn/cpu_engine/cpu_engine.hpp"
 #include "isn/fallback_engine.hpp"
@@ -43,10 +45,12 @@ inline std::uint64_t micros(Clock::duration d) {
 
 // ---- 2. The batch loop (1, the start-up, is isn_startup.cpp) ------------------------------------
 
-// A batch received by the MPI thread, waiting for the engine thread.
+// A batch received by the MPI thread, waiting for the engine thread; decoded already where it
+// came while the engine worked (--answer-thread mpi).
 struct Inbound {
   Received message;
   Clock::time_point received;
+  std::optional<QueryBatch> decoded;
 };
 
 // What the engine thread counts; read by the MPI thread only when the engine is idle.
@@ -58,9 +62,14 @@ struct EngineCounters {
 
 // Two threads: this one (the caller's, the only one that calls MPI: MPI_THREAD_FUNNELED)
 // receives batches ahead into a queue while the engine works, answers clock pings at once, and
-// sends each answer the moment the engine thread has encoded it. The engine thread decodes,
-// resolves, searches and encodes, one batch after the other, and waits on a condition variable
-// when the queue is empty. With the scheduler (--scheduler), the engine thread instead queues
+// sends each answer the moment it is encoded. The engine thread resolves, searches and (the
+// second stage) ranks one batch after the other, and waits on a condition variable when the
+// queue is empty. The decoding of a batch that arrives while the engine works, and the
+// encoding of each answer (the hits' external ids, the message), are this thread's
+// (--answer-thread mpi, the default): the engine thread hands a searched batch over and takes
+// the next at once, as the in-process search does, instead of idling its encoding and its next
+// batch's decoding (NOTES-cluster.md, session 49). --answer-thread engine: the engine thread
+// decodes and encodes. With the scheduler (--scheduler), the engine thread instead queues
 // each batch's jobs as the batch arrives (up to --scheduler-batches-in-flight batches at once,
 // isn/batch_pipeline.hpp) and answers the batches in order as their jobs complete.
 class BatchLoop {
@@ -123,7 +132,15 @@ class BatchLoop {
   // what the ranking throws (a bad ranker does not: its queries keep the first stage).
   void rank_batch(PipelinedBatch& b);
   void apply_ranker_commands(std::uint64_t batch_id);
+  // The answer's message: the hits' external ids, the encoding, and the counters (the thread
+  // that encodes answers owns counters_' answer fields).
+  std::shared_ptr<const OutgoingMessage> encode_answer(PipelinedBatch& b);
+  // The engine thread's: encodes the answer and queues it for the MPI thread to post.
   void send_answer(PipelinedBatch& b);
+  // The MPI thread's (--answer-thread mpi): encodes the searched batches the engine thread
+  // handed over and posts their answers; returns whether there were any.
+  bool send_searched(std::deque<std::unique_ptr<PipelinedBatch>>& searched,
+                     std::deque<PendingSend>& sends, std::deque<Clock::time_point>& posted);
   std::vector<Query> resolve_batch(QueryBatch& batch);
   // Takes every waiting message; returns whether there was any.
   bool receive_messages();
@@ -180,6 +197,9 @@ class BatchLoop {
     Clock::time_point ready;
   };
   std::deque<ReadyAnswer> outbox_;
+  // --answer-thread mpi: batches searched by the engine thread, for the MPI thread to encode and
+  // send (in order).
+  std::deque<std::unique_ptr<PipelinedBatch>> searched_;
   // The answers' first segments: back when their send completes (MPI thread), zeroed there,
   // taken again by the next encode (engine thread) without an allocation or page faults.
   std::shared_ptr<wire::SegmentPool> answer_segments_ = std::make_shared<wire::SegmentPool>();
@@ -188,8 +208,10 @@ class BatchLoop {
   double compute_ewma_us_ = 0;  // the engine's time per batch, to predict when it needs the next
   std::unique_ptr<BatchPipeline> pipeline_;  // --scheduler with batches in flight, else null
 
-  EngineCounters counters_;  // the engine thread's; `rejected` also the MPI thread's
-  // The engine thread's, reused per answer: each query's first hit, and the hits' external ids.
+  // The engine thread's, but for `rejected` (also the MPI thread's) and, with --answer-thread
+  // mpi, the fields that encode_answer counts (the MPI thread's then).
+  EngineCounters counters_;
+  // The encoding thread's, reused per answer: each query's first hit, and the hits' external ids.
   std::vector<std::size_t> answer_hit_at_;
   std::vector<std::string_view> answer_ids_;
   // The engine thread's: ranker-cache commands applied, and loads they asked for that failed.
@@ -200,6 +222,7 @@ class BatchLoop {
   // When batches arrive: the next is due about one gap after the last (a quarter early, for the
   // variance), unless none has come for three gaps (the aggregator is idle or done).
   Clock::time_point last_batch_at_{};
+  std::uint64_t batches_decoded_ahead_ = 0;  // --answer-thread mpi: decoded while the engine worked
   double batch_gap_us_ = 0;
   // A stats request or a shutdown: answered once every batch received before it is sent.
   bool stats_wanted_ = false, shutdown_wanted_ = false;

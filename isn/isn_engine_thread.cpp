@@ -41,12 +41,16 @@ std::vector<Query> BatchLoop::resolve_batch(QueryBatch& batch) {
 
 std::unique_ptr<PipelinedBatch> BatchLoop::open_batch(Inbound in, Clock::time_point idle_since) {
   QueryBatch batch;
-  try {
-    batch = decode_query_batch(in.message.data());
-  } catch (const WireError& e) {
-    ++counters_.rejected;
-    std::cerr << where_.who << ": " << e.what() << '\n';
-    return nullptr;
+  if (in.decoded) {
+    batch = std::move(*in.decoded);  // the MPI thread decoded it while the engine worked
+  } else {
+    try {
+      batch = decode_query_batch(in.message.data());
+    } catch (const WireError& e) {
+      ++counters_.rejected;
+      std::cerr << where_.who << ": " << e.what() << '\n';
+      return nullptr;
+    }
   }
   if (options_.inject_delay_ms > 0 &&
       (options_.inject_delay_rank < 0 || options_.inject_delay_rank == where_.rank))
@@ -219,6 +223,15 @@ void BatchLoop::rank_batch(PipelinedBatch& b) {
 }
 
 void BatchLoop::send_answer(PipelinedBatch& b) {
+  auto message = encode_answer(b);
+  {
+    std::lock_guard lock(mutex_);
+    outbox_.push_back({std::move(message), Clock::now()});
+  }
+  pacer_.notify();  // the MPI thread sends it now, not at its next polling round
+}
+
+std::shared_ptr<const OutgoingMessage> BatchLoop::encode_answer(PipelinedBatch& b) {
   ResultHeader& header = b.header;
   if (!b.error.empty()) {
     ++counters_.failed_batches;
@@ -272,11 +285,10 @@ void BatchLoop::send_answer(PipelinedBatch& b) {
   counters_.queries += b.queries.size();
   {
     std::lock_guard lock(mutex_);
-    outbox_.push_back({std::move(message), Clock::now()});
     const double us = double(header.compute_us);
     compute_ewma_us_ = compute_ewma_us_ == 0 ? us : 0.8 * compute_ewma_us_ + 0.2 * us;
   }
-  pacer_.notify();  // the MPI thread sends it now, not at its next polling round
+  return message;
 }
 
 void BatchLoop::engine_thread_main() {
@@ -307,7 +319,18 @@ void BatchLoop::engine_thread_main() {
     search_joined(open);
     engine_call_cpu_seconds_ += metrics::process_cpu_seconds() - cpu0;
     engine_call_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
-    for (auto& b : open) send_answer(*b);
+    if (options_.answers_on_mpi_thread) {
+      {
+        std::lock_guard lock(mutex_);
+        for (auto& b : open) {
+          b->header.encoded_off_engine = true;
+          searched_.push_back(std::move(b));
+        }
+      }
+      pacer_.notify();  // the MPI thread encodes and sends them now
+    } else {
+      for (auto& b : open) send_answer(*b);
+    }
     idle_since = Clock::now();
     engine_wait_.worked(idle_since);
   }

@@ -145,6 +145,13 @@ int main(int argc, char** argv) {
                  "(same search parameters; 1: one call per batch; not with --scheduler)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
+  app.add_option_function<std::string>(
+         "--answer-thread",
+         [&o](const std::string& s) { o.answers_on_mpi_thread = s == "mpi"; },
+         "who encodes each answer and decodes a batch that arrives while the engine works: mpi "
+         "(the MPI thread: the engine thread goes straight on to the next batch) or engine")
+      ->check(CLI::IsMember({"mpi", "engine"}))
+      ->default_str("mpi");
   app.add_option("--inject-delay-ms", o.inject_delay_ms, "test: sleep this long before each batch");
   app.add_flag("--probe-memo-answers", o.engine.probe_memo_answers,
                "probe of the cluster's own cost: answer a query seen before (same terms, same "

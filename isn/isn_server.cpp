@@ -79,9 +79,29 @@ bool BatchLoop::receive_messages() {
         batch_gap_us_ = batch_gap_us_ == 0 ? gap : 0.8 * batch_gap_us_ + 0.2 * gap;
       }
       last_batch_at_ = received;
+      Inbound in{std::move(*m), received, std::nullopt};
+      if (options_.answers_on_mpi_thread && !pipeline_) {
+        // A batch that waits for the engine anyway is decoded here, so that the engine starts
+        // it the moment it is free; one for an idle engine goes to it as it is (the engine
+        // thread would wait for this thread's decoding as long as for its own). The engine
+        // thread counts a batch that does not decode.
+        bool engine_free;
+        {
+          std::lock_guard lock(mutex_);
+          engine_free = !engine_busy_ && inbox_.empty();
+        }
+        if (!engine_free) {
+          try {
+            in.decoded = decode_query_batch(in.message.data());
+            ++batches_decoded_ahead_;
+          } catch (const WireError&) {
+            // left to the engine thread, which reports and counts it in order
+          }
+        }
+      }
       {
         std::lock_guard lock(mutex_);
-        inbox_.push_back({std::move(*m), received});
+        inbox_.push_back(std::move(in));
       }
       engine_wait_.notify_one();
     } else if (m->tag == kTagControl) {
@@ -119,11 +139,13 @@ void BatchLoop::run() {
   for (;;) {
     bool did = receive_messages();
     std::deque<ReadyAnswer> ready;
+    std::deque<std::unique_ptr<PipelinedBatch>> searched;
     bool drained = false, inbox_empty = true;
     auto due = Clock::time_point::max();
     {
       std::lock_guard lock(mutex_);
       ready.swap(outbox_);
+      searched.swap(searched_);  // encoded and posted below, before any stats reply
       drained = inbox_.empty() && !engine_busy_;
       inbox_empty = inbox_.empty();
       // The engine will want its next batch about when this one ends: be polling by then.
@@ -137,6 +159,7 @@ void BatchLoop::run() {
       sends.emplace_back(std::move(answer.message), 0, kTagResultBatch, world_);
       sends_posted.push_back(posted);
     }
+    did = send_searched(searched, sends, sends_posted) || did;
     while (!sends.empty() && sends.front().test()) {
       answer_send_us_.add(
           std::chrono::duration<double, std::micro>(Clock::now() - sends_posted.front()).count());
@@ -177,6 +200,22 @@ void BatchLoop::run() {
       // took ~1 ms longer to reach the aggregator).
       pacer_.idle(now, due, !sends.empty(), !sends.empty());
   }
+}
+
+bool BatchLoop::send_searched(std::deque<std::unique_ptr<PipelinedBatch>>& searched,
+                              std::deque<PendingSend>& sends,
+                              std::deque<Clock::time_point>& posted) {
+  if (searched.empty()) return false;
+  for (auto& b : searched) {
+    sends.emplace_back(encode_answer(*b), 0, kTagResultBatch, world_);
+    const auto now = Clock::now();
+    // From the search's end: this thread's reaction and the encoding (--answer-thread engine:
+    // from the engine thread's encoded answer).
+    answer_post_us_.add(std::chrono::duration<double, std::micro>(now - b->finished).count());
+    posted.push_back(now);
+  }
+  searched.clear();
+  return true;
 }
 
 // ---- 3. Shutdown and stats -------------------------------------------------------------------
@@ -233,6 +272,8 @@ nlohmann::json BatchLoop::stats() const {
                      {"unions", options_.share_unions},
                      {"sharers", thresholds_ ? thresholds_->sharers() : 1},
                      {"batches_shared", batches_shared_}}},
+                   {"answer_thread", options_.answers_on_mpi_thread && !pipeline_ ? "mpi" : "engine"},
+                   {"batches_decoded_ahead", batches_decoded_ahead_},
                    {"coalesce",
                     {{"max_batches", options_.coalesce_batches},
                      {"joint_calls", joint_calls_},

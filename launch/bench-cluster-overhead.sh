@@ -49,6 +49,9 @@
 #                     cut only once every ISN has answered the batches ahead, as before
 #                     session 43, or at the first ISN's answer);
 #                     "_admitN" (--admission-threads N: a batch's queries resolved on N threads);
+#                     "_engenc" (--answer-thread engine: the ISN's engine thread decodes each
+#                     batch and encodes each answer itself, as before session 49, instead of
+#                     its MPI thread);
 #                     "_busysend" and "_busyhot" (--busy-poll sending or hot: the MPI
 #                     threads poll without yielding while their own sends are unfinished, or
 #                     in every hot round);
@@ -226,6 +229,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}
+  fi
+  if [[ $v == *_engenc* ]]; then  # the ISN's engine thread decodes and encodes (before session 49)
+    flags+=(--answer-thread engine); v=${v/_engenc/}
   fi
   if [[ $v =~ _coalesce([0-9]+) ]]; then  # at most N queued batches join one engine call
     flags+=(--coalesce-batches "${BASH_REMATCH[1]}"); v=${v/${BASH_REMATCH[0]}/}

@@ -14,7 +14,7 @@
 # gpusearch-isn --help): e.g. --batch-size, --max-wait-us, --cost-buckets, --max-in-flight,
 # --max-depth, --admission, --admission-quantile, --admission-lag, --window, --cache-entries, --deadline-ms, --qps
 # (aggregator); --engine, --algorithm, --intra-query, --threads, --inject-engine-fault-at-batch,
-# --inject-delay-ms, --inject-delay-rank, --inject-compute-ms, --inject-compute-rank,
+# --inject-delay-ms, --inject-delay-rank, --inject-compute-ms, --inject-compute-rank, --answer-thread,
 # --gpu-mem and the --cache-* flags of the GPU list cache, --share-thresholds on|off|auto,
 # --pin-cores off|auto|CPUS (ISN); --progress, --spin-us,
 # --hot-poll-us, --max-sleep-us (both). Two-stage ranking (issue 12): --ranker-store DIR,

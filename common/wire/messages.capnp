@@ -67,6 +67,7 @@ struct ResultBatch {
   counters @19 :List(UInt64);    # 5 per query: postings decoded, blocks decoded, blocks
                                  # skipped, docs scored, early terminations
   rankerFallback @20 :List(Bool);  # per query: its ranker failed, the first stage answered
+  encodedOffEngine @21 :Bool;    # encoded by another thread: the engine was free from endUs on
 }
 
 # The aggregator's ranker-cache coordination (paper 004, 3.6; aggregator/ranker_cache_coordinator.hpp):

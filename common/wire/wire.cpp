@@ -270,6 +270,7 @@ void set_header(s::ResultBatch::Builder root, const ResultHeader& b) {
   root.setStartUs(b.start_us);
   root.setEndUs(b.end_us);
   root.setEncodedUs(b.encoded_us);
+  root.setEncodedOffEngine(b.encoded_off_engine);
 }
 
 // Words a result batch of this many hits and id bytes needs, so that it fits one segment.
@@ -325,6 +326,7 @@ ResultHeader get_header(schema::ResultBatch::Reader root) {
   b.start_us = root.getStartUs();
   b.end_us = root.getEndUs();
   b.encoded_us = root.getEncodedUs();
+  b.encoded_off_engine = root.getEncodedOffEngine();
   return b;
 }
 

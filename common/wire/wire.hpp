@@ -76,6 +76,9 @@ struct ResultHeader {
   // On the ISN's steady clock (us): message received, engine started and done, answer encoded.
   // encode_results sets encoded_us itself, after the answers are packed.
   std::uint64_t received_us = 0, start_us = 0, end_us = 0, encoded_us = 0;
+  // Encoded by another thread than the engine's (the ISN's --answer-thread mpi): the engine was
+  // free for the next batch from end_us on, not only from encoded_us on.
+  bool encoded_off_engine = false;
 };
 
 struct ResultBatch : ResultHeader {

@@ -33,6 +33,7 @@ ResultBatch sample_results() {
   r.idle_us = 77;
   r.fallback_active = true;
   r.received_us = 10, r.start_us = 11, r.end_us = 12, r.encoded_us = 13;
+  r.encoded_off_engine = true;
   ShardAnswer a;
   a.result.hits = {{9.5, 17, 2, 4}, {8.25, 30, 2, 7}};
   a.hit_ids = {"doc-4", "doc-7"};
@@ -75,6 +76,10 @@ TEST(Wire, ResultBatchRoundTrips) {
   EXPECT_EQ(d.start_us, 11u);
   EXPECT_EQ(d.end_us, 12u);
   EXPECT_EQ(d.encoded_us, 13u);
+  EXPECT_TRUE(d.encoded_off_engine);
+  ResultBatch on_engine = r;
+  on_engine.encoded_off_engine = false;
+  EXPECT_FALSE(decode_result_batch(as_bytes(encode(on_engine))).encoded_off_engine);
   ASSERT_EQ(d.answers.size(), 2u);
   const ShardAnswer& a = d.answers[0];
   ASSERT_EQ(a.result.hits.size(), 2u);
@@ -210,6 +215,7 @@ TEST(Wire, ResultHeaderReadsWithoutTheAnswers) {
   EXPECT_EQ(h.batch_id, 42u);
   EXPECT_EQ(h.isn_rank, 3u);
   EXPECT_EQ(h.compute_us, 1234u);
+  EXPECT_TRUE(h.encoded_off_engine);  // the aggregator's model reads it from the header
   EXPECT_TRUE(h.error.empty());
 }
 
