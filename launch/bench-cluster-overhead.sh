@@ -31,7 +31,8 @@
 #                     their own shard's K-th impact bounds, not the node's combined ones);
 #                     "_mean" (just in time aimed at the mean compute with a lag of 0.2,
 #                     session 29's default: --admission-quantile 0 --admission-lag 0.2) and
-#                     "_qNN" (--admission-quantile 0.NN instead of 0.95);
+#                     "_qNN" (--admission-quantile 0.NN instead of the default 0.7;
+#                     _q95: the default before session 49);
 #                     "_threadsN" (--threads N: engine threads per ISN, instead of cores / N);
 #                     "_refreshN" (--share-refresh N: the shared threshold re-read every N
 #                     checks);
