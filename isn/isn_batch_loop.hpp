@@ -201,7 +201,7 @@ class BatchLoop {
   // send (in order).
   std::deque<std::unique_ptr<PipelinedBatch>> searched_;
   // The answers' first segments: back when their send completes (MPI thread), zeroed there,
-  // taken again by the next encode (engine thread) without an allocation or page faults.
+  // taken again by the next encode (the encoding thread) without an allocation or page faults.
   std::shared_ptr<wire::SegmentPool> answer_segments_ = std::make_shared<wire::SegmentPool>();
   bool stop_ = false, engine_busy_ = false;
   Clock::time_point busy_since_{};
@@ -227,7 +227,8 @@ class BatchLoop {
   // A stats request or a shutdown: answered once every batch received before it is sent.
   bool stats_wanted_ = false, shutdown_wanted_ = false;
   // An answer's way out (us): from encoded to its send posted (the MPI thread's reaction, on a
-  // busy node behind other processes' workers), and from posted to complete as this thread's
+  // busy node behind other processes' workers; with --answer-thread mpi from the search's end,
+  // the encoding included), and from posted to complete as this thread's
   // MPI_Test sees it (the transfer, with Open MPI's rendezvous above the eager limit).
   metrics::SampleSet answer_post_us_, answer_send_us_;
 };

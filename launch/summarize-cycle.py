@@ -19,7 +19,8 @@ and the legs of that wait (medians over ISNs and batches):
   dec       the ISN decodes it and starts (received -> start)
 and, where the ISNs report them (session 45 on), their own view of `back`'s first part (p50 of
 the ISNs' p50s, us):
-  isn-post  encoded -> the ISN's MPI thread posted the send
+  isn-post  encoded -> the ISN's MPI thread posted the send (with --answer-thread mpi, the
+            default since session 49: the search's end -> posted, the encoding included)
   isn-send  posted -> the send completed (MPI_Test on the ISN)
 A `back` far above isn-post + isn-send points at the aggregator's receive loop; a large
 isn-post at the ISN's MPI thread waking late (its core taken by other ISNs' workers); a large
