@@ -217,10 +217,9 @@ void BatchMerger::merge(InFlightBatch& b) {
     max_compute_us = std::max(max_compute_us, h.compute_us);
     max_occupancy_us = std::max(
         max_occupancy_us,
-        double(h.compute_us) +
-            (h.encoded_off_engine
-                 ? 0.0
-                 : 1000.0 * std::max(0.0, ms_between(b.times[i].end, b.times[i].encoded))));
+        split_answer(double(h.compute_us),
+                     1000.0 * ms_between(b.times[i].end, b.times[i].encoded), h.encoded_off_engine)
+            .occupancy_us);
     max_idle_us = std::max(max_idle_us, h.idle_us);
     const IsnTimes& t = b.times[i];
     if (t.arrived >= last_result) last_result = t.arrived, critical = i;
@@ -256,11 +255,13 @@ void BatchMerger::merge(InFlightBatch& b) {
     const double service_ms = ms_between(std::max(b.sent, previous_last_answer_), t.arrived);
     previous_last_answer_ = std::max(previous_last_answer_, t.arrived);
     std::lock_guard lock(model_mutex_);
-    const double encode_off_engine_ms =
-        b.headers[critical].encoded_off_engine ? std::max(0.0, ms_between(t.end, t.encoded)) : 0.0;
+    const double encode_overhead_us =
+        split_answer(0.0, 1000.0 * ms_between(t.end, t.encoded), b.headers[critical].encoded_off_engine)
+            .encode_overhead_us;
     model_.add(max_occupancy_us,
-               1000.0 * (ms_between(b.cut, t.received) + encode_off_engine_ms +
-                         ms_between(t.encoded, t.arrived) + ms_between(t.arrived, t_done)),
+               1000.0 * (ms_between(b.cut, t.received) + ms_between(t.encoded, t.arrived) +
+                         ms_between(t.arrived, t_done)) +
+                   encode_overhead_us,
                1000.0 * std::max(0.0, service_ms));
     // Just in time: the cut's aim, a quantile of the slowest occupancy over the last batches.
     if (setup_.aim_quantile > 0 || setup_.early_quantile > 0) {

@@ -42,6 +42,20 @@ class SlidingQuantile {
   std::size_t next_ = 0, count_ = 0;
 };
 
+// How one ISN's answer to a batch splits between the cut model's compute and its overhead: the
+// engine thread is held for the batch's compute, and for the answer's encoding (end to encoded)
+// where that thread encoded it before taking the next batch (the ISN's --answer-thread engine).
+// Encoded by another thread (the ISN's MPI thread, the default: the header's encoded_off_engine),
+// the engine is free from the search's end, and the encoding is part of the round trip.
+struct AnswerSplit {
+  double occupancy_us;        // the engine thread held
+  double encode_overhead_us;  // the encoding, counted as the round trip's overhead
+};
+inline AnswerSplit split_answer(double compute_us, double encode_us, bool encoded_off_engine) {
+  const double encode = std::max(0.0, encode_us);
+  return encoded_off_engine ? AnswerSplit{compute_us, encode} : AnswerSplit{compute_us + encode, 0.0};
+}
+
 // Exponentially weighted means of the latencies the pipeline depth is chosen from.
 struct LatencyModel {
   double compute_us = 0;   // the slowest ISN's engine thread per batch: engine + encoding

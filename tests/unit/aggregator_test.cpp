@@ -200,6 +200,22 @@ TEST(SlidingQuantile, NearestRankOverTheLastWindow) {
 
 // The aim: the batch the next one would queue behind is taken to last the aim's compute (a
 // high quantile of the slowest ISN's), the batches before it the mean; no aim, the mean.
+TEST(JustInTimeAdmission, AnEncodingOffTheEngineIsOverheadNotOccupancy) {
+  // The ISN's engine thread encoded the answer (--answer-thread engine): it was held until the
+  // answer was encoded, and the round trip starts there.
+  const AnswerSplit on_engine = split_answer(700.0, 40.0, false);
+  EXPECT_DOUBLE_EQ(on_engine.occupancy_us, 740.0);
+  EXPECT_DOUBLE_EQ(on_engine.encode_overhead_us, 0.0);
+  // The MPI thread encoded it (the default): the engine was free at the search's end, and the
+  // encoding delays the answer as the wire does.
+  const AnswerSplit off_engine = split_answer(700.0, 40.0, true);
+  EXPECT_DOUBLE_EQ(off_engine.occupancy_us, 700.0);
+  EXPECT_DOUBLE_EQ(off_engine.encode_overhead_us, 40.0);
+  // Clocks a microsecond apart never make a negative encoding.
+  EXPECT_DOUBLE_EQ(split_answer(700.0, -1.0, true).encode_overhead_us, 0.0);
+  EXPECT_DOUBLE_EQ(split_answer(700.0, -1.0, false).occupancy_us, 700.0);
+}
+
 TEST(JustInTimeAdmission, AimsBehindTheLastBatchAtTheQuantileOfItsCompute) {
   using us = std::chrono::microseconds;
   const auto t0 = AggregatorClock::time_point{} + std::chrono::seconds(100);
