@@ -24,6 +24,11 @@ AdmissionResolver::AdmissionResolver(const TermDictionary& dictionary,
 
 AdmissionResolver::~AdmissionResolver() = default;
 
+unsigned AdmissionResolver::auto_threads(std::size_t batch_size, std::size_t cores) {
+  if (batch_size < 4 * kMinQueriesPerThread) return 1;
+  return unsigned(std::clamp<std::size_t>(cores / 4, 1, 4));
+}
+
 void AdmissionResolver::resolve(std::span<const ArrivedQuery> arrived,
                                 const std::string& source_name, std::vector<ResolvedQuery>& out) {
   out.clear();

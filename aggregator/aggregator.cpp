@@ -22,6 +22,7 @@
 #include "common/ranker/ranker_mix.hpp"
 #include "common/shard_index.hpp"
 #include "common/term_dictionary.hpp"
+#include "common/thread_placement.hpp"
 #include "common/tokenizer.hpp"
 #include "common/wire/mpi_transport.hpp"
 
@@ -212,7 +213,11 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // mean, us): a batch's queries are admitted that much before it should leave, so that the
   // ISN does not wait for their admission (about 2 us a query on the H100 host: 2 ms for 1,024).
   double admission_us_per_query = 0;
-  AdmissionResolver resolver(dictionary, vocabulary, options.limits, options.admission_threads);
+  AdmissionResolver resolver(
+      dictionary, vocabulary, options.limits,
+      options.admission_threads > 0
+          ? options.admission_threads
+          : AdmissionResolver::auto_threads(options.batching.batch_size, allowed_cpus().size()));
   std::vector<ArrivedQuery> arrived;     // each round's, reused
   std::vector<ResolvedQuery> resolved;  // theirs, resolved
   // Just in time: how far apart the ISNs' answers to a batch come back (the first to the last;
@@ -518,6 +523,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       {"ahead_quantile", options.admission_ahead ? kAdmissionAheadQuantile : 0.0},
       {"answer_spread_us", answer_spread_us},
       {"threads", resolver.threads()},
+      {"threads_auto", options.admission_threads == 0},
       {"quantile", just_in_time ? options.admission_quantile : 0.0},
       {"us_per_query", admission_us_per_query}};
   if (second)

@@ -141,8 +141,9 @@ struct AggregatorOptions {
   // at batch 1,024, and its p50 latency at batch 64 rises from 1.21 to 1.33 of compute.
   bool admission_ahead = false;
   // Threads that resolve a round's arrived queries (aggregator/admission_resolver.hpp); 1: the
-  // MPI thread alone.
-  unsigned admission_threads = 1;
+  // MPI thread alone; 0 (auto, the default): AdmissionResolver::auto_threads of the batch size
+  // and this process's usable cores.
+  unsigned admission_threads = 0;
   std::size_t cache_entries = 0;
   std::uint64_t deadline_ms = 60000;  // 0: none (wait for every ISN)
   std::uint64_t shutdown_grace_ms = 30000;

@@ -141,11 +141,13 @@ int main(int argc, char** argv) {
                  "the aim's cut, after most batches' answers (off: less latency)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--admission-threads", o.admission_threads,
+  std::string admission_threads = "auto";
+  app.add_option("--admission-threads", admission_threads,
                  "threads that resolve the queries admitted together (a batch's, just in time), "
-                 "at least 32 queries each; 1: the MPI thread alone")
+                 "at least 32 queries each; 1: the MPI thread alone; auto: 1 below 128 queries "
+                 "a batch, else a quarter of the usable cores, at most 4")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 64u));
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(1u, 64u));
   app.add_option("--qps", o.qps, "replay the query file at this arrival rate (0: closed loop)")
       ->capture_default_str();
   app.add_option("--cache-entries", o.cache_entries, "LRU result cache entries (0: off)")
@@ -212,6 +214,7 @@ int main(int argc, char** argv) {
     o.admission = parse_closed_loop_admission(admission);
     o.cut_on = parse_just_in_time_cut(cut_on);
     o.admission_ahead = admission_ahead == "on";
+    o.admission_threads = admission_threads == "auto" ? 0u : unsigned(std::stoul(admission_threads));
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");

@@ -231,6 +231,9 @@ class BatchLoop {
   // the encoding included), and from posted to complete as this thread's
   // MPI_Test sees it (the transfer, with Open MPI's rendezvous above the eager limit).
   metrics::SampleSet answer_post_us_, answer_send_us_;
+  // encode_answer's parts (us): from the search's end to the encoding's start (the hand-off to
+  // the MPI thread, with --answer-thread mpi), the hits' external-id look-ups, and the packing.
+  metrics::SampleSet answer_pickup_us_, answer_lookup_us_, answer_pack_us_;
 };
 
 }  // namespace gpusearch::isn_detail

@@ -240,6 +240,7 @@ std::shared_ptr<const OutgoingMessage> BatchLoop::encode_answer(PipelinedBatch& 
     std::cerr << where_.who << ": batch " << header.batch_id << " failed: " << b.error << '\n';
   }
   const auto t1 = b.finished;
+  const auto encode_started = Clock::now();
   header.end_us = steady_us(t1);
   header.fallback_active = engine_.fallback_active();
   header.compute_us = std::uint64_t(double(micros(t1 - b.started)) * b.compute_share);
@@ -273,12 +274,18 @@ std::shared_ptr<const OutgoingMessage> BatchLoop::encode_answer(PipelinedBatch& 
     });
   else
     look_up(0, n);
+  const auto looked_up = Clock::now();
   auto message = std::make_shared<const OutgoingMessage>(
       encode_results(header, b.results, answer_ids_, answer_segments_));
+  const auto packed = Clock::now();
+  answer_pickup_us_.add(std::chrono::duration<double, std::micro>(encode_started - t1).count());
+  answer_lookup_us_.add(
+      std::chrono::duration<double, std::micro>(looked_up - encode_started).count());
+  answer_pack_us_.add(std::chrono::duration<double, std::micro>(packed - looked_up).count());
   // Pipelined batches overlap: their busy time is the pipeline's (stats), not this sum.
   if (!pipeline_) counters_.compute_us += header.compute_us;
   counters_.idle_us += header.idle_us;
-  counters_.encode_us += micros(Clock::now() - t1);
+  counters_.encode_us += micros(packed - t1);
   counters_.answer_bytes += message->bytes();
   for (const ShardResult& r : b.results) counters_.work.add(r.counters);
   ++counters_.batches;

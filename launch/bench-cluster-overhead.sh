@@ -357,10 +357,12 @@ import glob, json, os, platform, re, statistics, sys
 out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 summarize_only = sys.argv[7] == "1"
 # A run's answers against in process: True (equal), False (they differ) or None (unchecked: the
-# .answers file did not come back, as when a device call's tarball keeps only the JSON; a table
-# then says "unchecked" where it cannot say "equal").
+# .answers file did not come back, as when a device call's tarball keeps only the JSON, or is
+# empty, its check cut off by a time limit; a table then says "unchecked" where it cannot say
+# "equal").
 def answers_equal(path):
-    return open(path).read().strip() == "equal" if os.path.exists(path) else None
+    word = open(path).read().strip() if os.path.exists(path) else ""
+    return None if not word else word == "equal"
 def all_equal(flags):
     flags = list(flags)
     return False if False in flags else (None if None in flags else True)

@@ -102,3 +102,16 @@ TEST(AdmissionResolver, EveryThreadCountResolvesAsResolveQueryInArrivalOrder) {
     }
   }
 }
+
+// --admission-threads auto: the MPI thread alone for small batches and small machines; a quarter
+// of the cores, at most 4, for batches of 128 queries and more.
+TEST(AdmissionResolver, AutoThreadsByBatchSizeAndCores) {
+  EXPECT_EQ(AdmissionResolver::auto_threads(64, 16), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(127, 64), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(128, 16), 4u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(1024, 16), 4u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(1024, 128), 4u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(1024, 8), 2u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(1024, 2), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(1024, 1), 1u);
+}
