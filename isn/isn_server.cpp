@@ -276,6 +276,7 @@ nlohmann::json BatchLoop::stats() const {
                      {"sharers", thresholds_ ? thresholds_->sharers() : 1},
                      {"batches_shared", batches_shared_}}},
                    {"answer_thread", options_.answers_on_mpi_thread && !pipeline_ ? "mpi" : "engine"},
+                   {"id_table", options_.id_table_in_huge_pages ? "huge-pages" : "mapped"},
                    {"batches_decoded_ahead", batches_decoded_ahead_},
                    {"coalesce",
                     {{"max_batches", options_.coalesce_batches},

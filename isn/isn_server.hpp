@@ -41,6 +41,9 @@ struct IsnOptions {
   EngineOptions engine;
   std::string fallback_engine = kFallbackEngineName;
   bool verify_checksums = true;
+  // --id-table: the hits' external ids looked up in a copy in huge pages (OpenOptions::
+  // external_ids_in_huge_pages), not in the shard's mapped files.
+  bool id_table_in_huge_pages = true;
   unsigned gpus_per_isn = 1;     // more than the node has: refused at start, naming the flag
   IsnSchedulerOptions scheduler;  // --scheduler and its options
   // The run's search parameters where known at start-up (--mode, --k, --scoring, --alpha, as

@@ -151,6 +151,7 @@ StartedIsn open_shard_and_engine(const IsnOptions& options, const Placement& whe
                             root.shards.size(), where.size - 1));
   OpenOptions oo;
   oo.verify_checksums = options.verify_checksums;
+  oo.external_ids_in_huge_pages = options.id_table_in_huge_pages;
   s.index = std::make_unique<Index>(Index::open_shard(options.index_dir, where.shard_id, oo));
   const ShardIndex& shard = s.index->shard(0);
   IsnEngineStackOptions so;

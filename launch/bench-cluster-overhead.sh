@@ -52,7 +52,9 @@
 #                     "_admitN" (--admission-threads N: a batch's queries resolved on N threads);
 #                     "_engenc" (--answer-thread engine: the ISN's engine thread decodes each
 #                     batch and encodes each answer itself, as before session 49, instead of
-#                     its MPI thread);
+#                     its MPI thread); "_idmapped" (--id-table mapped: the ISN looks the
+#                     answers' external ids up in the shard's mapped files, as before session
+#                     50, not in its copy in huge pages);
 #                     "_busysend" and "_busyhot" (--busy-poll sending or hot: the MPI
 #                     threads poll without yielding while their own sends are unfinished, or
 #                     in every hot round);
@@ -230,6 +232,9 @@ variant_flags() {  # this tree's variant V for N ISNs: sets dir and flags
   fi
   if [[ $v == *_nounion* ]]; then  # sharing ISNs share thresholds, not the best scores
     flags+=(--share-unions off); v=${v/_nounion/}
+  fi
+  if [[ $v == *_idmapped* ]]; then  # the answers' ids from the mapped files (before session 50)
+    flags+=(--id-table mapped); v=${v/_idmapped/}
   fi
   if [[ $v == *_engenc* ]]; then  # the ISN's engine thread decodes and encodes (before session 49)
     flags+=(--answer-thread engine); v=${v/_engenc/}

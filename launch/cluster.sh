@@ -15,6 +15,7 @@
 # --max-depth, --admission, --admission-quantile, --admission-lag, --window, --cache-entries, --deadline-ms, --qps
 # (aggregator); --engine, --algorithm, --intra-query, --threads, --inject-engine-fault-at-batch,
 # --inject-delay-ms, --inject-delay-rank, --inject-compute-ms, --inject-compute-rank, --answer-thread,
+# --id-table,
 # --gpu-mem and the --cache-* flags of the GPU list cache, --share-thresholds on|off|auto,
 # --pin-cores off|auto|CPUS (ISN); --progress, --spin-us,
 # --hot-poll-us, --max-sleep-us (both). Two-stage ranking (issue 12): --ranker-store DIR,

@@ -5,14 +5,16 @@
 // median over `--repeat` rounds, each after `--cold-mb` MiB of other memory were read (the
 // engine's work between two answers; 0: hot caches):
 //   lookup   with --index: the hits' external ids, as the ISN looks them up (prefetch rounds),
-//   encode   encode_results (the ISN's MPI thread, after the id look-ups),
+//   encode   encode_results (the ISN's MPI thread, after the id look-ups; its first segment from
+//            a pool, as the ISN's),
 //   flatten  the message's segments into one buffer (what MPI's receive leaves at the aggregator),
 //   decode   ResultBatchView::decode of one answer (the aggregator's merge thread),
 //   merge    merge_answer_views of every query over `--isns` answers (the merge thread's loop).
 // Every merged answer is checked against the ISNs' hits (the best `--hits` over all ISNs).
 //
 //   bench_answer_path [--queries 64] [--hits 10] [--isns 1] [--id-chars 8] [--repeat 2000]
-//                     [--index DIR] [--cold-mb 0] [--seed 1] [--out answer-path.json]
+//                     [--index DIR [--huge-ids]] [--cold-mb 0] [--seed 1]
+//                     [--out answer-path.json]
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -27,6 +29,7 @@
 #include "aggregator/kway_merge.hpp"
 #include "common/shard_index.hpp"
 #include "common/wire/result_view.hpp"
+#include "common/wire/segment_pool.hpp"
 #include "common/wire/wire.hpp"
 
 using namespace gpusearch;
@@ -56,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--cold-mb", cold_mb, "MiB read between rounds (0: hot caches)")
       ->check(CLI::Range(0, 65536));
   app.add_option("--seed", seed, "the random documents' seed (with --index)");
+  bool huge_ids = false;
+  app.add_flag("--huge-ids", huge_ids,
+               "with --index: the ids in huge pages, as the ISN's --id-table huge-pages");
   app.add_option("--queries", queries, "queries a batch")->check(CLI::Range(1, 65536));
   app.add_option("--hits", hits, "hits a query (k)")->check(CLI::Range(1, 1000));
   app.add_option("--isns", isns, "answers merged a batch")->check(CLI::Range(1, 64));
@@ -65,7 +71,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::optional<Index> index;
-  if (!index_dir.empty()) index.emplace(Index::open(index_dir));
+  OpenOptions open_options;
+  open_options.verify_checksums = false;
+  open_options.external_ids_in_huge_pages = huge_ids;
+  if (!index_dir.empty()) index.emplace(Index::open(index_dir, open_options));
   const ShardIndex* shard = index ? &index->shard(0) : nullptr;
   std::mt19937_64 rng(seed);
   // ISN i's answers: query q's hits rank j * isns + i over all ISNs (scores falling with the
@@ -115,6 +124,10 @@ int main(int argc, char** argv) {
   std::vector<wire::ShardAnswerView> shards(isns);
   MergedHits merged;
   std::uint64_t checksum = 0;
+  // Each ISN's first segments come from its pool, as the ISN's answers do (zeroed when the
+  // message is gone, so that the encode finds them zeroed).
+  std::vector<std::shared_ptr<wire::SegmentPool>> pools(isns);
+  for (auto& p : pools) p = std::make_shared<wire::SegmentPool>();
   for (std::size_t round = 0; round < repeat; ++round) {
     for (std::size_t w = 0; w < other.size(); w += 8) other_sum += other[w];
     for (std::size_t i = 0; i < isns; ++i) {
@@ -127,7 +140,7 @@ int main(int argc, char** argv) {
         if (i == 0) lookup_us.push_back(micros_since(t0));
         t0 = Clock::now();
       }
-      wire::EncodedMessage message = wire::encode_results(header, results[i], ids[i]);
+      wire::EncodedMessage message = wire::encode_results(header, results[i], ids[i], pools[i]);
       if (i == 0) encode_us.push_back(micros_since(t0));
       t0 = Clock::now();
       flat[i] = message.flat();
@@ -172,7 +185,7 @@ int main(int argc, char** argv) {
       {"queries", queries},          {"hits", hits},
       {"isns", isns},                {"id_chars", id_chars},
       {"repeat", repeat},            {"answer_bytes", answer_bytes},
-      {"index", index_dir.string()}, {"cold_mb", cold_mb},
+      {"index", index_dir.string()}, {"cold_mb", cold_mb}, {"huge_ids", huge_ids},
       {"lookup_us", median(lookup_us)},
       {"encode_us", median(encode_us)}, {"flatten_us", median(flatten_us)},
       {"decode_us", median(decode_us)}, {"merge_us", median(merge_us)},

@@ -88,3 +88,29 @@ TEST(HugePageArray, ZeroFilledWritableAndMovable) {
   EXPECT_EQ(c.data(), data);
   EXPECT_EQ(HugePageArray<char>(0).size(), 0u);
 }
+
+// OpenOptions::external_ids_in_huge_pages (the ISN's --id-table huge-pages): the same id for
+// every document as the mapped files give, read from the copy, not from the mapping.
+TEST(ShardIndex, ExternalIdsInHugePagesAreTheMappedOnes) {
+  TempDir tmp;
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  build_index_synthetic(
+      SyntheticParams::parse("docs=2500,seed=4,train_queries=2,test_queries=10,mean_length=60"),
+      o);
+  const Index mapped = Index::open(tmp / "idx");
+  OpenOptions huge;
+  huge.external_ids_in_huge_pages = true;
+  const Index copied = Index::open(tmp / "idx", huge);
+  const ShardIndex& a = mapped.shard(0);
+  const ShardIndex& b = copied.shard(0);
+  ASSERT_EQ(a.num_docs(), 2500u);
+  ASSERT_EQ(b.num_docs(), a.num_docs());
+  for (DocId d = 0; d < a.num_docs(); ++d) {
+    ASSERT_FALSE(a.external_id(d).empty()) << d;
+    ASSERT_EQ(b.external_id(d), a.external_id(d)) << d;
+    // The copy's own memory: not the same bytes as the mapping's.
+    ASSERT_NE(b.external_id(d).data(), a.external_id(d).data()) << d;
+  }
+}
