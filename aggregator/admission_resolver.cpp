@@ -6,17 +6,14 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include "common/shard_index.hpp"
 #include "common/term_dictionary.hpp"
 #include "common/tokenizer.hpp"
 
 namespace gpusearch {
 
-AdmissionResolver::AdmissionResolver(const TermDictionary& dictionary,
-                                     const ShardIndex& vocabulary, QueryLimits limits,
+AdmissionResolver::AdmissionResolver(const TermDictionary& dictionary, QueryLimits limits,
                                      unsigned threads)
     : dictionary_(dictionary),
-      vocabulary_(vocabulary),
       limits_(limits),
       threads_(std::max(1u, threads)) {
   if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(int(threads_));
@@ -54,25 +51,25 @@ void AdmissionResolver::resolve(std::span<const ArrivedQuery> arrived,
 void AdmissionResolver::resolve_range(std::span<const ArrivedQuery> arrived,
                                       const std::string& source_name, ResolvedQuery* out) const {
   // A batch's term look-ups after an idle gap miss the caches (the dictionary's slot and record,
-  // then the term's TermInfo), one after the other; asking for every term's lines in rounds
-  // first overlaps the misses. Each token is read and hashed once for all the rounds.
+  // then the term's df), one after the other; asking for every term's lines in rounds first
+  // overlaps the misses. Each token is read and hashed once for all the rounds, before the
+  // first round: tokenizing between the prefetches queued the text's own reads behind them
+  // (64 queries after a 64 MiB sweep, build machine: 38 us for the first round that way, 17 us
+  // for both loops apart; NOTES-cluster.md, session 50).
   if (arrived.size() > 1) {
-    std::vector<std::uint64_t> hashes;
-    hashes.reserve(arrived.size() * 4);
+    thread_local std::vector<std::uint64_t> hashes;  // each resolving thread's own, reused
+    hashes.clear();
     for (const ArrivedQuery& a : arrived)
-      for_each_token(a.text.text, [&](std::string_view tok) {
-        hashes.push_back(TermDictionary::hash(tok));
-        dictionary_.prefetch_hashed(hashes.back(), 0);
-      });
-    for (int stage = 1; stage < TermDictionary::kPrefetchStages; ++stage)
+      for_each_token(a.text.text,
+                     [&](std::string_view tok) { hashes.push_back(TermDictionary::hash(tok)); });
+    for (int stage = 0; stage < TermDictionary::kPrefetchStages; ++stage)
       for (std::uint64_t h : hashes) dictionary_.prefetch_hashed(h, stage);
   }
   for (std::size_t i = 0; i < arrived.size(); ++i) {
     ResolvedQuery& r = out[i];
     r.ok = resolve_query(dictionary_, arrived[i].text, limits_, r.query, r.problem, source_name);
     if (!r.ok) continue;
-    for (TermId t : r.query.terms)
-      r.cost = std::min(r.cost, double(vocabulary_.term(t).df_global));
+    for (TermId t : r.query.terms) r.cost = std::min(r.cost, double(dictionary_.df_global(t)));
   }
 }
 

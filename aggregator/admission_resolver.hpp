@@ -21,7 +21,6 @@
 
 namespace gpusearch {
 
-class ShardIndex;
 class TermDictionary;
 
 struct ResolvedQuery {
@@ -43,8 +42,8 @@ class AdmissionResolver {
   // 4 threads gained 4-6% (sessions 45, 50).
   static unsigned auto_threads(std::size_t batch_size, std::size_t cores);
   // `threads` 1: the caller's thread only (no arena).
-  AdmissionResolver(const TermDictionary& dictionary, const ShardIndex& vocabulary,
-                    QueryLimits limits, unsigned threads);
+  // The query's cost: the smallest df_global of its terms, from the dictionary.
+  AdmissionResolver(const TermDictionary& dictionary, QueryLimits limits, unsigned threads);
   ~AdmissionResolver();
   AdmissionResolver(const AdmissionResolver&) = delete;
   AdmissionResolver& operator=(const AdmissionResolver&) = delete;
@@ -58,7 +57,6 @@ class AdmissionResolver {
   void resolve_range(std::span<const ArrivedQuery> arrived, const std::string& source_name,
                      ResolvedQuery* out) const;
   const TermDictionary& dictionary_;
-  const ShardIndex& vocabulary_;
   QueryLimits limits_;
   unsigned threads_;
   std::unique_ptr<tbb::task_arena> arena_;

@@ -214,7 +214,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
   // ISN does not wait for their admission (about 2 us a query on the H100 host: 2 ms for 1,024).
   double admission_us_per_query = 0;
   AdmissionResolver resolver(
-      dictionary, vocabulary, options.limits,
+      dictionary, options.limits,
       options.admission_threads > 0
           ? options.admission_threads
           : AdmissionResolver::auto_threads(options.batching.batch_size, allowed_cpus().size()));

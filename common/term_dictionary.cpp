@@ -22,7 +22,7 @@ std::uint64_t hash_term(std::string_view term) {
 
 }  // namespace
 
-TermDictionary::TermDictionary(const ShardIndex& shard) : shard_(shard) {
+TermDictionary::TermDictionary(const ShardIndex& shard) {
   const TermId n = shard.num_terms();
   if (n == std::numeric_limits<TermId>::max())
     throw Error("TermDictionary: the vocabulary has too many terms");
@@ -31,6 +31,8 @@ TermDictionary::TermDictionary(const ShardIndex& shard) : shard_(shard) {
   if (record_bytes >= std::numeric_limits<std::uint32_t>::max())
     throw Error("TermDictionary: the vocabulary's strings exceed 4 GiB");
   records_ = HugePageArray<char>(record_bytes);
+  dfs_ = HugePageArray<std::uint32_t>(n);
+  for (TermId t = 0; t < n; ++t) dfs_[t] = shard.term(t).df_global;
   slots_ = HugePageArray<std::uint64_t>(
       std::bit_ceil(std::max<std::uint64_t>(16, 2 * std::uint64_t(n))));
   mask_ = slots_.size() - 1;
@@ -65,11 +67,12 @@ void TermDictionary::prefetch_hashed(std::uint64_t h, int stage) const {
   const char* record = records_.data() + ((slot & 0xffffffffu) - 1);
   if (stage == 1) {
     __builtin_prefetch(record);
+    __builtin_prefetch(record + kRecordHeader + 15);  // the same line for most records
     return;
   }
   TermId t = 0;  // a fingerprint's namesake: the hint may be for another term, never wrong
   std::memcpy(&t, record, sizeof t);
-  __builtin_prefetch(&shard_.term(t));
+  __builtin_prefetch(&dfs_[t]);
 }
 
 std::optional<TermId> TermDictionary::find(std::string_view term) const {

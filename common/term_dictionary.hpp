@@ -16,6 +16,8 @@
 // no page walks. 1M synthetic documents (3.4M terms; 116 MB against 64 MB before), build
 // machine: resolving a query with the caches swept between batches of 64, 2.2 -> 1.6 us; the
 // cluster's admission (`admission.us_per_query`, one ISN, interleaved runs) 1.9-2.1 -> 1.2-1.7 us.
+// Session 50: the terms' dfs here too, and the prefetch rounds reworked (see prefetch()): 1.6-1.9
+// -> 1.0-1.06 us a query cold on the same machine (tests/benchmarks/bench_admission.cpp).
 #pragma once
 
 #include <cstdint>
@@ -34,11 +36,16 @@ class TermDictionary {
   explicit TermDictionary(const ShardIndex& shard);
   // The same answer as shard.find_term(term).
   std::optional<TermId> find(std::string_view term) const;
+  // The term's df_global (the shard's TermInfo's), kept here by TermId in huge pages: the
+  // aggregator's admission reads it for every term it resolves, and the TermInfo array lies in
+  // the shard's mapped file on 4 KiB pages (a TLB miss each, after an idle gap).
+  std::uint32_t df_global(TermId t) const { return dfs_[t]; }
   // A batch's look-ups after an idle gap miss the caches twice a term, one after the other
-  // (its slot, its record), and the caller then reads the term's TermInfo (the aggregator: its
-  // df). Calling prefetch(term, 0) for every term of the batch, then (term, 1), then (term, 2),
-  // before the find()s overlaps those misses: stage 2 asks for the shard's TermInfo of the
-  // term the record names. Each stage reads only what an earlier one asked for. Hints only:
+  // (its slot, its record), and the caller then reads the term's df (df_global). Calling
+  // prefetch(term, 0) for every term of the batch, then (term, 1), then (term, 2), before the
+  // find()s overlaps those misses: stage 1 asks for the record's first line and the line of its
+  // 16th term byte (about a third of the records end on the next line), stage 2 for the df of
+  // the term the record names. Each stage reads only what an earlier one asked for. Hints only:
   // find() answers the same without them (any stage).
   static constexpr int kPrefetchStages = 3;
   void prefetch(std::string_view term, int stage) const { prefetch_hashed(hash(term), stage); }
@@ -48,11 +55,11 @@ class TermDictionary {
   std::size_t size() const { return size_; }
 
  private:
-  const ShardIndex& shard_;  // for prefetch's stage 2 only; must outlive the dictionary
   // 0: empty; else the term's hash fingerprint << 32 | (its record's offset in records_ + 1).
   HugePageArray<std::uint64_t> slots_;
   // Per term: its ID (4 bytes), its length (4 bytes), its bytes.
   HugePageArray<char> records_;
+  HugePageArray<std::uint32_t> dfs_;  // by TermId
   std::uint64_t mask_ = 0;
   std::size_t size_ = 0;
 };

@@ -75,7 +75,7 @@ TEST(AdmissionResolver, EveryThreadCountResolvesAsResolveQueryInArrivalOrder) {
   ASSERT_GT(accepted, arrived.size() / 2);
 
   for (unsigned threads : {1u, 2u, 4u, 7u}) {
-    AdmissionResolver resolver(dict, shard, limits, threads);
+    AdmissionResolver resolver(dict, limits, threads);
     EXPECT_EQ(resolver.threads(), threads);
     std::vector<ResolvedQuery> got;
     // The whole log at once (split over the threads), then rounds of a few (on the caller's).

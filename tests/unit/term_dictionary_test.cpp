@@ -33,6 +33,7 @@ TEST(TermDictionary, FindsWhatTheLexiconFinds) {
   for (TermId t = 0; t < shard.num_terms(); ++t) {
     const std::string_view s = shard.term_string(t);
     ASSERT_EQ(dict.find(s), std::optional<TermId>(t)) << s;
+    ASSERT_EQ(dict.df_global(t), shard.term(t).df_global) << s;
     // Neighbours of a known term (a prefix, an extension, one letter changed) are what the
     // lexicon says they are: usually unknown.
     std::string longer(s), shorter(s.substr(0, s.size() - 1)), changed(s);
