@@ -1,9 +1,12 @@
 #include "common/shard_index.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include <fmt/format.h>
 #include <xxhash.h>
+
+#include "common/error.hpp"
 
 namespace gpusearch {
 
@@ -74,13 +77,18 @@ std::unique_ptr<ShardIndex> ShardIndex::open(const std::filesystem::path& dir,
   check_offsets(s->lexicon_offsets_, s->lexicon_strings_.size(), sf::kLexiconOffsets);
   check_offsets(s->block_offsets_, m.postings_words, sf::kBlockOffsets);
   check_offsets(s->docid_offsets_, s->docid_strings_.size(), sf::kDocIdOffsets);
-  if (options.external_ids_in_huge_pages) {
+  if (options.external_ids_in_huge_pages) try {
     s->docid_offsets_copy_ = HugePageArray<std::uint64_t>(s->docid_offsets_.size());
     std::copy(s->docid_offsets_.begin(), s->docid_offsets_.end(), s->docid_offsets_copy_.data());
     s->docid_offsets_ = {s->docid_offsets_copy_.data(), s->docid_offsets_copy_.size()};
     s->docid_strings_copy_ = HugePageArray<char>(s->docid_strings_.size());
     std::copy(s->docid_strings_.begin(), s->docid_strings_.end(), s->docid_strings_copy_.data());
     s->docid_strings_ = {s->docid_strings_copy_.data(), s->docid_strings_copy_.size()};
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: no memory for a copy of the shard's external ids ({} bytes; "
+                            "the ISN's --id-table mapped reads them from the files instead)",
+                            dir.string(),
+                            s->docid_offsets_.size_bytes() + s->docid_strings_.size_bytes()));
   }
   std::uint64_t postings = 0;
   for (std::uint64_t t = 0; t < T; ++t) {
