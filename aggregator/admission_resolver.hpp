@@ -36,10 +36,10 @@ class AdmissionResolver {
   static constexpr std::size_t kMinQueriesPerThread = 32;
   // --admission-threads auto: how many threads resolve a batch of `batch_size` queries on a
   // machine of `cores` usable cores. One below 128 queries (a batch of 64 resolves in about
-  // 0.06 ms; on two threads its p50 latency did not fall on the H100 host, session 50: 1.31
-  // of compute against 1.26). From 128 on, a quarter of the cores, at most 4: the ISNs keep the rest, and a
-  // 2-core machine keeps one (there 4 threads took the ISNs' cores). At batch 1,024 on 16 cores
-  // 4 threads gained 4-6% (sessions 45, 50).
+  // 0.06 ms; on two threads its p50 latency did not fall on the H100 host, session 50: 1.31 of
+  // compute against 1.26). From 128 on, a quarter of the cores, at most 4: the ISNs keep the
+  // rest, and a 2-core machine keeps one (there 4 threads took the ISNs' cores). At batch 1,024
+  // on 16 cores 4 threads gained 3-7% (sessions 45, 50).
   static unsigned auto_threads(std::size_t batch_size, std::size_t cores);
   // `threads` 1: the caller's thread only (no arena).
   // The query's cost: the smallest df_global of its terms, from the dictionary.

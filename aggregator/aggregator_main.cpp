@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
     o.admission = parse_closed_loop_admission(admission);
     o.cut_on = parse_just_in_time_cut(cut_on);
     o.admission_ahead = admission_ahead == "on";
-    o.admission_threads = admission_threads == "auto" ? 0u : unsigned(std::stoul(admission_threads));
+    o.admission_threads =
+        admission_threads == "auto" ? 0u : unsigned(std::stoul(admission_threads));
     o.front_end.polling.mode = parse_rpc_poll_mode(rpc_poll);
     o.front_end.polling.spin = std::chrono::microseconds(rpc_spin_us);
     o.front_end.loop_thread = parse_thread_placement(rpc_thread, "--rpc-thread");

@@ -22,9 +22,9 @@ struct OpenOptions {
   // Copy the documents' external ids (their offsets and strings) out of the mapped files into
   // anonymous memory that asks for huge pages. An answer's ids are documents at random: with
   // 4 KiB pages of a mapped file, each look-up after the engine's work is two cache misses and
-  // two TLB misses. The ISN's answer of 64 queries x 10 hits, 1M documents, caches swept: 37 ->
-  // 19 us on the build machine (NOTES-cluster.md, session 50). Costs the tables' size in memory
-  // (about 20 bytes a document), not shared with the page cache.
+  // two TLB misses. The ISN's answer of 64 queries x 10 hits, 1M documents, caches swept: 25.7
+  // -> 16.7 us on the build machine (bench_answer_path; NOTES-cluster.md, session 50). Costs the
+  // tables' size in memory (about 20 bytes a document), not shared with the page cache.
   bool external_ids_in_huge_pages = false;
 };
 

@@ -13,8 +13,8 @@
 #include <iostream>
 #include <limits>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "aggregator/admission_resolver.hpp"
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     std::vector<ResolvedQuery> got;
     std::size_t terms = 0, checked = 0;
     const std::size_t n = std::min(batches, file.queries.size() / batch);
-    if (n == 0) throw Error(fmt::format("{}: fewer than {} test queries", index_dir.string(), batch));
+    if (n == 0)
+      throw Error(fmt::format("{}: fewer than {} test queries", index_dir.string(), batch));
     for (std::size_t b = 0; b < n; ++b) {
       for (int cold = 1; cold >= 0; --cold) {
         if (cold)
@@ -89,8 +90,8 @@ int main(int argc, char** argv) {
           double cost = std::numeric_limits<double>::max();
           for (TermId t : want.terms) cost = std::min(cost, double(shard.term(t).df_global));
           if (ok != got[i].ok || (ok && (want.terms != got[i].query.terms || cost != got[i].cost)))
-            throw Error(fmt::format("query '{}': resolved unlike resolve_query",
-                                    arrived[i].text.id));
+            throw Error(
+                fmt::format("query '{}': resolved unlike resolve_query", arrived[i].text.id));
           terms += want.terms.size();
           ++checked;
         }

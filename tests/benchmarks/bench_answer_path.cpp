@@ -22,8 +22,8 @@
 #include <optional>
 #include <random>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "aggregator/kway_merge.hpp"
@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   app.add_option("--hits", hits, "hits a query (k)")->check(CLI::Range(1, 1000));
   app.add_option("--isns", isns, "answers merged a batch")->check(CLI::Range(1, 64));
   app.add_option("--id-chars", id_chars, "characters of an external id")->check(CLI::Range(1, 64));
-  app.add_option("--repeat", repeat, "rounds (the median is reported)")->check(CLI::Range(1, 1000000));
+  app.add_option("--repeat", repeat, "rounds (the median is reported)")
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--out", out, "write the JSON here too");
   CLI11_PARSE(app, argc, argv);
 
@@ -160,8 +161,8 @@ int main(int argc, char** argv) {
       if (round == 0) {
         // The best `hits` over all ISNs: ranks 0..hits-1 of the interleaving.
         if (merged.hits.size() != hits) {
-          std::cerr << fmt::format("query {}: {} merged hits, expected {}\n", q,
-                                   merged.hits.size(), hits);
+          std::cerr << fmt::format("query {}: {} merged hits, expected {}\n", q, merged.hits.size(),
+                                   hits);
           return 1;
         }
         for (std::size_t r = 0; r < hits; ++r) {
@@ -182,13 +183,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   const nlohmann::json j = {
-      {"queries", queries},          {"hits", hits},
-      {"isns", isns},                {"id_chars", id_chars},
-      {"repeat", repeat},            {"answer_bytes", answer_bytes},
-      {"index", index_dir.string()}, {"cold_mb", cold_mb}, {"huge_ids", huge_ids},
+      {"queries", queries},
+      {"hits", hits},
+      {"isns", isns},
+      {"id_chars", id_chars},
+      {"repeat", repeat},
+      {"answer_bytes", answer_bytes},
+      {"index", index_dir.string()},
+      {"cold_mb", cold_mb},
+      {"huge_ids", huge_ids},
       {"lookup_us", median(lookup_us)},
-      {"encode_us", median(encode_us)}, {"flatten_us", median(flatten_us)},
-      {"decode_us", median(decode_us)}, {"merge_us", median(merge_us)},
+      {"encode_us", median(encode_us)},
+      {"flatten_us", median(flatten_us)},
+      {"decode_us", median(decode_us)},
+      {"merge_us", median(merge_us)},
   };
   std::cout << j.dump(2) << '\n';
   if (!out.empty()) std::ofstream(out) << j.dump(2) << '\n';
