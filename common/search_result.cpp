@@ -4,7 +4,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/shard_index.hpp"
+
 namespace gpusearch {
+
+void look_up_external_ids(const ShardIndex& shard, std::span<const ShardResult> results,
+                          std::string_view* out) {
+  for (int stage = 0; stage < 2; ++stage)
+    for (const ShardResult& r : results)
+      for (const auto* list : {&r.hits, &r.or_hits})
+        for (const RankedDoc& d : *list) shard.prefetch_external_id(d.doc, stage);
+  for (const ShardResult& r : results)
+    for (const auto* list : {&r.hits, &r.or_hits})
+      for (const RankedDoc& d : *list) *out++ = shard.external_id(d.doc);
+}
 
 nlohmann::json to_json(const QueryCounters& c) {
   return {{"postings_decoded", c.postings_decoded},

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -79,6 +80,15 @@ struct ShardResult {
   bool partial = false;
   bool ranker_fallback = false;  // its ranker failed: the first stage's top-k (issue 12)
 };
+
+class ShardIndex;
+
+// The external ids of `results`' hits on `shard`, into out[0..] in packing order (query by
+// query, its AND hits before its OR hits): the ISN's answer. Two prefetch rounds over all the
+// hits first (their offsets, then their strings), so that the random misses overlap
+// (tests/benchmarks/bench_answer_path.cpp times it).
+void look_up_external_ids(const ShardIndex& shard, std::span<const ShardResult> results,
+                          std::string_view* out);
 
 struct QueryResult {
   std::vector<RankedDoc> hits;  // best first, at most k

@@ -254,15 +254,8 @@ std::shared_ptr<const OutgoingMessage> BatchLoop::encode_answer(PipelinedBatch& 
         answer_hit_at_[q] + b.results[q].hits.size() + b.results[q].or_hits.size();
   answer_ids_.resize(answer_hit_at_[n]);
   const auto look_up = [&](std::size_t from, std::size_t to) {
-    for (int stage = 0; stage < 2; ++stage)
-      for (std::size_t q = from; q < to; ++q)
-        for (const auto* list : {&b.results[q].hits, &b.results[q].or_hits})
-          for (const RankedDoc& d : *list) shard_.prefetch_external_id(d.doc, stage);
-    for (std::size_t q = from; q < to; ++q) {
-      std::size_t h = answer_hit_at_[q];
-      for (const auto* list : {&b.results[q].hits, &b.results[q].or_hits})
-        for (const RankedDoc& d : *list) answer_ids_[h++] = shard_.external_id(d.doc);
-    }
+    look_up_external_ids(shard_, std::span(b.results).subspan(from, to - from),
+                         answer_ids_.data() + answer_hit_at_[from]);
   };
   if (n >= wire::kParallelPackQueries)
     // Isolated: while it waits, this thread takes only these chunks, not a query of a batch

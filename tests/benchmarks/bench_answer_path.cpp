@@ -101,15 +101,9 @@ int main(int argc, char** argv) {
     }
     for (const std::string& s : id_strings[i]) ids[i].push_back(s);
   }
-  // The ISN's look-up (isn/isn_engine_thread.cpp, encode_answer): two prefetch rounds, then the
-  // ids in packing order.
+  // The ISN's look-up (encode_answer's): look_up_external_ids.
   const auto look_up = [&](std::size_t i) {
-    for (int stage = 0; stage < 2; ++stage)
-      for (const ShardResult& r : results[i])
-        for (const RankedDoc& d : r.hits) shard->prefetch_external_id(d.doc, stage);
-    std::size_t h = 0;
-    for (const ShardResult& r : results[i])
-      for (const RankedDoc& d : r.hits) ids[i][h++] = shard->external_id(d.doc);
+    look_up_external_ids(*shard, results[i], ids[i].data());
   };
   SearchParams params;
   params.k = std::uint32_t(hits);
