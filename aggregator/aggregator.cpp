@@ -220,6 +220,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
           : AdmissionResolver::auto_threads(options.batching.batch_size, allowed_cpus().size()));
   std::vector<ArrivedQuery> arrived;     // each round's, reused
   std::vector<ResolvedQuery> resolved;  // theirs, resolved
+  double resolve_seconds = 0;           // in resolver.resolve (the metrics' resolve_us_per_query)
   // Just in time: how far apart the ISNs' answers to a batch come back (the first to the last;
   // an exponential mean, us): the next batch's cut can fire at the first (JustInTimeCut).
   double answer_spread_us = 0;
@@ -295,6 +296,8 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       // was cached (mpi.cluster.exact_1_isn saw 0 cache hits where 60-81 are usual).
       const bool merger_keeps_up = merger.queries() < options.batching.batch_size * depth;
       if (admit_at <= now && in_flight.size() < depth && merger_keeps_up) room = missing;
+      // The resolver's helpers wake shortly before (aggregator/admission_resolver.hpp).
+      if (!source->exhausted()) resolver.expect_batch_at(std::max(admit_at, now));
     } else {
       const std::size_t window =
           options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
@@ -309,7 +312,9 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
     for (auto& p : source->take_problems()) admission.skip(std::move(p));
     // Resolving (the dictionary's look-ups, the terms' dfs) on --admission-threads threads;
     // the rest in arrival order here.
+    const auto t_resolve = Clock::now();
     resolver.resolve(arrived, source->name(), resolved);
+    if (!arrived.empty()) resolve_seconds += seconds_since(t_resolve);
     for (std::size_t i = 0; i < arrived.size(); ++i) {
       ArrivedQuery& a = arrived[i];
       progress = true;
@@ -525,7 +530,18 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       {"threads", resolver.threads()},
       {"threads_auto", options.admission_threads == 0},
       {"quantile", just_in_time ? options.admission_quantile : 0.0},
-      {"us_per_query", admission_us_per_query}};
+      {"us_per_query", admission_us_per_query},
+      {"resolve_us_per_query",
+       admission.read > 0 ? 1e6 * resolve_seconds / double(admission.read) : 0.0},
+      {"helpers", [&] {
+         const AdmissionResolver::HelperStats h = resolver.helper_stats();
+         return nlohmann::json{{"split_batches", h.split_batches},
+                               {"chunks", h.chunks},
+                               {"helper_chunks", h.helper_chunks},
+                               {"batches_helped", h.batches_helped},
+                               {"poll_seconds", h.helper_poll_seconds},
+                               {"wakeups", h.helper_wakeups}};
+       }()}};
   if (second)
     outcome.metrics["second_stage"] =
         ranker_cache_metrics(options.ranking, params.candidates, second->rankers_in_store,

@@ -764,6 +764,11 @@ PY
       { cat "$tmp/out-threads.txt"; fail "--admission-threads 3: exit $?"; }
     "$gs" compare-runs "$tmp/ref.txt" "$tmp/run-threads.txt" || fail "--admission-threads 3 differs"
     [ "$(metric "$tmp/m-threads.json" 'm["admission"]["threads"]')" = 3 ] || fail "admission threads not 3"
+    # Every batch's admission split into chunks for the resolver's helpers (which of them the
+    # helpers took depends on the machine's load; the answers do not).
+    metric "$tmp/m-threads.json" 'm["admission"]["helpers"]["split_batches"] > 0 and m["admission"]["helpers"]["chunks"] >= 4 * m["admission"]["helpers"]["split_batches"]' |
+      grep -qx True || fail "admission helpers: the metrics say $(metric "$tmp/m-threads.json" 'm["admission"]["helpers"]')"
+    echo "admission helpers: $(metric "$tmp/m-threads.json" 'm["admission"]["helpers"]')"
     # The admission ahead (queries ready when the batch is expected to leave), with each cut:
     # exact, reported, and the spread of the two ISNs' answers measured (ISN 2 is ~30 ms slower).
     # --busy-poll hot for both programs; with predicted-finish --isn-busy-poll sending for the

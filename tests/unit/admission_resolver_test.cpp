@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "aggregator/admission_resolver.hpp"
@@ -103,15 +104,95 @@ TEST(AdmissionResolver, EveryThreadCountResolvesAsResolveQueryInArrivalOrder) {
   }
 }
 
-// --admission-threads auto: the MPI thread alone for small batches and small machines; a quarter
-// of the cores, at most 4, for batches of 128 queries and more.
+// --admission-threads auto: the MPI thread alone for batches of fewer than two chunks and on
+// small machines; with one helper below 128 queries on 8 cores or more; a quarter of the cores,
+// at most 4, for batches of 128 queries and more.
 TEST(AdmissionResolver, AutoThreadsByBatchSizeAndCores) {
-  EXPECT_EQ(AdmissionResolver::auto_threads(64, 16), 1u);
-  EXPECT_EQ(AdmissionResolver::auto_threads(127, 64), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(63, 16), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(64, 16), 2u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(64, 8), 2u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(64, 4), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(127, 64), 2u);
   EXPECT_EQ(AdmissionResolver::auto_threads(128, 16), 4u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 16), 4u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 128), 4u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 8), 2u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 2), 1u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 1), 1u);
+}
+
+// The helpers: told when the next batch comes (expect_batch_at), they wake and take chunks of
+// it; batches that come with no helper awake, and batches after an expectation that passed, are
+// resolved all the same. Every round equals resolve_query's answers.
+TEST(AdmissionResolver, HelpersTakeChunksOfExpectedBatchesAndNothingChanges) {
+  TempDir tmp;
+  BuildOptions o;
+  o.out_dir = tmp / "idx";
+  o.progress = false;
+  build_index_synthetic(
+      SyntheticParams::parse("docs=2000,seed=9,train_queries=2,test_queries=256,mean_length=100"),
+      o);
+  const Index index = Index::open(tmp / "idx");
+  const TermDictionary dict(index.shard(0));
+  const QueryFile f = read_query_file(tmp / "idx" / "queries.test.tsv");
+  ASSERT_GE(f.queries.size(), 200u);
+  std::vector<ArrivedQuery> arrived;
+  for (const QueryText& t : f.queries) arrived.push_back({t, {}, 0, std::nullopt, {}});
+  QueryLimits limits;
+  std::vector<ResolvedQuery> expected(arrived.size());
+  for (std::size_t i = 0; i < arrived.size(); ++i)
+    expected[i].ok = resolve_query(dict, arrived[i].text, limits, expected[i].query,
+                                   expected[i].problem, "q.tsv");
+
+  AdmissionResolver resolver(dict, limits, 3);
+  using Clock = AdmissionResolver::Clock;
+  std::vector<ResolvedQuery> got;
+  const auto check = [&](std::size_t n, const char* what) {
+    ASSERT_EQ(got.size(), n) << what;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i].ok, expected[i].ok) << what << ", query " << i;
+      ASSERT_EQ(got[i].query.id, expected[i].query.id) << what << ", query " << i;
+      ASSERT_EQ(got[i].query.terms, expected[i].query.terms) << what << ", query " << i;
+    }
+  };
+  // Expected now: the helpers poll; a batch of 64 (two chunks) and the whole set. Then a big
+  // batch (the set 64 times: a few milliseconds of work), for which the MPI thread wakes a
+  // sleeping helper too: on a loaded machine (ctest -j, two cores) a helper may wait for a core
+  // longer than a small batch takes, so the rounds go on until a helper took a chunk.
+  std::vector<ArrivedQuery> big;
+  for (int copy = 0; copy < 64; ++copy) big.insert(big.end(), arrived.begin(), arrived.end());
+  std::uint64_t rounds = 0;
+  for (; rounds < 40 && resolver.helper_stats().helper_chunks == 0; ++rounds) {
+    resolver.expect_batch_at(Clock::now() + std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    resolver.resolve(std::span(arrived).first(64), "q.tsv", got);
+    check(64, "expected batch of 64");
+    resolver.resolve(arrived, "q.tsv", got);
+    check(arrived.size(), "expected whole set");
+    resolver.resolve(big, "q.tsv", got);
+    ASSERT_EQ(got.size(), big.size());
+    for (std::size_t i = 0; i < big.size(); ++i) {
+      const ResolvedQuery& e = expected[i % arrived.size()];
+      ASSERT_EQ(got[i].ok, e.ok) << "big batch, query " << i;
+      ASSERT_EQ(got[i].query.terms, e.query.terms) << "big batch, query " << i;
+    }
+  }
+  const AdmissionResolver::HelperStats s = resolver.helper_stats();
+  EXPECT_GT(s.helper_chunks, 0u) << "no helper took a chunk in " << rounds << " rounds";
+  EXPECT_GT(s.batches_helped, 0u);
+  EXPECT_EQ(s.split_batches, 3 * rounds);
+  EXPECT_LE(s.helper_chunks, s.chunks);
+  // An expectation long past: the helpers sleep; the batch is the MPI thread's alone or a
+  // woken helper's (the whole set is four chunks or more), and equal all the same.
+  resolver.expect_batch_at(Clock::now() - std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  resolver.resolve(std::span(arrived).first(64), "q.tsv", got);
+  check(64, "unexpected batch of 64");
+  resolver.resolve(arrived, "q.tsv", got);
+  check(arrived.size(), "unexpected whole set");
+  // A batch of one chunk and a few queries: the caller's alone.
+  const std::uint64_t split_before = resolver.helper_stats().split_batches;
+  resolver.resolve(std::span(arrived).first(40), "q.tsv", got);
+  check(40, "batch of 40");
+  EXPECT_EQ(resolver.helper_stats().split_batches, split_before);
 }
