@@ -44,6 +44,19 @@ std::vector<PendingQuery> Batcher::cut() {
     ++deadline_cuts_;
   }
   const SearchParams params = pending_[anchor].params;
+  // Just in time the batcher holds exactly the next batch, all of one params: it goes whole, in
+  // arrival order (the general path below took 6.4 us of a batch of 64 on the 2-core machine,
+  // moving each query twice, and counting rankers; on the batch's critical path).
+  if (anchor == 0 && coordinator_ == nullptr && pending_.size() <= policy_.batch_size &&
+      std::all_of(pending_.begin(), pending_.end(),
+                  [&](const PendingQuery& q) { return same_params(q.params, params); })) {
+    std::vector<PendingQuery> batch(std::make_move_iterator(pending_.begin()),
+                                    std::make_move_iterator(pending_.end()));
+    pending_.clear();
+    for (const PendingQuery& q : batch)
+      if (!q.ranker.empty() && --waiting_[q.ranker] == 0) waiting_.erase(q.ranker);
+    return batch;
+  }
   // Candidates: the anchor first, then every waiting query of the same params in arrival order.
   std::vector<std::size_t> candidates{anchor};
   for (std::size_t i = 0; i < pending_.size(); ++i)
@@ -73,7 +86,7 @@ std::vector<PendingQuery> Batcher::cut() {
   }
   pending_ = std::move(rest);
   for (const PendingQuery& q : batch)
-    if (--waiting_[q.ranker] == 0) waiting_.erase(q.ranker);
+    if (!q.ranker.empty() && --waiting_[q.ranker] == 0) waiting_.erase(q.ranker);
   return batch;
 }
 

@@ -61,7 +61,7 @@ class Batcher {
  public:
   explicit Batcher(BatchPolicy policy) : policy_(policy) {}
   void add(PendingQuery q) {
-    ++waiting_[q.ranker];
+    if (!q.ranker.empty()) ++waiting_[q.ranker];  // only a second stage's rankers are asked for
     pending_.push_back(std::move(q));
   }
   // Cut batches grouped by ranker within the cache `coordinator` plans (null: arrival order).

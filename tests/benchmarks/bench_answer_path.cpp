@@ -10,6 +10,10 @@
 //   flatten  the message's segments into one buffer (what MPI's receive leaves at the aggregator),
 //   decode   ResultBatchView::decode of one answer (the aggregator's merge thread),
 //   merge    merge_answer_views of every query over `--isns` answers (the merge thread's loop).
+// And the batch's way there, before the answer's in each round:
+//   batch_encode  encode_message of the batch's QueryBatch (the aggregator's cut: each query's
+//                 id and three term IDs), with its flattening,
+//   batch_decode  decode_query_batch (the ISN's MPI thread, before the engine takes the batch).
 // Every merged answer is checked against the ISNs' hits (the best `--hits` over all ISNs).
 //
 //   bench_answer_path [--queries 64] [--hits 10] [--isns 1] [--id-chars 8] [--repeat 2000]
@@ -113,6 +117,14 @@ int main(int argc, char** argv) {
   std::uint64_t other_sum = 0;
 
   std::vector<double> lookup_us, encode_us, flatten_us, decode_us, merge_us;
+  std::vector<double> batch_encode_us, batch_decode_us;
+  wire::QueryBatch batch;  // ids as the answers', three term IDs a query
+  for (std::size_t q = 0; q < queries; ++q)
+    batch.queries.push_back({fmt::format("q{:0{}}", q, id_chars), {},
+                             {std::uint32_t(17 * q), std::uint32_t(17 * q + 5),
+                              std::uint32_t(17 * q + 9)}});
+  batch.params = params;
+  std::size_t batch_bytes = 0;
   std::size_t answer_bytes = 0;
   std::vector<wire::WireBytes> flat(isns);
   std::vector<wire::ResultBatchView> views(isns);
@@ -125,6 +137,21 @@ int main(int argc, char** argv) {
   for (auto& p : pools) p = std::make_shared<wire::SegmentPool>();
   for (std::size_t round = 0; round < repeat; ++round) {
     for (std::size_t w = 0; w < other.size(); w += 8) other_sum += other[w];
+    {
+      batch.batch_id = round;
+      auto t0 = Clock::now();
+      const wire::WireBytes sent = wire::encode_message(batch).flat();
+      batch_encode_us.push_back(micros_since(t0));
+      batch_bytes = sent.size() * sizeof(std::uint64_t);
+      t0 = Clock::now();
+      const wire::QueryBatch got = wire::decode_query_batch(wire::as_bytes(sent));
+      batch_decode_us.push_back(micros_since(t0));
+      if (got.queries.size() != queries || got.batch_id != round ||
+          got.queries.back().term_ids != batch.queries.back().term_ids) {
+        std::cerr << "query batch decoded unlike the one encoded\n";
+        return 1;
+      }
+    }
     for (std::size_t i = 0; i < isns; ++i) {
       wire::ResultHeader header;
       header.batch_id = round;
@@ -191,6 +218,9 @@ int main(int argc, char** argv) {
       {"flatten_us", median(flatten_us)},
       {"decode_us", median(decode_us)},
       {"merge_us", median(merge_us)},
+      {"batch_bytes", batch_bytes},
+      {"batch_encode_us", median(batch_encode_us)},
+      {"batch_decode_us", median(batch_decode_us)},
   };
   std::cout << j.dump(2) << '\n';
   if (!out.empty()) std::ofstream(out) << j.dump(2) << '\n';

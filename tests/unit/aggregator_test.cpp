@@ -41,6 +41,27 @@ TEST(Batcher, CutsBySizeOrByWaitOrOnFlush) {
   EXPECT_EQ(b.size(), 1u);
 }
 
+// Just in time the batcher holds exactly the next batch: it leaves whole, in arrival order,
+// with cost buckets on too (they choose among more queries than a batch only).
+TEST(Batcher, ExactlyOneBatchWaitingLeavesWholeInArrivalOrder) {
+  const auto t0 = AggregatorClock::now();
+  for (bool buckets : {false, true}) {
+    Batcher b({4, 1000, buckets});
+    const double costs[] = {10, 100000, 12, 5};
+    for (int i = 0; i < 4; ++i) b.add(pq("q" + std::to_string(i), costs[i], t0));
+    const auto batch = b.cut();
+    ASSERT_EQ(batch.size(), 4u);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(batch[std::size_t(i)].id, "q" + std::to_string(i));
+    EXPECT_EQ(batch[1].cost, 100000);
+    EXPECT_TRUE(b.empty());
+    b.add(pq("late", 1, t0));  // fewer than a batch, flushed: the same
+    const auto rest = b.cut();
+    ASSERT_EQ(rest.size(), 1u);
+    EXPECT_EQ(rest[0].id, "late");
+    EXPECT_TRUE(b.empty());
+  }
+}
+
 TEST(Batcher, CostBucketsKeepTheOldestAndItsNearestCosts) {
   const auto t0 = AggregatorClock::now();
   Batcher b({3, 1000, true});
