@@ -347,7 +347,7 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       pq.cost = resolved[i].cost;
       if (need_term_strings)
         for (TermId t : q.terms) pq.terms.emplace_back(vocabulary.term_string(t));
-      if (send_term_ids) pq.term_ids.assign(q.terms.begin(), q.terms.end());
+      if (send_term_ids) pq.term_ids = std::move(q.terms);  // TermId is the wire's uint32
       if (cache.enabled()) {
         pq.cache_key = result_cache_key(pq.params, pq.terms, pq.ranker);
         if (std::optional<CachedAnswer> hit = cache.find(pq.cache_key)) {

@@ -26,19 +26,18 @@ void InFlightBatches::broadcast(std::vector<PendingQuery> queries, Clock::time_p
   b.cut = cut;
   b.queries = std::move(queries);
   b.params = b.queries.front().params;
-  QueryBatch qb;
-  qb.batch_id = b.id;
-  qb.params = b.params;
-  qb.queries.reserve(b.queries.size());
-  // The terms move into the message's source (the merge needs only ids, order and cache keys).
-  for (PendingQuery& pq : b.queries) {
+  // Encoded from the pending queries themselves (views): nothing copied or freed before the
+  // send. Their terms stay with the batch until its merge.
+  wire_views_.clear();
+  for (const PendingQuery& pq : b.queries) {
     if (term_ids)
-      qb.queries.push_back({pq.id, {}, std::move(pq.term_ids), pq.ranker});
+      wire_views_.push_back({pq.id, {}, pq.term_ids, pq.ranker});
     else
-      qb.queries.push_back({pq.id, std::move(pq.terms), {}, pq.ranker});
+      wire_views_.push_back({pq.id, pq.terms, {}, pq.ranker});
     wait_ms_.add(ms_between(pq.arrival, b.cut));
   }
-  auto msg = std::make_shared<const OutgoingMessage>(encode_message(qb));
+  auto msg =
+      std::make_shared<const OutgoingMessage>(encode_query_batch(b.id, b.params, wire_views_));
   b.encoded = Clock::now();
   encode_ms_.add(ms_between(b.cut, b.encoded));
   b.bytes = msg->bytes();

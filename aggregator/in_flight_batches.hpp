@@ -110,6 +110,7 @@ class InFlightBatches {
   std::uint64_t rejected_messages_ = 0, late_discarded_ = 0, bytes_sent_ = 0, messages_sent_ = 0,
                 bytes_received_ = 0, control_messages_ = 0, control_bytes_ = 0;
   metrics::SampleSet wait_ms_, encode_ms_;
+  std::vector<wire::WireQueryView> wire_views_;  // a batch's queries as encoded (reused)
 };
 
 }  // namespace gpusearch

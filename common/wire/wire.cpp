@@ -341,36 +341,45 @@ std::string vocabulary_fingerprint(const ShardManifest& manifest, std::uint32_t 
                      sum(shard_files::kLexiconStrings));
 }
 
-EncodedMessage encode_message(const QueryBatch& b) {
+EncodedMessage encode_query_batch(std::uint64_t batch_id, const SearchParams& params,
+                                  std::span<const WireQueryView> queries) {
   std::size_t estimate = 32;
-  for (const WireQuery& q : b.queries) {
+  for (const WireQueryView& q : queries) {
     estimate += 4 + (q.id.size() + 8) / 8 + (q.term_ids.size() + 1) / 2;
     for (const std::string& t : q.terms) estimate += 2 + (t.size() + 8) / 8;
   }
   auto m = new_message(estimate);
   auto root = m->builder.initRoot<s::QueryBatch>();
-  root.setBatchId(b.batch_id);
+  root.setBatchId(batch_id);
   auto p = root.initParams();
-  p.setMode(to_wire(b.params.mode));
-  p.setScoring(b.params.scoring == Scoring::kBm25 ? s::Scoring::BM25 : s::Scoring::BM25_PR);
-  p.setAlpha(b.params.alpha);
-  p.setK(b.params.k);
-  p.setCandidates(b.params.candidates);
-  auto qs = root.initQueries(unsigned(b.queries.size()));
-  for (std::size_t i = 0; i < b.queries.size(); ++i) {
-    const WireQuery& wq = b.queries[i];
-    qs[unsigned(i)].setId(wq.id);
-    if (!wq.ranker.empty()) qs[unsigned(i)].setRanker(wq.ranker);
+  p.setMode(to_wire(params.mode));
+  p.setScoring(params.scoring == Scoring::kBm25 ? s::Scoring::BM25 : s::Scoring::BM25_PR);
+  p.setAlpha(params.alpha);
+  p.setK(params.k);
+  p.setCandidates(params.candidates);
+  auto qs = root.initQueries(unsigned(queries.size()));
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    const WireQueryView& wq = queries[i];
+    auto q = qs[unsigned(i)];
+    q.setId(capnp::Text::Reader(wq.id.data(), wq.id.size()));
+    if (!wq.ranker.empty()) q.setRanker(capnp::Text::Reader(wq.ranker.data(), wq.ranker.size()));
     if (!wq.terms.empty()) {
-      auto ts = qs[unsigned(i)].initTerms(unsigned(wq.terms.size()));
+      auto ts = q.initTerms(unsigned(wq.terms.size()));
       for (std::size_t t = 0; t < wq.terms.size(); ++t) ts.set(unsigned(t), wq.terms[t]);
     }
     if (!wq.term_ids.empty()) {
-      auto ids = qs[unsigned(i)].initTermIds(unsigned(wq.term_ids.size()));
+      auto ids = q.initTermIds(unsigned(wq.term_ids.size()));
       for (std::size_t t = 0; t < wq.term_ids.size(); ++t) ids.set(unsigned(t), wq.term_ids[t]);
     }
   }
   return EncodedMessage(std::move(m));
+}
+
+EncodedMessage encode_message(const QueryBatch& b) {
+  std::vector<WireQueryView> views;
+  views.reserve(b.queries.size());
+  for (const WireQuery& q : b.queries) views.push_back({q.id, q.terms, q.term_ids, q.ranker});
+  return encode_query_batch(b.batch_id, b.params, views);
 }
 
 QueryBatch decode_query_batch(std::span<const std::byte> bytes) {

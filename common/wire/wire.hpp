@@ -129,6 +129,17 @@ class EncodedMessage {
 };
 
 EncodedMessage encode_message(const QueryBatch& b);
+// A batch's query as the encoder reads it: views into the caller's own queries (the
+// aggregator's pending ones), so that a batch is encoded at its cut without copying them into a
+// QueryBatch first (and freeing that on the batch's critical path). Same message.
+struct WireQueryView {
+  std::string_view id;
+  std::span<const std::string> terms;
+  std::span<const std::uint32_t> term_ids;
+  std::string_view ranker;
+};
+EncodedMessage encode_query_batch(std::uint64_t batch_id, const SearchParams& params,
+                                  std::span<const WireQueryView> queries);
 EncodedMessage encode_message(const ResultBatch& b);
 EncodedMessage encode_message(const Control& c);
 // The ISN's path: packs the engine's results straight from its ShardResults, with each hit's

@@ -63,6 +63,17 @@ TEST(Wire, QueryBatchRoundTrips) {
   EXPECT_EQ(d.queries[0].ranker, "R-M-BGD");
 }
 
+// The aggregator encodes a batch from views of its pending queries: the very bytes of the
+// QueryBatch holding copies of them.
+TEST(Wire, QueryBatchFromViewsIsTheSameMessage) {
+  const QueryBatch b = sample_batch();
+  std::vector<WireQueryView> views;
+  for (const WireQuery& q : b.queries) views.push_back({q.id, q.terms, q.term_ids, q.ranker});
+  const WireBytes from_views = encode_query_batch(b.batch_id, b.params, views).flat();
+  EXPECT_EQ(from_views, encode(b));
+  EXPECT_EQ(decode_query_batch(as_bytes(from_views)).queries, b.queries);
+}
+
 TEST(Wire, ResultBatchRoundTrips) {
   const ResultBatch r = sample_results();
   const ResultBatch d = decode_result_batch(as_bytes(encode(r)));
