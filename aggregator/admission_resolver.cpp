@@ -160,7 +160,10 @@ void AdmissionResolver::helper_loop() {
     const bool expecting = expected != Clock::time_point::max();
     if (expecting && now >= expected - kWakeLead && now < expected + kGiveUp) {
       if (polling_since == Clock::time_point::max()) polling_since = now;
-      std::this_thread::yield();  // the engines' threads keep their cores
+      // Pauses, not sched_yield: a yield is a system call every few hundred nanoseconds, and
+      // with one in the loop the ISN's compute on the same host ran 2-10% longer beside it
+      // (session 51). A pause leaves the core's sibling hyper-thread its resources.
+      for (int i = 0; i < 64; ++i) cpu_relax();
       continue;
     }
     stop_polling(now);

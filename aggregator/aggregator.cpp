@@ -295,9 +295,14 @@ AggregatorOutcome run_aggregator(const AggregatorOptions& options, MPI_Comm worl
       // admission run ahead of the result cache: a repeat arrived before its original's answer
       // was cached (mpi.cluster.exact_1_isn saw 0 cache hits where 60-81 are usual).
       const bool merger_keeps_up = merger.queries() < options.batching.batch_size * depth;
-      if (admit_at <= now && in_flight.size() < depth && merger_keeps_up) room = missing;
-      // The resolver's helpers wake shortly before (aggregator/admission_resolver.hpp).
-      if (!source->exhausted()) resolver.expect_batch_at(std::max(admit_at, now));
+      const bool pipeline_has_room = in_flight.size() < depth && merger_keeps_up;
+      if (admit_at <= now && pipeline_has_room) room = missing;
+      // The resolver's helpers wake shortly before (aggregator/admission_resolver.hpp): only
+      // for a batch that is missing queries and has room to go. A full pipeline's next
+      // admission waits for an answer, not for admit_at; expecting it at admit_at had the
+      // helpers poll until they gave up.
+      if (missing > 0 && pipeline_has_room && !source->exhausted())
+        resolver.expect_batch_at(std::max(admit_at, now));
     } else {
       const std::size_t window =
           options.window > 0 ? options.window : options.batching.batch_size * (depth + 1);
