@@ -160,9 +160,10 @@ void AdmissionResolver::helper_loop() {
     const bool expecting = expected != Clock::time_point::max();
     if (expecting && now >= expected - kWakeLead && now < expected + kGiveUp) {
       if (polling_since == Clock::time_point::max()) polling_since = now;
-      // Pauses, not sched_yield: a yield is a system call every few hundred nanoseconds, and
-      // with one in the loop the ISN's compute on the same host ran 2-10% longer beside it
-      // (session 51). A pause leaves the core's sibling hyper-thread its resources.
+      // Pauses, not sched_yield: a yield is a system call every few hundred nanoseconds. With
+      // yields here the ISN computed 2-10% longer beside the helper on the H200 host (session
+      // 51, call C; the cause not isolated). A pause also leaves a sibling hyper-thread its
+      // share of the core.
       for (int i = 0; i < 64; ++i) cpu_relax();
       continue;
     }
