@@ -453,6 +453,10 @@ case "$case_name" in
     grep -qE "^adaptive +1 +64 .* equal$" "$tmp/ob.txt" || { cat "$tmp/ob.txt"; fail "no exact row in the table"; }
     [ "$(metric "$ob/cluster-overhead.json" '(m["table"][0]["answers_equal"] is True and m["config"]["index_docs"] == 3000 and m["machine"]["cores"] > 0)')" = True ] ||
       fail "cluster-overhead.json: $(metric "$ob/cluster-overhead.json" '(m["table"], m["config"], m["machine"])')"
+    # The run's legs, one line a run, each p50 leg a number (launch/cluster-legs.py).
+    python3 "$root/launch/cluster-legs.py" "$ob/runs" > "$tmp/legs.txt" 2>&1 || { cat "$tmp/legs.txt"; fail "cluster-legs.py exited $?"; }
+    cat "$tmp/legs.txt"
+    grep -qE "^adaptive-isns1-batch64-rep1 +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$tmp/legs.txt" || fail "cluster-legs.py: no line for the run"
     # What a device call's tarball brings back: the runs' JSON, no answer checks, no index.
     rm -f "$ob"/runs/*.answers
     rm -rf "$ob/index"
