@@ -49,8 +49,7 @@ AdmissionResolver::~AdmissionResolver() {
 }
 
 unsigned AdmissionResolver::auto_threads(std::size_t batch_size, std::size_t cores) {
-  if (batch_size < 2 * kMinQueriesPerThread) return 1;
-  if (batch_size < 4 * kMinQueriesPerThread) return cores >= 8 ? 2 : 1;
+  if (batch_size < 4 * kMinQueriesPerThread) return 1;
   return unsigned(std::clamp<std::size_t>(cores / 4, 1, 4));
 }
 

@@ -104,15 +104,12 @@ TEST(AdmissionResolver, EveryThreadCountResolvesAsResolveQueryInArrivalOrder) {
   }
 }
 
-// --admission-threads auto: the MPI thread alone for batches of fewer than two chunks and on
-// small machines; with one helper below 128 queries on 8 cores or more; a quarter of the cores,
-// at most 4, for batches of 128 queries and more.
+// --admission-threads auto: the MPI thread alone below 128 queries a batch and on small
+// machines; a quarter of the cores, at most 4, for batches of 128 queries and more.
 TEST(AdmissionResolver, AutoThreadsByBatchSizeAndCores) {
   EXPECT_EQ(AdmissionResolver::auto_threads(63, 16), 1u);
-  EXPECT_EQ(AdmissionResolver::auto_threads(64, 16), 2u);
-  EXPECT_EQ(AdmissionResolver::auto_threads(64, 8), 2u);
-  EXPECT_EQ(AdmissionResolver::auto_threads(64, 4), 1u);
-  EXPECT_EQ(AdmissionResolver::auto_threads(127, 64), 2u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(64, 16), 1u);
+  EXPECT_EQ(AdmissionResolver::auto_threads(127, 64), 1u);
   EXPECT_EQ(AdmissionResolver::auto_threads(128, 16), 4u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 16), 4u);
   EXPECT_EQ(AdmissionResolver::auto_threads(1024, 128), 4u);
