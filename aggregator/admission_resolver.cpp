@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <string>
+#include <system_error>
+#include <thread>
 
+#include "common/error.hpp"
 #include "common/term_dictionary.hpp"
 #include "common/tokenizer.hpp"
 
@@ -32,20 +35,29 @@ AdmissionResolver::AdmissionResolver(const TermDictionary& dictionary, QueryLimi
                                      unsigned threads)
     : dictionary_(dictionary), limits_(limits), threads_(std::max(1u, threads)) {
   helpers_.reserve(threads_ - 1);
-  for (unsigned i = 1; i < threads_; ++i) {
-    helpers_.emplace_back([this] { helper_loop(); });
-    pthread_setname_np(helpers_.back().native_handle(),
-                       ("gs-admit-" + std::to_string(i)).substr(0, 15).c_str());
+  try {
+    for (unsigned i = 1; i < threads_; ++i) {
+      helpers_.emplace_back([this] { helper_loop(); });
+      pthread_setname_np(helpers_.back().native_handle(),
+                         ("gs-admit-" + std::to_string(i)).substr(0, 15).c_str());
+    }
+  } catch (const std::system_error& e) {
+    stop_helpers();  // the ones started; no destructor runs for a constructor that throws
+    throw Error("--admission-threads " + std::to_string(threads_) +
+                ": cannot start the resolver's helper threads: " + e.what());
   }
 }
 
-AdmissionResolver::~AdmissionResolver() {
+AdmissionResolver::~AdmissionResolver() { stop_helpers(); }
+
+void AdmissionResolver::stop_helpers() {
   stop_.store(true);
   {
     std::lock_guard lock(sleep_mutex_);
   }
   wake_.notify_all();
   for (std::thread& t : helpers_) t.join();
+  helpers_.clear();
 }
 
 unsigned AdmissionResolver::auto_threads(std::size_t batch_size, std::size_t cores) {

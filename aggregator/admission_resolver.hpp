@@ -100,6 +100,7 @@ class AdmissionResolver {
   // Claims and resolves chunks of the open job until none is left; returns how many it took.
   std::size_t work_on_job();
   void helper_loop();
+  void stop_helpers();  // stops and joins every helper started
 
   const TermDictionary& dictionary_;
   QueryLimits limits_;
