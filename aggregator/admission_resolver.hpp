@@ -60,14 +60,14 @@ class AdmissionResolver {
   // past its planned wake-up (the aggregator's prediction moves a little every round).
   static constexpr auto kReplanSlack = std::chrono::microseconds(20);
   // --admission-threads auto: how many threads resolve a batch of `batch_size` queries on a
-  // machine of `cores` usable cores. Below 128 queries 1: at batch 64 a helper cut a query's wait
-  // for its batch's cut by about 25 us in every rep on the H200 host, but the p50 did not fall
-  // (the ISN computed longer in those runs; session 51, call C, with the helpers polling by
-  // sched_yield); `--admission-threads 2` until the pause-polling helpers are measured there
-  // (prepared: results/cluster-overhead/gpu-host-2026-12-07-s51/prepared/s52-a.sh). From 128
-  // on, a quarter of the cores, at most 4: the ISNs keep the rest, and a 2-core machine keeps one
-  // (there 4 threads took the ISNs' cores, session 45). At batch 1,024 on 16 cores 4 threads
-  // gained 3-7% (sessions 45, 50).
+  // machine of `cores` usable cores. Below 128 queries 1: at batch 64 one helper cut a query's
+  // wait for its batch's cut by up to 30 us (H200 host, session 51, polling by sched_yield; H100
+  // host, session 52, polling with pauses), but the p50 fell in one order of the runs only
+  // (session 52: 0.95-0.97 against 0.97-1.02 ms with the default run first, 0.91-0.92 against
+  // 0.87-0.90 with the helper first; whichever ran first computed longer).
+  // `--admission-threads 2` runs it. From 128 on, a quarter of the cores, at most 4: the ISNs
+  // keep the rest, and a 2-core machine keeps one (there 4 threads took the ISNs' cores, session
+  // 45). At batch 1,024 on 16 cores 4 threads gained 3-7% (sessions 45, 50).
   static unsigned auto_threads(std::size_t batch_size, std::size_t cores);
   // `threads` 1: the caller's thread only (no helpers); n: the caller and n - 1 helpers.
   // The query's cost: the smallest df_global of its terms, from the dictionary.
