@@ -5,21 +5,36 @@
 // shards run in turn (one after another: deterministic, for callgrind's instruction counts) or at
 // once (each on its own oneTBB arena of threads / N, as the ISNs of a 16-core node run), or at
 // once in lockstep (every shard starts a batch when all have ended the one before: the ISNs of
-// a node receive a batch together when the aggregator admits just in time). Queries
+// a node receive a batch together when the aggregator admits just in time), or at once in
+// processes of their own (`processes`, `processes-lockstep`: each shard's engine in a child
+// process of this program, as the ISNs of a node run, their slots in a shared-memory file; the
+// sharing and the lockstep are the same, only the process boundary is added). Queries
 // go in batches, as the ISN hands them to the engine (CpuEngine::search with slots: every AND
 // phase of the batch, then the OR phases). Every merged answer is checked against the whole
 // shard's.
 //
 //   bench_shared_shards --whole DIR --sharded DIR --queries FILE [--limit Q] [--mode and-or]
 //                       [--k 10] [--batch 1024] [--threads T]
-//                       [--configs whole,in-turn,at-once,lockstep] [--in-order on|off]
+//                       [--configs whole,in-turn,at-once,lockstep,processes,processes-lockstep]
+//                       [--in-order on|off]
 //                       [--reps R] [--out JSON]
 //
 // Under callgrind: --threads 1 --configs whole (or in-turn), --toggle-collect='*run_config*'.
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <barrier>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -54,14 +69,22 @@ double process_cpu_seconds() {
 struct SlotArena {
   static constexpr std::size_t kWordsPerPhase = SharedThresholdWindow::kWordsPerPhase;
   static constexpr std::size_t kSlotWords = SharedThresholdWindow::kSlotWords;
+  static std::size_t words_for(std::size_t queries) { return queries * 2 * kWordsPerPhase; }
   std::unique_ptr<std::uint64_t[]> storage;
   std::uint64_t* words = nullptr;
   std::vector<cpu::QueryThresholdSlots> slots;
   explicit SlotArena(std::size_t queries) {
-    const std::size_t n = queries * 2 * kWordsPerPhase + 8;
-    storage.reset(new std::uint64_t[n]());
-    words = reinterpret_cast<std::uint64_t*>((reinterpret_cast<std::uintptr_t>(storage.get()) + 63) &
-                                             ~std::uintptr_t(63));
+    storage.reset(new std::uint64_t[words_for(queries) + 8]());
+    lay_out(reinterpret_cast<std::uint64_t*>(
+                (reinterpret_cast<std::uintptr_t>(storage.get()) + 63) & ~std::uintptr_t(63)),
+            queries);
+  }
+  // Over `zeroed` (64-byte aligned, words_for(queries) words): another process's slots too.
+  SlotArena(std::uint64_t* zeroed, std::size_t queries) { lay_out(zeroed, queries); }
+
+ private:
+  void lay_out(std::uint64_t* w0, std::size_t queries) {
+    words = w0;
     slots.resize(queries);
     for (std::size_t q = 0; q < queries; ++q) {
       auto phase = [&](std::size_t p) {
@@ -131,6 +154,203 @@ ConfigRun run_config(const std::string& config, const Index& index,
   return r;
 }
 
+// The processes configs' shared memory (a memfd the children inherit): two process-shared
+// barriers in the first page, then the slots of every query.
+class SharedRegion {
+ public:
+  static constexpr std::size_t kHeaderBytes = 4096;
+  // The parent's: zeroed, the barriers for `shards` children.
+  SharedRegion(std::size_t slot_words, unsigned shards) {
+    fd_ = memfd_create("bench_shared_shards", 0);  // no MFD_CLOEXEC: the children inherit it
+    if (fd_ < 0) throw Error(std::string("memfd_create: ") + std::strerror(errno));
+    bytes_ = kHeaderBytes + slot_words * sizeof(std::uint64_t);
+    if (ftruncate(fd_, off_t(bytes_)) != 0) {
+      close(fd_);
+      throw Error(std::string("ftruncate of the shared slots: ") + std::strerror(errno));
+    }
+    map();
+    pthread_barrierattr_t attr;
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(start(), &attr, shards);
+    pthread_barrier_init(batch(), &attr, shards);
+    pthread_barrierattr_destroy(&attr);
+    owner_ = true;
+  }
+  // A child's: the parent's region through the inherited descriptor.
+  explicit SharedRegion(int fd) : fd_(fd) {
+    const off_t end = lseek(fd_, 0, SEEK_END);
+    if (end < off_t(kHeaderBytes)) throw Error("--child-fd: not the parent's shared slots");
+    bytes_ = std::size_t(end);
+    map();
+  }
+  ~SharedRegion() {
+    if (owner_) {
+      pthread_barrier_destroy(start());
+      pthread_barrier_destroy(batch());
+    }
+    munmap(base_, bytes_);
+    if (owner_) close(fd_);
+  }
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+  int fd() const { return fd_; }
+  pthread_barrier_t* start() { return reinterpret_cast<pthread_barrier_t*>(base_); }
+  pthread_barrier_t* batch() { return reinterpret_cast<pthread_barrier_t*>(base_ + 256); }
+  std::uint64_t* slot_words() { return reinterpret_cast<std::uint64_t*>(base_ + kHeaderBytes); }
+
+ private:
+  void map() {
+    void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) {
+      if (owner_) close(fd_);
+      throw Error(std::string("mmap of the shared slots: ") + std::strerror(errno));
+    }
+    base_ = static_cast<std::byte*>(m);
+  }
+  int fd_ = -1;
+  std::size_t bytes_ = 0;
+  std::byte* base_ = nullptr;
+  bool owner_ = false;
+};
+
+std::uint64_t monotonic_ns() {
+  return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           Clock::now().time_since_epoch())
+                           .count());
+}
+
+struct ChildOptions {
+  int shard = -1;  // >= 0: this process is a child running that shard
+  int fd = -1;
+  bool lockstep = false;
+  std::filesystem::path out;
+};
+
+// A child of the processes configs: its shard's batches on threads / shards threads, sharing
+// slots with its siblings through the parent's region; then its timing and every batch's
+// results, packed as an ISN packs them (no external ids), into `out`.
+void run_child(const ChildOptions& c, cpu::CpuEngine& engine, std::size_t shards,
+               const std::vector<Query>& queries, const SearchParams& p, std::size_t batch,
+               unsigned threads) {
+  SharedRegion region(c.fd);
+  SlotArena arena(region.slot_words(), queries.size());
+  std::vector<ShardResult> results(queries.size());
+  tbb::task_arena a{int(std::max<unsigned>(1, threads / unsigned(shards)))};
+  pthread_barrier_wait(region.start());
+  const std::uint64_t start_ns = monotonic_ns();
+  const double c0 = process_cpu_seconds();
+  a.execute([&] {
+    for (std::size_t from = 0; from < queries.size(); from += batch) {
+      const std::size_t n = std::min(batch, queries.size() - from);
+      engine.search(std::span<const Query>(queries.data() + from, n), p,
+                    std::span<ShardResult>(results.data() + from, n),
+                    std::span<const cpu::QueryThresholdSlots>(arena.slots.data() + from, n));
+      if (c.lockstep) pthread_barrier_wait(region.batch());
+    }
+  });
+  const std::uint64_t end_ns = monotonic_ns();
+  const double cpu_seconds = process_cpu_seconds() - c0;
+  std::ofstream out(c.out, std::ios::binary);
+  const std::uint64_t head[3] = {start_ns, end_ns,
+                                 std::uint64_t(std::llround(cpu_seconds * 1e9))};
+  out.write(reinterpret_cast<const char*>(head), sizeof head);
+  for (std::size_t from = 0, id = 0; from < queries.size(); from += batch, ++id) {
+    wire::ResultHeader h;
+    h.batch_id = id;
+    const auto bytes =
+        wire::encode_results(h,
+                             std::span<const ShardResult>(results.data() + from,
+                                                          std::min(batch, queries.size() - from)),
+                             [](DocId) { return std::string_view(); })
+            .flat();
+    const std::uint64_t words = bytes.size();
+    out.write(reinterpret_cast<const char*>(&words), sizeof words);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(words * 8));
+  }
+  if (!out.flush()) throw Error("cannot write " + c.out.string());
+}
+
+// The processes configs: one child per shard (this program again, --child-shard), the parent
+// only waits. Time: the first child's start to the last one's end (one clock for all).
+ConfigRun run_processes(const std::string& config, const std::vector<std::string>& self_args,
+                        std::size_t shards, std::size_t num_queries) {
+  ConfigRun r;
+  r.config = config;
+  SharedRegion region(SlotArena::words_for(num_queries), unsigned(shards));
+  char dir_template[] = "/tmp/bench_shared_shards-XXXXXX";
+  if (!mkdtemp(dir_template)) throw Error(std::string("mkdtemp: ") + std::strerror(errno));
+  const std::filesystem::path dir = dir_template;
+  std::vector<pid_t> pids;
+  const auto stop_children = [&] {
+    for (pid_t pid : pids)
+      if (pid > 0) kill(pid, SIGKILL);
+    for (pid_t pid : pids)
+      if (pid > 0) waitpid(pid, nullptr, 0);
+    std::filesystem::remove_all(dir);
+  };
+  for (std::size_t s = 0; s < shards; ++s) {
+    std::vector<std::string> args = self_args;
+    for (const std::string& a : {std::string("--child-shard"), std::to_string(s),
+                                 std::string("--child-fd"), std::to_string(region.fd()),
+                                 std::string("--child-lockstep"),
+                                 std::string(config == "processes-lockstep" ? "on" : "off"),
+                                 std::string("--child-out"),
+                                 (dir / fmt::format("shard{}.bin", s)).string()})
+      args.push_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int e = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ)) {
+      stop_children();
+      throw Error(std::string("cannot start a shard's process: ") + std::strerror(e));
+    }
+    pids.push_back(pid);
+  }
+  // A child that fails leaves its siblings at a barrier: they are stopped.
+  for (std::size_t left = shards; left > 0; --left) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    const auto it = std::find(pids.begin(), pids.end(), pid);
+    if (it == pids.end()) continue;
+    *it = -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      stop_children();
+      throw Error(fmt::format("a shard's process (pid {}) failed: {}", pid,
+                              WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                                : "signal " + std::to_string(WTERMSIG(status))));
+    }
+  }
+  std::uint64_t first_start = ~std::uint64_t(0), last_end = 0;
+  r.by_shard.assign(shards, std::vector<ShardResult>(num_queries));
+  for (std::size_t s = 0; s < shards; ++s) {
+    const auto path = dir / fmt::format("shard{}.bin", s);
+    std::ifstream in(path, std::ios::binary);
+    std::uint64_t head[3] = {};
+    if (!in.read(reinterpret_cast<char*>(head), sizeof head))
+      throw Error(path.string() + ": truncated");
+    first_start = std::min(first_start, head[0]);
+    last_end = std::max(last_end, head[1]);
+    r.cpu_seconds += 1e-9 * double(head[2]);
+    std::size_t q = 0;
+    for (std::uint64_t words = 0; q < num_queries && in.read(reinterpret_cast<char*>(&words), 8);) {
+      wire::WireBytes bytes(words);
+      if (!in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(words * 8)))
+        throw Error(path.string() + ": truncated");
+      wire::ResultBatch b = wire::decode_result_batch(std::as_bytes(std::span(bytes)));
+      for (wire::ShardAnswer& a : b.answers) r.by_shard[s].at(q++) = std::move(a.result);
+    }
+    if (q != num_queries)
+      throw Error(fmt::format("{}: {} of {} queries' results", path.string(), q, num_queries));
+  }
+  std::filesystem::remove_all(dir);
+  r.seconds = 1e-9 * double(last_end - first_start);
+  for (const auto& shard : r.by_shard)
+    for (const ShardResult& x : shard) r.work.add(x.counters);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,7 +368,8 @@ int main(int argc, char** argv) {
   app.add_option("--k", k, "answers per query")->capture_default_str();
   app.add_option("--batch", batch, "queries per engine call")->capture_default_str();
   app.add_option("--threads", threads, "threads in all (0: every core)")->capture_default_str();
-  app.add_option("--configs", configs_arg, "whole, in-turn, at-once, lockstep")
+  app.add_option("--configs", configs_arg,
+                 "whole, in-turn, at-once, lockstep, processes, processes-lockstep")
       ->capture_default_str();
   app.add_option_function<std::string>(
          "--in-order", [&in_order](const std::string& s) { in_order = s == "on"; },
@@ -158,6 +379,15 @@ int main(int argc, char** argv) {
       ->default_str("off");
   app.add_option("--reps", reps, "repetitions of each config")->capture_default_str();
   app.add_option("--out", out_path, "JSON output");
+  // The processes configs start this program once per shard with these (not for users).
+  ChildOptions child;
+  app.add_option("--child-shard", child.shard)->group("");
+  app.add_option("--child-fd", child.fd)->group("");
+  app.add_option("--child-out", child.out)->group("");
+  app.add_option_function<std::string>(
+         "--child-lockstep", [&child](const std::string& v) { child.lockstep = v == "on"; })
+      ->group("");
+  const std::vector<std::string> self_args(argv, argv + argc);
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -184,8 +414,6 @@ int main(int argc, char** argv) {
     p.alpha = whole.params().gs_alpha;
 
     std::vector<std::unique_ptr<cpu::CpuEngine>> whole_engine, shard_engines;
-    whole_engine.push_back(std::make_unique<cpu::CpuEngine>(whole.shard(0), whole.shard_id(0),
-                                                            cpu::CpuEngineOptions{}));
     std::vector<const KthImpactTable*> tables;
     for (std::size_t s = 0; s < sharded.num_open_shards(); ++s) {
       cpu::CpuEngineOptions options;
@@ -199,6 +427,15 @@ int main(int argc, char** argv) {
       auto combined = std::make_shared<const KthImpactTable>(KthImpactTable::combine(tables));
       for (auto& e : shard_engines) e->set_collection_seeds(combined);
     }
+    if (child.shard >= 0) {
+      if (std::size_t(child.shard) >= shard_engines.size() || child.fd < 0 || child.out.empty())
+        throw Error("--child-shard, --child-fd and --child-out come from the processes configs");
+      run_child(child, *shard_engines[std::size_t(child.shard)], shard_engines.size(), queries, p,
+                batch, threads);
+      return 0;
+    }
+    whole_engine.push_back(std::make_unique<cpu::CpuEngine>(whole.shard(0), whole.shard_id(0),
+                                                            cpu::CpuEngineOptions{}));
     std::cerr << fmt::format("{} queries, mode {}, k {}, batch {}, {} threads; {} shards\n",
                              queries.size(), mode_arg, k, batch, threads, shard_engines.size());
 
@@ -215,12 +452,18 @@ int main(int argc, char** argv) {
            at = comma + 1) {
         const std::string config = configs.substr(at, comma - at);
         if (config.empty()) continue;
+        const bool processes = config == "processes" || config == "processes-lockstep";
         if (config != "whole" && config != "in-turn" && config != "at-once" &&
-            config != "lockstep")
+            config != "lockstep" && !processes)
           throw InputError("--configs", 0, "unknown config '" + config + "'");
-        ConfigRun r = config == "whole"
-                          ? run_config(config, whole, whole_engine, queries, p, batch, threads)
-                          : run_config(config, sharded, shard_engines, queries, p, batch, threads);
+        if (processes && shard_engines.size() < 2)
+          throw InputError("--configs", 0, config + " needs a --sharded index of 2 shards or more");
+        ConfigRun r =
+            config == "whole"
+                ? run_config(config, whole, whole_engine, queries, p, batch, threads)
+            : processes
+                ? run_processes(config, self_args, shard_engines.size(), queries.size())
+                : run_config(config, sharded, shard_engines, queries, p, batch, threads);
         std::size_t wrong = 0;
         if (config == "whole") {
           if (reference.empty()) reference = r.by_shard[0];
