@@ -8,14 +8,16 @@
 // a node receive a batch together when the aggregator admits just in time), or at once in
 // processes of their own (`processes`, `processes-lockstep`: each shard's engine in a child
 // process of this program, as the ISNs of a node run, their slots in a shared-memory file; the
-// sharing and the lockstep are the same, only the process boundary is added). Queries
+// sharing and the lockstep are the same, only the process boundary is added; `at-once-shm`
+// and `lockstep-shm` keep one process but put the slots in such a file). Queries
 // go in batches, as the ISN hands them to the engine (CpuEngine::search with slots: every AND
 // phase of the batch, then the OR phases). Every merged answer is checked against the whole
 // shard's.
 //
 //   bench_shared_shards --whole DIR --sharded DIR --queries FILE [--limit Q] [--mode and-or]
 //                       [--k 10] [--batch 1024] [--threads T]
-//                       [--configs whole,in-turn,at-once,lockstep,processes,processes-lockstep]
+//                       [--configs whole,in-turn,at-once,lockstep,at-once-shm,lockstep-shm,
+//                                  processes,processes-lockstep]
 //                       [--in-order on|off]
 //                       [--reps R] [--out JSON]
 //
@@ -39,6 +41,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -122,67 +125,6 @@ struct SlotArena {
   }
 };
 
-struct ConfigRun {
-  std::string config;
-  double seconds = 0, cpu_seconds = 0;
-  std::uint64_t minor_faults = 0;  // in the timed part: first touches of mapped pages
-  QueryCounters work;
-  std::vector<std::vector<ShardResult>> by_shard;  // [shard][query]
-};
-
-// One engine per shard of `index`, batch by batch over `queries`.
-ConfigRun run_config(const std::string& config, const Index& index,
-                     std::vector<std::unique_ptr<cpu::CpuEngine>>& engines,
-                     const std::vector<Query>& queries, const SearchParams& p, std::size_t batch,
-                     unsigned threads) {
-  ConfigRun r;
-  r.config = config;
-  const std::size_t shards = engines.size();
-  r.by_shard.assign(shards, std::vector<ShardResult>(queries.size()));
-  SlotArena arena(shards > 1 ? queries.size() : 0);
-  const auto search = [&](std::size_t s, std::size_t from, std::size_t n) {
-    std::span<const Query> qs(queries.data() + from, n);
-    std::span<ShardResult> out(r.by_shard[s].data() + from, n);
-    if (shards > 1)
-      engines[s]->search(qs, p, out,
-                         std::span<const cpu::QueryThresholdSlots>(arena.slots.data() + from, n));
-    else
-      engines[s]->search(qs, p, out);
-  };
-  const auto t0 = Clock::now();
-  const double c0 = process_cpu_seconds();
-  const std::uint64_t f0 = minor_faults();
-  if (config == "at-once" || config == "lockstep") {
-    std::barrier batch_done{std::ptrdiff_t(shards)};
-    std::vector<std::thread> workers;
-    for (std::size_t s = 0; s < shards; ++s)
-      workers.emplace_back([&, s] {
-        tbb::task_arena a{int(std::max<unsigned>(1, threads / unsigned(shards)))};
-        a.execute([&] {
-          for (std::size_t from = 0; from < queries.size(); from += batch) {
-            search(s, from, std::min(batch, queries.size() - from));
-            if (config == "lockstep") batch_done.arrive_and_wait();
-          }
-        });
-      });
-    for (auto& w : workers) w.join();
-  } else {
-    tbb::task_arena a{int(threads)};
-    a.execute([&] {
-      for (std::size_t from = 0; from < queries.size(); from += batch)
-        for (std::size_t s = 0; s < shards; ++s)
-          search(s, from, std::min(batch, queries.size() - from));
-    });
-  }
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  r.cpu_seconds = process_cpu_seconds() - c0;
-  r.minor_faults = minor_faults() - f0;
-  for (const auto& shard : r.by_shard)
-    for (const ShardResult& x : shard) r.work.add(x.counters);
-  (void)index;
-  return r;
-}
-
 // The processes configs' shared memory (a memfd the children inherit): two process-shared
 // barriers in the first page, then the slots of every query.
 class SharedRegion {
@@ -242,6 +184,77 @@ class SharedRegion {
   std::byte* base_ = nullptr;
   bool owner_ = false;
 };
+
+struct ConfigRun {
+  std::string config;
+  double seconds = 0, cpu_seconds = 0;
+  std::uint64_t minor_faults = 0;  // in the timed part: first touches of mapped pages
+  QueryCounters work;
+  std::vector<std::vector<ShardResult>> by_shard;  // [shard][query]
+};
+
+// One engine per shard of `index`, batch by batch over `queries`.
+ConfigRun run_config(const std::string& config, const Index& index,
+                     std::vector<std::unique_ptr<cpu::CpuEngine>>& engines,
+                     const std::vector<Query>& queries, const SearchParams& p, std::size_t batch,
+                     unsigned threads) {
+  ConfigRun r;
+  r.config = config;
+  const std::size_t shards = engines.size();
+  r.by_shard.assign(shards, std::vector<ShardResult>(queries.size()));
+  // *-shm: the slots in a shared memfd, as the processes configs' (not the heap's pages).
+  const bool shm = config.ends_with("-shm");
+  std::optional<SharedRegion> region;
+  if (shm) region.emplace(SlotArena::words_for(queries.size()), 1u);
+  std::optional<SlotArena> arena_storage;
+  if (shm)
+    arena_storage.emplace(region->slot_words(), queries.size());
+  else
+    arena_storage.emplace(shards > 1 ? queries.size() : 0);
+  SlotArena& arena = *arena_storage;
+  const auto search = [&](std::size_t s, std::size_t from, std::size_t n) {
+    std::span<const Query> qs(queries.data() + from, n);
+    std::span<ShardResult> out(r.by_shard[s].data() + from, n);
+    if (shards > 1)
+      engines[s]->search(qs, p, out,
+                         std::span<const cpu::QueryThresholdSlots>(arena.slots.data() + from, n));
+    else
+      engines[s]->search(qs, p, out);
+  };
+  const auto t0 = Clock::now();
+  const double c0 = process_cpu_seconds();
+  const std::uint64_t f0 = minor_faults();
+  const bool lockstep = config.starts_with("lockstep");
+  if (config.starts_with("at-once") || lockstep) {
+    std::barrier batch_done{std::ptrdiff_t(shards)};
+    std::vector<std::thread> workers;
+    for (std::size_t s = 0; s < shards; ++s)
+      workers.emplace_back([&, s] {
+        tbb::task_arena a{int(std::max<unsigned>(1, threads / unsigned(shards)))};
+        a.execute([&] {
+          for (std::size_t from = 0; from < queries.size(); from += batch) {
+            search(s, from, std::min(batch, queries.size() - from));
+            if (lockstep) batch_done.arrive_and_wait();
+          }
+        });
+      });
+    for (auto& w : workers) w.join();
+  } else {
+    tbb::task_arena a{int(threads)};
+    a.execute([&] {
+      for (std::size_t from = 0; from < queries.size(); from += batch)
+        for (std::size_t s = 0; s < shards; ++s)
+          search(s, from, std::min(batch, queries.size() - from));
+    });
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.cpu_seconds = process_cpu_seconds() - c0;
+  r.minor_faults = minor_faults() - f0;
+  for (const auto& shard : r.by_shard)
+    for (const ShardResult& x : shard) r.work.add(x.counters);
+  (void)index;
+  return r;
+}
 
 std::uint64_t monotonic_ns() {
   return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -403,7 +416,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "queries per engine call")->capture_default_str();
   app.add_option("--threads", threads, "threads in all (0: every core)")->capture_default_str();
   app.add_option("--configs", configs_arg,
-                 "whole, in-turn, at-once, lockstep, processes, processes-lockstep")
+                 "whole, in-turn, at-once, lockstep, at-once-shm, lockstep-shm, processes, "
+                 "processes-lockstep")
       ->capture_default_str();
   app.add_option_function<std::string>(
          "--in-order", [&in_order](const std::string& s) { in_order = s == "on"; },
@@ -491,7 +505,8 @@ int main(int argc, char** argv) {
         if (config.empty()) continue;
         const bool processes = config == "processes" || config == "processes-lockstep";
         if (config != "whole" && config != "in-turn" && config != "at-once" &&
-            config != "lockstep" && !processes)
+            config != "lockstep" && config != "at-once-shm" && config != "lockstep-shm" &&
+            !processes)
           throw InputError("--configs", 0, "unknown config '" + config + "'");
         if (processes && shard_engines.size() < 2)
           throw InputError("--configs", 0, config + " needs a --sharded index of 2 shards or more");

@@ -446,19 +446,19 @@ case "$case_name" in
     echo "PASS: answers eager over shared memory without CMA: no wait for the sender, exact, the limit reported; bad values refused"
     ;;
   sharedshards)
-    # A node's shards in one process and in processes of their own (bench_shared_shards, the
-    # in-process twin of four ISNs; no MPI): every config's merged answers equal the whole
-    # shard's, each counted.
+    # A node's shards in one process (their slots on the heap or in shared memory) and in
+    # processes of their own (bench_shared_shards, the in-process twin of four ISNs; no MPI):
+    # every config's merged answers equal the whole shard's, each counted.
     "$gs" -q index --synthetic "docs=4000,seed=11,train_queries=5,test_queries=300,mean_length=150" \
       --out "$tmp/whole" >/dev/null
     "$gs" -q partition --index "$tmp/whole" --out "$tmp/s4" --shards 4 --split round-robin >/dev/null
     ss() { "$build/bin/bench_shared_shards" --whole "$tmp/whole" --queries "$tmp/whole/queries.test.tsv" \
       --batch 16 --threads 4 "$@"; }
-    ss --sharded "$tmp/s4" --configs whole,lockstep,processes,processes-lockstep --reps 2 \
+    ss --sharded "$tmp/s4" --configs whole,lockstep,at-once-shm,processes,processes-lockstep --reps 2 \
       --out "$tmp/ss.json" > "$tmp/ss.txt" 2>&1 || { cat "$tmp/ss.txt"; fail "bench_shared_shards exited $?"; }
     cat "$tmp/ss.txt"
-    [ "$(metric "$tmp/ss.json" '(sorted(set(r["config"] for r in m["runs"])) == ["lockstep", "processes", "processes-lockstep", "whole"]
-        and len(m["runs"]) == 8 and m["queries"] > 250
+    [ "$(metric "$tmp/ss.json" '(sorted(set(r["config"] for r in m["runs"])) == ["at-once-shm", "lockstep", "processes", "processes-lockstep", "whole"]
+        and len(m["runs"]) == 10 and m["queries"] > 250
         and all(r["answers_differ"] == 0 and r["docs_scored"] > 0 and r["seconds"] > 0 for r in m["runs"]))')" = True ] ||
       fail "bench_shared_shards: $(metric "$tmp/ss.json" 'm["runs"]')"
     # Processes need shards to share: a one-shard index is refused, naming the flag.
