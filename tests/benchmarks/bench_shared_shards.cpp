@@ -188,7 +188,7 @@ class SharedRegion {
 struct ConfigRun {
   std::string config;
   double seconds = 0, cpu_seconds = 0;
-  std::uint64_t minor_faults = 0;  // in the timed part: first touches of mapped pages
+  std::uint64_t minor_faults = 0;  // in the timed part: pages' first touches (heap or mapped)
   QueryCounters work;
   std::vector<std::vector<ShardResult>> by_shard;  // [shard][query]
 };
@@ -327,13 +327,19 @@ ConfigRun run_processes(const std::string& config, const std::vector<std::string
   char dir_template[] = "/tmp/bench_shared_shards-XXXXXX";
   if (!mkdtemp(dir_template)) throw Error(std::string("mkdtemp: ") + std::strerror(errno));
   const std::filesystem::path dir = dir_template;
+  struct RemovedAtExit {  // the children's result files, on every way out
+    std::filesystem::path dir;
+    ~RemovedAtExit() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } removed_at_exit{dir};
   std::vector<pid_t> pids;
   const auto stop_children = [&] {
     for (pid_t pid : pids)
       if (pid > 0) kill(pid, SIGKILL);
     for (pid_t pid : pids)
       if (pid > 0) waitpid(pid, nullptr, 0);
-    std::filesystem::remove_all(dir);
   };
   for (std::size_t s = 0; s < shards; ++s) {
     std::vector<std::string> args = self_args;
@@ -355,12 +361,19 @@ ConfigRun run_processes(const std::string& config, const std::vector<std::string
     pids.push_back(pid);
   }
   // A child that fails leaves its siblings at a barrier: they are stopped.
-  for (std::size_t left = shards; left > 0; --left) {
+  for (std::size_t left = shards; left > 0;) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) {
+      const int e = errno;
+      stop_children();
+      throw Error(std::string("waiting for the shards' processes: ") + std::strerror(e));
+    }
     const auto it = std::find(pids.begin(), pids.end(), pid);
-    if (it == pids.end()) continue;
+    if (it == pids.end()) continue;  // not one of ours
     *it = -1;
+    --left;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       stop_children();
       throw Error(fmt::format("a shard's process (pid {}) failed: {}", pid,
@@ -391,7 +404,6 @@ ConfigRun run_processes(const std::string& config, const std::vector<std::string
     if (q != num_queries)
       throw Error(fmt::format("{}: {} of {} queries' results", path.string(), q, num_queries));
   }
-  std::filesystem::remove_all(dir);
   r.seconds = 1e-9 * double(last_end - first_start);
   for (const auto& shard : r.by_shard)
     for (const ShardResult& x : shard) r.work.add(x.counters);
