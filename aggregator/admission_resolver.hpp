@@ -64,7 +64,7 @@ class AdmissionResolver {
   // wait for its batch's cut by up to 30 us (H200 host, session 51, polling by sched_yield; H100
   // host, session 52, polling with pauses), but the p50 fell in one order of the runs only
   // (session 52: 0.95-0.97 against 0.97-1.02 ms with the default run first, 0.91-0.92 against
-  // 0.87-0.90 with the helper first; whichever ran first computed longer).
+  // 0.87-0.90 with the helper first, when the ISN computed 17-45 us longer beside it).
   // `--admission-threads 2` runs it. From 128 on, a quarter of the cores, at most 4: the ISNs
   // keep the rest, and a 2-core machine keeps one (there 4 threads took the ISNs' cores, session
   // 45). At batch 1,024 on 16 cores 4 threads gained 3-7% (sessions 45, 50).
