@@ -79,6 +79,10 @@
 #                     or gs-tiers (gpusearch partition --split)
 #   --queries         the first N test queries (default 8000)
 #   --reps            repeats of every configuration, interleaved (default 3); medians reported
+#   --order           rotate (default): rep r runs the variants rotated by r - 1, so that each
+#                     runs first in turn (the variant run first after the in-process search
+#                     computed 17-45 us a batch longer in one of session 52's orders); fixed:
+#                     the --variants order in every rep
 #   --summarize-only  no runs: rebuild the JSON and the table from OUT's runs (a device call's
 #                     returned runs: without their .answers checks a row says "unchecked";
 #                     the machine is the earlier summary's, the index need not be there)
@@ -97,7 +101,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out="" build="$root/build" before="" before_ref=410011d engine=cpu docs=200000 seed=7 nq=8000
 batches="64 1024" isns="1 4" reps=3 variants="before adaptive" index="" mode=and-or k=10
 split=input-ranges
-probe_reps=3 latency_reps=0 summarize_only=0
+probe_reps=3 latency_reps=0 summarize_only=0 order=rotate
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -112,6 +116,7 @@ while [ $# -gt 0 ]; do
     --batches) batches=$2; shift 2 ;;
     --isns) isns=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --order) order=$2; shift 2 ;;
     --probe-reps) probe_reps=$2; shift 2 ;;
     --latency-reps) latency_reps=$2; shift 2 ;;
     --summarize-only) summarize_only=1; shift ;;
@@ -125,6 +130,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$out" ] || { echo "bench-cluster-overhead: --out is required" >&2; usage 2; }
+case "$order" in rotate|fixed) ;; *) echo "bench-cluster-overhead: --order $order: rotate or fixed" >&2; exit 2 ;; esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build=$(cd "$build" && pwd)
@@ -274,7 +280,7 @@ head -"$nq" "$index/queries.test.tsv" > "$out/queries.tsv"
 runs=$out/runs
 mkdir -p "$runs"
 
-log "$nq queries, mode $mode, k $k, engine $engine, ISNs: $isns, batches: $batches, variants: $variants, $reps rep(s); $(nproc) cores"
+log "$nq queries, mode $mode, k $k, engine $engine, ISNs: $isns, batches: $batches, variants: $variants, $reps rep(s), order $order; $(nproc) cores"
 for rep in $(seq 1 "$reps"); do
   for b in $batches; do
     # The in-process engine: the target the cluster is measured against.
@@ -282,9 +288,15 @@ for rep in $(seq 1 "$reps"); do
     "$gs" -q search --index "$index" --queries "$out/queries.tsv" --mode "$mode" --k "$k" \
       --engine "$engine" --batch-size "$b" --run "$runs/$tag.run" --metrics "$runs/$tag.json" \
       > "$runs/$tag.log" 2>&1 || { tail -20 "$runs/$tag.log"; exit 1; }
+    # This rep's order of the variants (--order rotate: each variant runs first in turn).
+    read -r -a rep_variants <<< "$variants"
+    if [ "$order" = rotate ] && [ "${#rep_variants[@]}" -gt 1 ]; then
+      shift_by=$(( (rep - 1) % ${#rep_variants[@]} ))
+      rep_variants=("${rep_variants[@]:shift_by}" "${rep_variants[@]:0:shift_by}")
+    fi
     for n in $isns; do
       idx=$(index_for "$n")
-      for v in $variants; do
+      for v in "${rep_variants[@]}"; do
         tag="$v-isns$n-batch$b-rep$rep"
         if [ "$v" = before ]; then
           dir=$before; flags=(--max-in-flight 2); envs=()
@@ -357,10 +369,11 @@ fi
 fi  # summarize_only
 [ -n "$index" ] || index=$out/index
 
-python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" "$summarize_only" <<'PY'
+python3 - "$out" "$engine" "$mode" "$k" "$nq" "$index" "$summarize_only" "$order" <<'PY'
 import glob, json, os, platform, re, statistics, sys
 out, engine, mode, k, nq, index = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 summarize_only = sys.argv[7] == "1"
+order = sys.argv[8]  # the variants' order over the reps (--order)
 # A run's answers against in process: True (equal), False (they differ) or None (unchecked: the
 # .answers file did not come back, as when a device call's tarball keeps only the JSON, or is
 # empty, its check cut off by a time limit; a table then says "unchecked" where it cannot say
@@ -524,7 +537,7 @@ index_docs = (sum(s.get("num_docs", 0) for s in json.load(open(manifest)).get("s
               if os.path.exists(manifest) else None)  # the index stays on the machine that ran
 result = {"machine": machine,
           "config": {"engine": engine, "mode": mode, "k": k, "queries": nq, "index": index,
-                     "index_docs": index_docs},
+                     "index_docs": index_docs, "order": order},
           "inprocess_queries_per_second": inproc, "table": table, "runs": runs,
           "probe_table": probe_table, "probe": probe,
           "latency_table": latency_table, "latency": latency_runs}

@@ -476,8 +476,20 @@ case "$case_name" in
       --queries 300 --batches 64 --isns 1 --reps 1 --variants adaptive --probe-reps 0 \
       --latency-reps 0 > "$tmp/ob.txt" 2>&1 || { cat "$tmp/ob.txt"; fail "bench-cluster-overhead.sh exited $?"; }
     grep -qE "^adaptive +1 +64 .* equal$" "$tmp/ob.txt" || { cat "$tmp/ob.txt"; fail "no exact row in the table"; }
-    [ "$(metric "$ob/cluster-overhead.json" '(m["table"][0]["answers_equal"] is True and m["config"]["index_docs"] == 3000 and m["machine"]["cores"] > 0)')" = True ] ||
+    [ "$(metric "$ob/cluster-overhead.json" '(m["table"][0]["answers_equal"] is True and m["config"]["index_docs"] == 3000 and m["machine"]["cores"] > 0 and m["config"]["order"] == "rotate")')" = True ] ||
       fail "cluster-overhead.json: $(metric "$ob/cluster-overhead.json" '(m["table"], m["config"], m["machine"])')"
+    # Two variants, two reps: each runs first in turn (--order rotate, the default); a bad
+    # --order is refused.
+    "$root/launch/bench-cluster-overhead.sh" --out "$tmp/ob2" --build "$build" --engine cpu \
+      --index "$ob/index" --queries 120 --batches 64 --isns 1 --reps 2 --variants "adaptive spin" \
+      --probe-reps 0 --latency-reps 0 > "$tmp/ob2.txt" 2>&1 || { cat "$tmp/ob2.txt"; fail "two variants, two reps: exit $?"; }
+    [ "$(grep -oE "^ +(adaptive|spin) +1 ISN\(s\) batch +64 rep [12]" "$tmp/ob2.txt" | awk '{print $1 $NF}' | tr '\n' ' ')" = "adaptive1 spin1 spin2 adaptive2 " ] ||
+      { cat "$tmp/ob2.txt"; fail "--order rotate: the variants did not take turns running first"; }
+    set +e
+    "$root/launch/bench-cluster-overhead.sh" --out "$tmp/ob3" --order sideways > "$tmp/ob3.txt" 2>&1
+    rc=$?
+    set -e
+    [ "$rc" = 2 ] && grep -q -- "--order sideways" "$tmp/ob3.txt" || { cat "$tmp/ob3.txt"; fail "--order sideways: exit $rc"; }
     # The run's legs, one line a run, each p50 leg a number (launch/cluster-legs.py).
     python3 "$root/launch/cluster-legs.py" "$ob/runs" > "$tmp/legs.txt" 2>&1 || { cat "$tmp/legs.txt"; fail "cluster-legs.py exited $?"; }
     cat "$tmp/legs.txt"
